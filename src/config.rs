@@ -1,0 +1,53 @@
+//! Every knob staticd has, with its default, in one struct.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How access-log lines are written (to stderr).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// NCSA common log format.
+    Common,
+    /// Apache's combined format: common plus referer and user agent.
+    Combined,
+    /// fnord's line: `IP STATUS SIZE HOST USER_AGENT REFERER PATH`.
+    Fnord,
+    Off,
+}
+
+/// Settings shared by every transport. Built once by `main` and never changed.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub root: PathBuf,
+    pub port: u16,
+    /// Addresses to listen on; empty means every IPv4 and IPv6 address.
+    pub bind: Vec<IpAddr>,
+    pub threads: usize,
+    pub inetd: bool,
+    pub index: String,
+    pub log_format: LogFormat,
+    pub read_timeout: Duration,
+    pub keepalive_timeout: Duration,
+    pub send_timeout: Duration,
+    /// How long in-flight responses may run after SIGINT/SIGTERM.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            root: PathBuf::from("."),
+            port: 8080,
+            bind: Vec::new(),
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            inetd: false,
+            index: "index.html".to_string(),
+            log_format: LogFormat::Common,
+            read_timeout: Duration::from_secs(10),
+            keepalive_timeout: Duration::from_secs(15),
+            send_timeout: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! HTTP/1.x as data: no socket I/O anywhere below here.
+
+pub mod body;
+pub mod conditional;
+pub mod limits;
+pub mod parse;
+pub mod range;
+pub mod response;

@@ -1,0 +1,382 @@
+//! Request heads as data: bytes in, a `Request` (or the reason it is refused) out.
+//!
+//! Framing and persistence are decided here, once, for every transport.
+
+use super::limits::{MAX_HEADERS, MAX_HEAD_BYTES, MAX_TARGET_BYTES};
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Method {
+    #[default]
+    Get,
+    Head,
+    Options,
+    Other(String),
+}
+
+impl Method {
+    fn from_token(token: &str) -> Method {
+        match token {
+            "GET" => Method::Get,
+            "HEAD" => Method::Head,
+            "OPTIONS" => Method::Options,
+            other => Method::Other(other.to_string()),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Options => "OPTIONS",
+            Method::Other(s) => s,
+        }
+    }
+}
+
+/// How the request body, if any, is delimited on the wire.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BodyFraming {
+    #[default]
+    None,
+    Length(u64),
+    Chunked,
+}
+
+/// The parts of a request head that staticd acts on.
+#[derive(Clone, Debug, Default)]
+pub struct Request {
+    pub method: Method,
+    /// The request-target exactly as sent.
+    pub target: String,
+    /// 0 for HTTP/1.0, 1 for HTTP/1.1.
+    pub minor_version: u8,
+    pub host: Option<String>,
+    /// Whether the client asked for (or defaults to) a persistent connection.
+    pub keep_alive: bool,
+    pub framing: BodyFraming,
+    pub range: Option<String>,
+    pub if_range: Option<String>,
+    pub if_match: Option<String>,
+    pub if_none_match: Option<String>,
+    pub if_modified_since: Option<String>,
+    pub if_unmodified_since: Option<String>,
+    pub user_agent: Option<String>,
+    pub referer: Option<String>,
+}
+
+/// Why a request head was refused; each maps to one status in `respond`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParseError {
+    Malformed,
+    TargetTooLong,
+    HeadTooLarge,
+    UnsupportedVersion,
+}
+
+#[derive(Debug)]
+pub enum Parsed {
+    /// More bytes are needed.
+    Incomplete,
+    /// A whole head; `head_len` bytes of the buffer belong to it.
+    Complete {
+        request: Request,
+        head_len: usize,
+    },
+    Error(ParseError),
+}
+
+/// Parses the request head at the start of `buf`.
+pub fn parse(buf: &[u8]) -> Parsed {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(buf) {
+        Ok(httparse::Status::Complete(head_len)) => {
+            if head_len > MAX_HEAD_BYTES {
+                return Parsed::Error(ParseError::HeadTooLarge);
+            }
+            match build_request(&req) {
+                Ok(request) => Parsed::Complete { request, head_len },
+                Err(e) => Parsed::Error(e),
+            }
+        }
+        Ok(httparse::Status::Partial) => incomplete(buf),
+        Err(httparse::Error::TooManyHeaders) => Parsed::Error(ParseError::HeadTooLarge),
+        Err(httparse::Error::Version) => version_error(buf),
+        Err(_) => Parsed::Error(ParseError::Malformed),
+    }
+}
+
+/// A partial head is refused once it is already over a limit, so a client
+/// cannot make the server buffer without bound.
+fn incomplete(buf: &[u8]) -> Parsed {
+    let first_line_done = buf.contains(&b'\n');
+    if !first_line_done && buf.len() > MAX_TARGET_BYTES + REQUEST_LINE_SLACK {
+        return Parsed::Error(ParseError::TargetTooLong);
+    }
+    if buf.len() > MAX_HEAD_BYTES {
+        return Parsed::Error(ParseError::HeadTooLarge);
+    }
+    Parsed::Incomplete
+}
+
+/// Room for the method, the spaces and the version around a target.
+const REQUEST_LINE_SLACK: usize = 32;
+
+/// httparse knows only HTTP/1.0 and HTTP/1.1. A well-formed `HTTP/x.y` of
+/// another major version is 505; a higher 1.x minor is read as 1.1, as
+/// RFC 9110 §2.5 asks; anything else is malformed.
+fn version_error(buf: &[u8]) -> Parsed {
+    let line_end = match buf.iter().position(|&b| b == b'\n') {
+        Some(i) => i,
+        None => return Parsed::Incomplete,
+    };
+    let line = trim_cr(&buf[..line_end]);
+    let version = match line.iter().rposition(|&b| b == b' ') {
+        Some(i) => &line[i + 1..],
+        None => return Parsed::Error(ParseError::Malformed),
+    };
+    match version {
+        [b'H', b'T', b'T', b'P', b'/', major, b'.', minor]
+            if major.is_ascii_digit() && minor.is_ascii_digit() =>
+        {
+            if *major == b'1' {
+                let mut patched = buf.to_vec();
+                let minor_at = line.len() - 1;
+                patched[minor_at] = b'1';
+                parse(&patched)
+            } else {
+                Parsed::Error(ParseError::UnsupportedVersion)
+            }
+        }
+        _ => Parsed::Error(ParseError::Malformed),
+    }
+}
+
+fn trim_cr(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+fn build_request(req: &httparse::Request) -> Result<Request, ParseError> {
+    let target = req.path.ok_or(ParseError::Malformed)?;
+    if target.len() > MAX_TARGET_BYTES {
+        return Err(ParseError::TargetTooLong);
+    }
+    let minor_version = req.version.ok_or(ParseError::Malformed)?;
+    let mut out = Request {
+        method: Method::from_token(req.method.ok_or(ParseError::Malformed)?),
+        target: target.to_string(),
+        minor_version,
+        ..Request::default()
+    };
+    let mut connection = ConnectionTokens::default();
+    let mut content_length: Option<u64> = None;
+    let mut chunked = false;
+    let mut transfer_encoding = false;
+    for h in req.headers.iter() {
+        let value = std::str::from_utf8(h.value).map_err(|_| ParseError::Malformed)?;
+        let name = h.name;
+        if name.eq_ignore_ascii_case("host") {
+            if out.host.is_some() {
+                return Err(ParseError::Malformed);
+            }
+            out.host = Some(value.trim().to_string());
+        } else if name.eq_ignore_ascii_case("connection") {
+            connection.add(value);
+        } else if name.eq_ignore_ascii_case("content-length") {
+            let n = parse_content_length(value)?;
+            if content_length.is_some_and(|prev| prev != n) {
+                return Err(ParseError::Malformed);
+            }
+            content_length = Some(n);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            transfer_encoding = true;
+            // Only the final coding decides the framing (RFC 9112 §6.3).
+            chunked = value
+                .rsplit(',')
+                .find(|c| !c.trim().is_empty())
+                .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"));
+        } else if name.eq_ignore_ascii_case("range") {
+            append(&mut out.range, value);
+        } else if name.eq_ignore_ascii_case("if-range") {
+            out.if_range = Some(value.trim().to_string());
+        } else if name.eq_ignore_ascii_case("if-match") {
+            append(&mut out.if_match, value);
+        } else if name.eq_ignore_ascii_case("if-none-match") {
+            append(&mut out.if_none_match, value);
+        } else if name.eq_ignore_ascii_case("if-modified-since") {
+            out.if_modified_since = Some(value.trim().to_string());
+        } else if name.eq_ignore_ascii_case("if-unmodified-since") {
+            out.if_unmodified_since = Some(value.trim().to_string());
+        } else if name.eq_ignore_ascii_case("user-agent") {
+            out.user_agent = Some(value.to_string());
+        } else if name.eq_ignore_ascii_case("referer") {
+            out.referer = Some(value.to_string());
+        }
+    }
+    if minor_version >= 1 && out.host.is_none() {
+        return Err(ParseError::Malformed);
+    }
+    out.framing = match (transfer_encoding, content_length) {
+        // Both, or chunked not last, or chunked on HTTP/1.0: the body's end
+        // cannot be trusted, so the request is refused (RFC 9112 §6.1, §6.3).
+        (true, Some(_)) => return Err(ParseError::Malformed),
+        (true, None) if !chunked || minor_version == 0 => return Err(ParseError::Malformed),
+        (true, None) => BodyFraming::Chunked,
+        (false, Some(0)) | (false, None) => BodyFraming::None,
+        (false, Some(n)) => BodyFraming::Length(n),
+    };
+    out.keep_alive = if minor_version >= 1 {
+        !connection.close
+    } else {
+        connection.keep_alive && !connection.close
+    };
+    Ok(out)
+}
+
+fn parse_content_length(value: &str) -> Result<u64, ParseError> {
+    let v = value.trim();
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ParseError::Malformed);
+    }
+    v.parse().map_err(|_| ParseError::Malformed)
+}
+
+/// Repeated list-valued fields are one comma-separated list (RFC 9110 §5.3).
+fn append(slot: &mut Option<String>, value: &str) {
+    match slot {
+        Some(existing) => {
+            existing.push_str(", ");
+            existing.push_str(value.trim());
+        }
+        None => *slot = Some(value.trim().to_string()),
+    }
+}
+
+#[derive(Default)]
+struct ConnectionTokens {
+    close: bool,
+    keep_alive: bool,
+}
+
+impl ConnectionTokens {
+    fn add(&mut self, value: &str) {
+        for token in value.split(',').map(str::trim) {
+            if token.eq_ignore_ascii_case("close") {
+                self.close = true;
+            } else if token.eq_ignore_ascii_case("keep-alive") {
+                self.keep_alive = true;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(raw: &str) -> Request {
+        match parse(raw.as_bytes()) {
+            Parsed::Complete { request, head_len } => {
+                assert_eq!(head_len, raw.len());
+                request
+            }
+            other => panic!("expected a request from {raw:?}, got {other:?}"),
+        }
+    }
+
+    fn err(raw: &str) -> ParseError {
+        match parse(raw.as_bytes()) {
+            Parsed::Error(e) => e,
+            other => panic!("expected an error from {raw:?}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn http11_is_persistent_unless_close() {
+        assert!(ok("GET / HTTP/1.1\r\nHost: a\r\n\r\n").keep_alive);
+        assert!(!ok("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").keep_alive);
+    }
+
+    #[test]
+    fn http10_is_persistent_only_when_asked() {
+        assert!(!ok("GET / HTTP/1.0\r\n\r\n").keep_alive);
+        assert!(ok("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").keep_alive);
+    }
+
+    #[test]
+    fn http11_without_host_is_malformed() {
+        assert_eq!(err("GET / HTTP/1.1\r\n\r\n"), ParseError::Malformed);
+    }
+
+    #[test]
+    fn versions() {
+        assert_eq!(
+            err("GET / HTTP/2.0\r\n\r\n"),
+            ParseError::UnsupportedVersion
+        );
+        assert_eq!(
+            err("GET / HTTP/0.9\r\n\r\n"),
+            ParseError::UnsupportedVersion
+        );
+        assert_eq!(ok("GET / HTTP/1.2\r\nHost: a\r\n\r\n").minor_version, 1);
+        assert_eq!(err("GET / FTP/1.0\r\n\r\n"), ParseError::Malformed);
+    }
+
+    #[test]
+    fn framing() {
+        let r = ok("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n");
+        assert_eq!(r.framing, BodyFraming::Length(5));
+        let r = ok("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n");
+        assert_eq!(r.framing, BodyFraming::Chunked);
+        assert_eq!(
+            err("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"),
+            ParseError::Malformed
+        );
+        assert_eq!(
+            err("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"),
+            ParseError::Malformed
+        );
+        assert_eq!(
+            err("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"),
+            ParseError::Malformed
+        );
+        assert_eq!(
+            err("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n"),
+            ParseError::Malformed
+        );
+    }
+
+    #[test]
+    fn limits() {
+        let long = format!("GET /{} HTTP/1.1\r\nHost: a\r\n\r\n", "a".repeat(9000));
+        assert_eq!(err(&long), ParseError::TargetTooLong);
+        let partial = format!("GET /{}", "a".repeat(9000));
+        assert_eq!(err(&partial), ParseError::TargetTooLong);
+        let big = format!(
+            "GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n\r\n",
+            "b".repeat(17000)
+        );
+        assert_eq!(err(&big), ParseError::HeadTooLarge);
+        let many: String = (0..101).map(|i| format!("X{i}: y\r\n")).collect();
+        assert_eq!(
+            err(&format!("GET / HTTP/1.1\r\nHost: a\r\n{many}\r\n")),
+            ParseError::HeadTooLarge
+        );
+    }
+
+    #[test]
+    fn incomplete_heads_wait_for_more() {
+        assert!(matches!(
+            parse(b"GET / HTTP/1.1\r\nHost:"),
+            Parsed::Incomplete
+        ));
+        assert!(matches!(parse(b""), Parsed::Incomplete));
+    }
+
+    #[test]
+    fn repeated_list_headers_are_joined() {
+        let r =
+            ok("GET / HTTP/1.1\r\nHost: a\r\nIf-None-Match: \"x\"\r\nIf-None-Match: \"y\"\r\n\r\n");
+        assert_eq!(r.if_none_match.as_deref(), Some("\"x\", \"y\""));
+    }
+}

@@ -1,0 +1,191 @@
+//! Response heads as bytes: status line, headers, the cached Date.
+
+use std::cell::RefCell;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    NoContent,
+    PartialContent,
+    MovedPermanently,
+    NotModified,
+    BadRequest,
+    Forbidden,
+    NotFound,
+    MethodNotAllowed,
+    PreconditionFailed,
+    UriTooLong,
+    RangeNotSatisfiable,
+    HeaderFieldsTooLarge,
+    InternalServerError,
+    VersionNotSupported,
+}
+
+impl Status {
+    pub fn code(self) -> u16 {
+        match self {
+            Status::Ok => 200,
+            Status::NoContent => 204,
+            Status::PartialContent => 206,
+            Status::MovedPermanently => 301,
+            Status::NotModified => 304,
+            Status::BadRequest => 400,
+            Status::Forbidden => 403,
+            Status::NotFound => 404,
+            Status::MethodNotAllowed => 405,
+            Status::PreconditionFailed => 412,
+            Status::UriTooLong => 414,
+            Status::RangeNotSatisfiable => 416,
+            Status::HeaderFieldsTooLarge => 431,
+            Status::InternalServerError => 500,
+            Status::VersionNotSupported => 505,
+        }
+    }
+
+    pub fn reason(self) -> &'static str {
+        match self {
+            Status::Ok => "OK",
+            Status::NoContent => "No Content",
+            Status::PartialContent => "Partial Content",
+            Status::MovedPermanently => "Moved Permanently",
+            Status::NotModified => "Not Modified",
+            Status::BadRequest => "Bad Request",
+            Status::Forbidden => "Forbidden",
+            Status::NotFound => "Not Found",
+            Status::MethodNotAllowed => "Method Not Allowed",
+            Status::PreconditionFailed => "Precondition Failed",
+            Status::UriTooLong => "URI Too Long",
+            Status::RangeNotSatisfiable => "Range Not Satisfiable",
+            Status::HeaderFieldsTooLarge => "Request Header Fields Too Large",
+            Status::InternalServerError => "Internal Server Error",
+            Status::VersionNotSupported => "HTTP Version Not Supported",
+        }
+    }
+}
+
+/// Builds a response head. Every head starts with the status line, Date and
+/// Server; `finish` adds the connection header and the blank line.
+pub struct HeadBuilder {
+    buf: Vec<u8>,
+}
+
+impl HeadBuilder {
+    pub fn new(status: Status) -> HeadBuilder {
+        let mut buf = Vec::with_capacity(256);
+        buf.extend_from_slice(b"HTTP/1.1 ");
+        push_u64(&mut buf, status.code() as u64);
+        buf.push(b' ');
+        buf.extend_from_slice(status.reason().as_bytes());
+        buf.extend_from_slice(b"\r\nDate: ");
+        with_http_date_now(|d| buf.extend_from_slice(d));
+        buf.extend_from_slice(b"\r\nServer: staticd\r\n");
+        HeadBuilder { buf }
+    }
+
+    pub fn header(&mut self, name: &str, value: &str) -> &mut Self {
+        self.buf.extend_from_slice(name.as_bytes());
+        self.buf.extend_from_slice(b": ");
+        self.buf.extend_from_slice(value.as_bytes());
+        self.buf.extend_from_slice(b"\r\n");
+        self
+    }
+
+    pub fn header_u64(&mut self, name: &str, value: u64) -> &mut Self {
+        self.buf.extend_from_slice(name.as_bytes());
+        self.buf.extend_from_slice(b": ");
+        push_u64(&mut self.buf, value);
+        self.buf.extend_from_slice(b"\r\n");
+        self
+    }
+
+    /// Ends the head. `persistence` says what to tell the client about the
+    /// connection.
+    pub fn finish(mut self, persistence: Persistence) -> Vec<u8> {
+        match persistence {
+            Persistence::Close => self.buf.extend_from_slice(b"Connection: close\r\n"),
+            Persistence::KeepAlive10 => self.buf.extend_from_slice(b"Connection: keep-alive\r\n"),
+            Persistence::Default11 => {}
+        }
+        self.buf.extend_from_slice(b"\r\n");
+        self.buf
+    }
+}
+
+/// What the Connection header of a response says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Persistence {
+    /// The server closes after this response.
+    Close,
+    /// HTTP/1.0 keep-alive, which must be confirmed explicitly.
+    KeepAlive10,
+    /// HTTP/1.1 persistence, the default: nothing to say.
+    Default11,
+}
+
+fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&digits[i..]);
+}
+
+thread_local! {
+    /// The Date value changes once a second; render it once a second per thread.
+    static DATE: RefCell<(u64, [u8; 29])> = const { RefCell::new((u64::MAX, [0; 29])) };
+}
+
+/// Calls `f` with the current time as an IMF-fixdate.
+pub fn with_http_date_now<R>(f: impl FnOnce(&[u8]) -> R) -> R {
+    let now = SystemTime::now();
+    let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    DATE.with(|cell| {
+        let mut cached = cell.borrow_mut();
+        if cached.0 != secs {
+            let rendered = httpdate::fmt_http_date(now);
+            cached.1.copy_from_slice(&rendered.as_bytes()[..29]);
+            cached.0 = secs;
+        }
+        f(&cached.1)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn head_layout() {
+        let mut b = HeadBuilder::new(Status::NotFound);
+        b.header_u64("Content-Length", 14);
+        let head = String::from_utf8(b.finish(Persistence::Close)).unwrap();
+        assert!(head.starts_with("HTTP/1.1 404 Not Found\r\nDate: "));
+        assert!(head.contains("\r\nServer: staticd\r\n"));
+        assert!(head.ends_with("Content-Length: 14\r\nConnection: close\r\n\r\n"));
+    }
+
+    #[test]
+    fn numbers() {
+        let mut v = Vec::new();
+        push_u64(&mut v, 0);
+        v.push(b' ');
+        push_u64(&mut v, u64::MAX);
+        assert_eq!(v, b"0 18446744073709551615");
+    }
+
+    #[test]
+    fn date_is_imf_fixdate() {
+        with_http_date_now(|d| {
+            let s = std::str::from_utf8(d).unwrap();
+            assert!(httpdate::parse_http_date(s).is_ok(), "{s}");
+            assert!(s.ends_with(" GMT"));
+        });
+    }
+}

@@ -1,0 +1,213 @@
+//! Access-log lines. Formatting is pure; `emit` is the one write to stderr.
+
+use std::io::Write;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::config::LogFormat;
+use crate::http::parse::Request;
+
+/// What one response contributes to the log.
+pub struct Entry<'a> {
+    /// Client IP address, or `-` when unknown.
+    pub client: &'a str,
+    /// The request, when its head parsed.
+    pub request: Option<&'a Request>,
+    pub status: u16,
+    pub body_len: u64,
+}
+
+pub fn format(format: LogFormat, e: &Entry, now: SystemTime) -> Option<String> {
+    let req = e.request;
+    let mut line = match format {
+        LogFormat::Off => return None,
+        LogFormat::Fnord => fnord(e),
+        LogFormat::Common | LogFormat::Combined => {
+            let request_line = req.map_or_else(
+                || "-".to_string(),
+                |r| {
+                    format!(
+                        "{} {} HTTP/1.{}",
+                        r.method.as_str(),
+                        r.target,
+                        r.minor_version
+                    )
+                },
+            );
+            let size = if e.body_len == 0 {
+                "-".to_string()
+            } else {
+                e.body_len.to_string()
+            };
+            let mut line = format!(
+                "{} - - [{}] \"{}\" {} {}",
+                e.client,
+                clf_time(now),
+                escape(&request_line),
+                e.status,
+                size
+            );
+            if format == LogFormat::Combined {
+                let referer = req.and_then(|r| r.referer.as_deref()).unwrap_or("-");
+                let agent = req.and_then(|r| r.user_agent.as_deref()).unwrap_or("-");
+                line.push_str(&format!(" \"{}\" \"{}\"", escape(referer), escape(agent)));
+            }
+            line
+        }
+    };
+    line.push('\n');
+    Some(line)
+}
+
+/// fnord's line: `IP STATUS SIZE HOST USER_AGENT REFERER PATH`, spaces in
+/// the agent turned into `_`, `none` for a missing referer.
+fn fnord(e: &Entry) -> String {
+    let req = e.request;
+    let host = req.and_then(|r| r.host.as_deref()).unwrap_or("-");
+    let agent = req
+        .and_then(|r| r.user_agent.as_deref())
+        .unwrap_or("-")
+        .replace(' ', "_");
+    let referer = req
+        .and_then(|r| r.referer.as_deref())
+        .unwrap_or("none")
+        .replace(' ', "_");
+    let path = req.map_or("-", |r| r.target.as_str());
+    format!(
+        "{} {} {} {} {} {} {}",
+        e.client,
+        e.status,
+        e.body_len,
+        escape(host),
+        escape(&agent),
+        escape(&referer),
+        escape(path)
+    )
+}
+
+/// Keeps a client-supplied value on one line and free of quotes.
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `10/Oct/2000:13:55:36 +0000`, in UTC.
+fn clf_time(t: SystemTime) -> String {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    let rem = secs % 86_400;
+    format!(
+        "{d:02}/{}/{y}:{:02}:{:02}:{:02} +0000",
+        MONTHS[(m - 1) as usize],
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day), after Howard Hinnant's
+/// `civil_from_days`.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// Writes one line to stderr in a single write, so lines from several
+/// threads never interleave.
+pub fn emit(line: &str) {
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn t() -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(971_186_136) // 2000-10-10 13:55:36 UTC
+    }
+
+    fn req() -> Request {
+        Request {
+            target: "/a b?x".into(),
+            minor_version: 1,
+            host: Some("example.test".into()),
+            user_agent: Some("Mozilla/5.0 (X11)".into()),
+            ..Request::default()
+        }
+    }
+
+    #[test]
+    fn common_and_combined() {
+        let r = req();
+        let e = Entry {
+            client: "10.0.0.1",
+            request: Some(&r),
+            status: 200,
+            body_len: 2326,
+        };
+        assert_eq!(
+            format(LogFormat::Common, &e, t()).unwrap(),
+            "10.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"GET /a b?x HTTP/1.1\" 200 2326\n"
+        );
+        assert_eq!(
+            format(LogFormat::Combined, &e, t()).unwrap(),
+            "10.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"GET /a b?x HTTP/1.1\" 200 2326 \"-\" \"Mozilla/5.0 (X11)\"\n"
+        );
+    }
+
+    #[test]
+    fn fnord_line() {
+        let r = req();
+        let e = Entry {
+            client: "10.0.0.1",
+            request: Some(&r),
+            status: 404,
+            body_len: 0,
+        };
+        assert_eq!(
+            format(LogFormat::Fnord, &e, t()).unwrap(),
+            "10.0.0.1 404 0 example.test Mozilla/5.0_(X11) none /a b?x\n"
+        );
+    }
+
+    #[test]
+    fn unparsed_requests_and_hostile_values() {
+        let e = Entry {
+            client: "-",
+            request: None,
+            status: 400,
+            body_len: 12,
+        };
+        assert!(format(LogFormat::Common, &e, t())
+            .unwrap()
+            .contains("\"-\" 400 12"));
+        assert_eq!(escape("a\"b\x1b"), "a\\\"b\\x1b");
+        assert!(format(LogFormat::Off, &e, t()).is_none());
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        assert_eq!(clf_time(UNIX_EPOCH), "01/Jan/1970:00:00:00 +0000");
+    }
+}

@@ -1,0 +1,143 @@
+//! staticd: a small, fast static-file web server.
+//!
+//! This file only turns the command line into a `Config` and starts a
+//! transport; everything else lives in the modules below.
+
+mod config;
+mod http;
+mod log;
+mod respond;
+mod serve;
+mod session;
+mod site;
+mod sys;
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, ValueEnum};
+
+use config::{Config, LogFormat};
+use site::Site;
+
+/// A small, very fast static-file web server: standalone, or one connection
+/// on stdin/stdout under tcpserver, tcpsvd, inetd or systemd.
+#[derive(Parser, Debug)]
+#[command(name = "staticd", version, about)]
+struct Cli {
+    /// Document root to serve.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    root: PathBuf,
+
+    /// Port to listen on in standalone mode (0 picks a free port).
+    #[arg(long, value_name = "N", default_value_t = 8080)]
+    port: u16,
+
+    /// Address to listen on; repeat for several. Default: all IPv4 and IPv6 addresses.
+    #[arg(long, value_name = "ADDR")]
+    bind: Vec<IpAddr>,
+
+    /// Worker threads in standalone mode. Default: the number of cores.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    threads: Option<u16>,
+
+    /// Serve one connection on stdin/stdout, then exit (for tcpserver, tcpsvd, inetd, systemd).
+    #[arg(long)]
+    inetd: bool,
+
+    /// File served for a directory request ending in `/`.
+    #[arg(long, value_name = "NAME", default_value = "index.html")]
+    index: String,
+
+    /// Access-log format, written to stderr.
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = LogArg::Common)]
+    log_format: LogArg,
+
+    /// Seconds a client may take to send a request head (and between body reads).
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    read_timeout: u64,
+
+    /// Seconds an idle keep-alive connection is kept open.
+    #[arg(long, value_name = "SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    keepalive_timeout: u64,
+
+    /// Seconds a client may go without accepting any response bytes.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    send_timeout: u64,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogArg {
+    /// NCSA common log format
+    Common,
+    /// Apache combined: common plus referer and user agent
+    Combined,
+    /// fnord's `IP STATUS SIZE HOST USER_AGENT REFERER PATH`
+    Fnord,
+    /// no access log
+    Off,
+}
+
+impl Cli {
+    fn into_config(self) -> Config {
+        let defaults = Config::default();
+        Config {
+            root: self.root,
+            port: self.port,
+            bind: self.bind,
+            threads: self.threads.map_or(defaults.threads, usize::from),
+            inetd: self.inetd,
+            index: self.index,
+            log_format: match self.log_format {
+                LogArg::Common => LogFormat::Common,
+                LogArg::Combined => LogFormat::Combined,
+                LogArg::Fnord => LogFormat::Fnord,
+                LogArg::Off => LogFormat::Off,
+            },
+            read_timeout: std::time::Duration::from_secs(self.read_timeout),
+            keepalive_timeout: std::time::Duration::from_secs(self.keepalive_timeout),
+            send_timeout: std::time::Duration::from_secs(self.send_timeout),
+            ..defaults
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
+    let cfg = cli.into_config();
+    match run(cfg) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(msg) => {
+            eprintln!("staticd: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Help and version go to stdout in full; a usage error is one line.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    let rendered = e.render().to_string();
+    let first = rendered.lines().next().unwrap_or("invalid arguments");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    eprintln!("staticd: {first} (see --help)");
+    ExitCode::from(2)
+}
+
+fn run(cfg: Config) -> Result<(), String> {
+    let site = Site::open(&cfg.root, &cfg.index)?;
+    if cfg.inetd {
+        return serve::stdio::run(&cfg, &site).map_err(|e| site::describe(&e));
+    }
+    let listeners = serve::event_loop::bind(&cfg)?;
+    serve::event_loop::run(Arc::new(cfg), Arc::new(site), listeners).map_err(|e| site::describe(&e))
+}

@@ -1,0 +1,278 @@
+//! Request + Resource -> Response: the one place where statuses, headers
+//! and body bytes are decided.
+
+use std::cell::Cell;
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
+use std::sync::Arc;
+
+use crate::http::conditional::{self, Precondition, Validators};
+use crate::http::parse::{Method, ParseError, Request};
+use crate::http::range::{self, ByteRange, RangeOutcome};
+use crate::http::response::{HeadBuilder, Persistence, Status};
+use crate::site::path::{PathError, SitePath};
+use crate::site::{OpenFile, Resource, Site, SiteError};
+
+const ALLOW: &str = "GET, HEAD, OPTIONS";
+
+/// A decided response: the head, then body pieces in order.
+pub struct Response {
+    pub status: Status,
+    pub head: Vec<u8>,
+    pub body: Vec<Chunk>,
+    /// Body bytes on the wire (for the access log).
+    pub body_len: u64,
+    /// The server closes the connection after this response.
+    pub close: bool,
+}
+
+/// A piece of a response body.
+pub enum Chunk {
+    Bytes(Vec<u8>),
+    File {
+        file: Arc<File>,
+        offset: u64,
+        len: u64,
+    },
+}
+
+/// Answers a request whose head parsed. `force_close` makes the response
+/// the last on its connection (the server is shutting down).
+pub fn respond(site: &Site, req: &Request, force_close: bool) -> Response {
+    let close = force_close || !req.keep_alive;
+    let persistence = match (close, req.minor_version) {
+        (true, _) => Persistence::Close,
+        (false, 0) => Persistence::KeepAlive10,
+        (false, _) => Persistence::Default11,
+    };
+    let reply = Reply {
+        persistence,
+        head_only: req.method == Method::Head,
+    };
+    match &req.method {
+        Method::Get | Method::Head => {}
+        Method::Options => return reply.options(),
+        Method::Other(_) => {
+            let mut h = HeadBuilder::new(Status::MethodNotAllowed);
+            h.header("Allow", ALLOW);
+            return reply.text(Status::MethodNotAllowed, h);
+        }
+    }
+    let path = match SitePath::from_target(&req.target) {
+        Ok(p) => p,
+        Err(PathError::BadRequest) => return reply.error(Status::BadRequest),
+        Err(PathError::Hidden) => return reply.error(Status::NotFound),
+    };
+    match site.resolve(&path) {
+        Ok(Resource::File(f)) => reply.file(req, f),
+        Ok(Resource::AddSlash(location)) => {
+            let mut h = HeadBuilder::new(Status::MovedPermanently);
+            h.header("Location", &location);
+            reply.text(Status::MovedPermanently, h)
+        }
+        Err(SiteError::NotFound) => reply.error(Status::NotFound),
+        Err(SiteError::Forbidden) => reply.error(Status::Forbidden),
+        Err(SiteError::Io) => reply.error(Status::InternalServerError),
+    }
+}
+
+/// Answers a request head that could not be parsed; the connection closes,
+/// since where the next request would start is unknown.
+pub fn refuse(err: ParseError) -> Response {
+    let status = match err {
+        ParseError::Malformed => Status::BadRequest,
+        ParseError::TargetTooLong => Status::UriTooLong,
+        ParseError::HeadTooLarge => Status::HeaderFieldsTooLarge,
+        ParseError::UnsupportedVersion => Status::VersionNotSupported,
+    };
+    Reply {
+        persistence: Persistence::Close,
+        head_only: false,
+    }
+    .error(status)
+}
+
+/// How to finish a response to one request.
+struct Reply {
+    persistence: Persistence,
+    head_only: bool,
+}
+
+impl Reply {
+    fn options(&self) -> Response {
+        let mut h = HeadBuilder::new(Status::NoContent);
+        h.header("Allow", ALLOW);
+        self.build(Status::NoContent, h, Vec::new(), 0)
+    }
+
+    fn error(&self, status: Status) -> Response {
+        self.text(status, HeadBuilder::new(status))
+    }
+
+    /// A status with its short text body, `<code> <reason>\n`.
+    fn text(&self, status: Status, mut h: HeadBuilder) -> Response {
+        let body = format!("{} {}\n", status.code(), status.reason());
+        h.header("Content-Type", "text/plain; charset=utf-8");
+        h.header_u64("Content-Length", body.len() as u64);
+        let mut resp = self.build(status, h, Vec::new(), 0);
+        if !self.head_only {
+            // Small bodies ride in the same write as the head.
+            resp.head.extend_from_slice(body.as_bytes());
+            resp.body_len = body.len() as u64;
+        }
+        resp
+    }
+
+    fn file(&self, req: &Request, f: OpenFile) -> Response {
+        let size = f.meta.len();
+        let mtime = f.meta.modified().unwrap_or(std::time::UNIX_EPOCH);
+        let v = Validators::for_file(size, mtime, f.meta.ino());
+        match conditional::evaluate(req, &v) {
+            Precondition::Proceed => {}
+            Precondition::NotModified => {
+                let mut h = HeadBuilder::new(Status::NotModified);
+                validator_headers(&mut h, &v);
+                return self.build(Status::NotModified, h, Vec::new(), 0);
+            }
+            Precondition::Failed => return self.error(Status::PreconditionFailed),
+        }
+        let outcome = match &req.range {
+            Some(r) if conditional::if_range_holds(req.if_range.as_deref(), &v) => {
+                range::evaluate(r, size)
+            }
+            _ => RangeOutcome::Whole,
+        };
+        let file = Arc::new(f.file);
+        match outcome {
+            RangeOutcome::Whole => {
+                let mut h = self.file_head(Status::Ok, &f.content_type, &v);
+                h.header_u64("Content-Length", size);
+                self.with_body(
+                    Status::Ok,
+                    h,
+                    vec![Chunk::File {
+                        file,
+                        offset: 0,
+                        len: size,
+                    }],
+                    size,
+                )
+            }
+            RangeOutcome::Ranges(ranges) if ranges.len() == 1 => {
+                let r = ranges[0];
+                let mut h = self.file_head(Status::PartialContent, &f.content_type, &v);
+                h.header("Content-Range", &content_range(r, size));
+                h.header_u64("Content-Length", r.len());
+                let body = vec![Chunk::File {
+                    file,
+                    offset: r.start,
+                    len: r.len(),
+                }];
+                self.with_body(Status::PartialContent, h, body, r.len())
+            }
+            RangeOutcome::Ranges(ranges) => {
+                self.multipart(&f.content_type, &v, file, &ranges, size)
+            }
+            RangeOutcome::Unsatisfiable => {
+                let mut h = HeadBuilder::new(Status::RangeNotSatisfiable);
+                h.header("Content-Range", &format!("bytes */{size}"));
+                self.text(Status::RangeNotSatisfiable, h)
+            }
+        }
+    }
+
+    fn file_head(&self, status: Status, content_type: &str, v: &Validators) -> HeadBuilder {
+        let mut h = HeadBuilder::new(status);
+        h.header("Content-Type", content_type);
+        validator_headers(&mut h, v);
+        h.header("Accept-Ranges", "bytes");
+        h
+    }
+
+    /// multipart/byteranges (RFC 9110 §14.6): each part names its range.
+    fn multipart(
+        &self,
+        content_type: &str,
+        v: &Validators,
+        file: Arc<File>,
+        ranges: &[ByteRange],
+        size: u64,
+    ) -> Response {
+        let boundary = boundary(&v.etag);
+        let mut body = Vec::with_capacity(ranges.len() * 2 + 1);
+        let mut total = 0u64;
+        for (i, r) in ranges.iter().enumerate() {
+            let part_head = format!(
+                "{}--{boundary}\r\nContent-Type: {content_type}\r\nContent-Range: {}\r\n\r\n",
+                if i == 0 { "" } else { "\r\n" },
+                content_range(*r, size)
+            );
+            total += part_head.len() as u64 + r.len();
+            body.push(Chunk::Bytes(part_head.into_bytes()));
+            body.push(Chunk::File {
+                file: Arc::clone(&file),
+                offset: r.start,
+                len: r.len(),
+            });
+        }
+        let end = format!("\r\n--{boundary}--\r\n");
+        total += end.len() as u64;
+        body.push(Chunk::Bytes(end.into_bytes()));
+        let mut h = HeadBuilder::new(Status::PartialContent);
+        h.header(
+            "Content-Type",
+            &format!("multipart/byteranges; boundary={boundary}"),
+        );
+        validator_headers(&mut h, v);
+        h.header("Accept-Ranges", "bytes");
+        h.header_u64("Content-Length", total);
+        self.with_body(Status::PartialContent, h, body, total)
+    }
+
+    /// A response with a body, which HEAD leaves off.
+    fn with_body(&self, status: Status, h: HeadBuilder, body: Vec<Chunk>, len: u64) -> Response {
+        if self.head_only {
+            self.build(status, h, Vec::new(), 0)
+        } else {
+            self.build(status, h, body, len)
+        }
+    }
+
+    fn build(&self, status: Status, h: HeadBuilder, body: Vec<Chunk>, body_len: u64) -> Response {
+        Response {
+            status,
+            head: h.finish(self.persistence),
+            body,
+            body_len,
+            close: self.persistence == Persistence::Close,
+        }
+    }
+}
+
+fn validator_headers(h: &mut HeadBuilder, v: &Validators) {
+    h.header("Last-Modified", &v.last_modified_http());
+    h.header("ETag", &v.etag);
+}
+
+fn content_range(r: ByteRange, size: u64) -> String {
+    format!("bytes {}-{}/{size}", r.start, r.end)
+}
+
+/// A multipart boundary unlikely to occur in the file: derived from the
+/// representation's ETag and a per-thread counter, never from its content.
+fn boundary(etag: &str) -> String {
+    thread_local! {
+        static COUNTER: Cell<u64> = const { Cell::new(0) };
+    }
+    let n = COUNTER.with(|c| {
+        c.set(c.get().wrapping_add(1));
+        c.get()
+    });
+    // FNV-1a over the ETag, mixed with the counter and the process id.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325 ^ u64::from(std::process::id());
+    for b in etag.bytes().chain(n.to_le_bytes()) {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("staticd-{hash:016x}")
+}

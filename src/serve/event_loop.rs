@@ -1,0 +1,321 @@
+//! Standalone mode: one single-threaded tokio runtime per worker thread,
+//! each with its own SO_REUSEPORT listener per address, so the kernel
+//! spreads connections over the threads and no work moves between them.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::Interest;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use super::linger_deadline;
+use super::writer::ResponseWriter;
+use crate::config::Config;
+use crate::log;
+use crate::session::{Session, Step};
+use crate::site::{describe, Site};
+use crate::sys;
+
+/// How much is read per call.
+const READ_CHUNK: usize = 16 * 1024;
+/// How long accepting pauses when the process is out of descriptors.
+const EMFILE_PAUSE: Duration = Duration::from_millis(100);
+
+/// Binds every address (one listener per address per thread). Errors name
+/// the address and the problem, ready for a one-line message.
+pub fn bind(cfg: &Config) -> Result<Vec<Vec<std::net::TcpListener>>, String> {
+    let explicit = !cfg.bind.is_empty();
+    let addrs: Vec<IpAddr> = if explicit {
+        cfg.bind.clone()
+    } else {
+        vec![
+            IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        ]
+    };
+    let mut per_thread: Vec<Vec<std::net::TcpListener>> =
+        (0..cfg.threads).map(|_| Vec::new()).collect();
+    for ip in addrs {
+        match bind_group(SocketAddr::new(ip, cfg.port), cfg.threads) {
+            Ok(group) => {
+                let actual = group[0].local_addr().map_err(|e| describe(&e))?;
+                eprintln!("staticd: listening on {actual}");
+                for (thread, l) in per_thread.iter_mut().zip(group) {
+                    thread.push(l);
+                }
+            }
+            // A machine without IPv6 still serves IPv4 by default.
+            Err(e) if !explicit && ip.is_ipv6() && ipv6_unavailable(&e) => {}
+            Err(e) => {
+                let why = if e.kind() == io::ErrorKind::AddrInUse {
+                    "address already in use".to_string()
+                } else {
+                    describe(&e)
+                };
+                return Err(format!(
+                    "cannot listen on {}: {why}",
+                    SocketAddr::new(ip, cfg.port)
+                ));
+            }
+        }
+    }
+    Ok(per_thread)
+}
+
+/// `count` listeners sharing one address through SO_REUSEPORT.
+fn bind_group(addr: SocketAddr, count: usize) -> io::Result<Vec<std::net::TcpListener>> {
+    if addr.port() != 0 {
+        sys::check_port_free(addr)?;
+    }
+    let first = sys::listener(addr, true)?;
+    let addr = first.local_addr()?;
+    let mut group = vec![first];
+    for _ in 1..count {
+        group.push(sys::listener(addr, true)?);
+    }
+    Ok(group)
+}
+
+fn ipv6_unavailable(e: &io::Error) -> bool {
+    use rustix::io::Errno;
+    matches!(
+        e.raw_os_error().map(Errno::from_raw_os_error),
+        Some(Errno::AFNOSUPPORT | Errno::ADDRNOTAVAIL | Errno::PROTONOSUPPORT)
+    )
+}
+
+/// Runs the workers until SIGINT or SIGTERM, then lets in-flight responses
+/// finish (up to the grace period) and returns.
+pub fn run(
+    cfg: Arc<Config>,
+    site: Arc<Site>,
+    listeners: Vec<Vec<std::net::TcpListener>>,
+) -> io::Result<()> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut workers = Vec::new();
+    for (i, group) in listeners.into_iter().enumerate() {
+        let (cfg, site, stop) = (Arc::clone(&cfg), Arc::clone(&site), stop_rx.clone());
+        let handle = std::thread::Builder::new()
+            .name(format!("staticd-{i}"))
+            .spawn(move || worker(cfg, site, group, stop))?;
+        workers.push(handle);
+    }
+    let signals = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    signals.block_on(wait_for_signal())?;
+    let _ = stop_tx.send(true);
+    for w in workers {
+        let _ = w.join();
+    }
+    Ok(())
+}
+
+async fn wait_for_signal() -> io::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+    Ok(())
+}
+
+fn worker(
+    cfg: Arc<Config>,
+    site: Arc<Site>,
+    group: Vec<std::net::TcpListener>,
+    stop: watch::Receiver<bool>,
+) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("staticd: cannot start a worker: {}", describe(&e));
+            return;
+        }
+    };
+    rt.block_on(async move {
+        let active = Arc::new(AtomicUsize::new(0));
+        let mut accepting = Vec::new();
+        for l in group {
+            match TcpListener::from_std(l) {
+                Ok(l) => {
+                    let ctx = (
+                        Arc::clone(&cfg),
+                        Arc::clone(&site),
+                        stop.clone(),
+                        Arc::clone(&active),
+                    );
+                    accepting.push(tokio::spawn(accept_loop(l, ctx)));
+                }
+                Err(e) => eprintln!("staticd: cannot use listener: {}", describe(&e)),
+            }
+        }
+        let mut stop_wait = stop.clone();
+        let _ = stop_wait.wait_for(|s| *s).await;
+        for a in &accepting {
+            a.abort();
+        }
+        // Listeners are dropped with their tasks: no new connections.
+        let deadline = Instant::now() + cfg.shutdown_grace;
+        while active.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+}
+
+type Ctx = (
+    Arc<Config>,
+    Arc<Site>,
+    watch::Receiver<bool>,
+    Arc<AtomicUsize>,
+);
+
+async fn accept_loop(listener: TcpListener, (cfg, site, stop, active): Ctx) {
+    let mut last_complaint: Option<Instant> = None;
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let ctx = (
+                    Arc::clone(&cfg),
+                    Arc::clone(&site),
+                    stop.clone(),
+                    Arc::clone(&active),
+                );
+                active.fetch_add(1, Ordering::AcqRel);
+                tokio::spawn(async move {
+                    let active = Arc::clone(&ctx.3);
+                    connection(stream, peer, ctx).await;
+                    active.fetch_sub(1, Ordering::AcqRel);
+                });
+            }
+            Err(e) if out_of_resources(&e) => {
+                // Out of descriptors: the pending connection stays queued;
+                // pause instead of spinning on the same error.
+                if last_complaint.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
+                    eprintln!("staticd: accept: {} (pausing)", describe(&e));
+                    last_complaint = Some(Instant::now());
+                }
+                tokio::time::sleep(EMFILE_PAUSE).await;
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+fn out_of_resources(e: &io::Error) -> bool {
+    use rustix::io::Errno;
+    matches!(
+        e.raw_os_error().map(Errno::from_raw_os_error),
+        Some(Errno::MFILE | Errno::NFILE | Errno::NOBUFS | Errno::NOMEM)
+    )
+}
+
+async fn connection(stream: TcpStream, peer: SocketAddr, (cfg, site, mut stop, _): Ctx) {
+    sys::tune_connection(stream.as_fd());
+    let mut session = Session::new(peer.ip().to_string());
+    loop {
+        let stopping = *stop.borrow();
+        match session.step(&cfg, &site, stopping) {
+            Step::Read { deadline, idle } => {
+                let read = read_some(&stream, session.input());
+                let timed = tokio::time::timeout_at(deadline.into(), read);
+                let outcome = if idle {
+                    tokio::select! {
+                        r = timed => r,
+                        _ = stop.wait_for(|s| *s) => return,
+                    }
+                } else {
+                    timed.await
+                };
+                match outcome {
+                    Ok(Ok(true)) => {}
+                    _ => break,
+                }
+            }
+            Step::Send(sent) => {
+                let writer = ResponseWriter::new(sent.response, true);
+                let result = send(&stream, writer, cfg.send_timeout).await;
+                if let Some(line) = &sent.log_line {
+                    log::emit(line);
+                }
+                if result.is_err() {
+                    return;
+                }
+            }
+            Step::Close => {
+                sys::shutdown_write(stream.as_fd());
+                if session.unread_input() {
+                    linger(&stream).await;
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// Reads what is there. False: the client closed or failed.
+async fn read_some(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<bool> {
+    loop {
+        stream.readable().await?;
+        let start = buf.len();
+        buf.resize(start + READ_CHUNK, 0);
+        let result = stream.try_read(&mut buf[start..]);
+        match result {
+            Ok(n) => {
+                buf.truncate(start + n);
+                return Ok(n > 0);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => buf.truncate(start),
+            Err(e) => {
+                buf.truncate(start);
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// Writes a whole response; a client that takes nothing for `send_timeout`
+/// is given up on.
+async fn send(
+    stream: &TcpStream,
+    mut writer: ResponseWriter,
+    send_timeout: Duration,
+) -> io::Result<()> {
+    while !writer.is_done() {
+        let step = stream.async_io(Interest::WRITABLE, || writer.write_some(stream.as_fd()));
+        match tokio::time::timeout(send_timeout, step).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(io::ErrorKind::TimedOut.into()),
+        }
+    }
+    Ok(())
+}
+
+async fn linger(stream: &TcpStream) {
+    let mut scratch = vec![0u8; 4096];
+    let _ = tokio::time::timeout_at(linger_deadline().into(), async {
+        loop {
+            if stream.readable().await.is_err() {
+                return;
+            }
+            match stream.try_read(&mut scratch) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => return,
+            }
+        }
+    })
+    .await;
+}

@@ -1,0 +1,159 @@
+//! inetd mode: one connection on fd 0 (requests) and fd 1 (responses), in
+//! plain blocking code. Under tcpserver both are the same socket; with
+//! pipes they are not, and sockets-only calls are skipped.
+
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::time::{Duration, Instant};
+
+use super::linger_deadline;
+use super::writer::ResponseWriter;
+use crate::config::Config;
+use crate::log;
+use crate::session::{Session, Step};
+use crate::site::Site;
+use crate::sys;
+
+/// How much is read per call.
+const READ_CHUNK: usize = 16 * 1024;
+
+pub fn run(cfg: &Config, site: &Site) -> io::Result<()> {
+    // SAFETY: fd 0 and fd 1 are open for the life of the process; inetd,
+    // tcpserver or the shell gave them to us.
+    let (input, output) = unsafe { (BorrowedFd::borrow_raw(0), BorrowedFd::borrow_raw(1)) };
+    let out_socket = sys::is_socket(output);
+    if out_socket {
+        sys::tune_connection(output);
+        sys::set_send_timeout(output, cfg.send_timeout);
+    }
+    let mut session = Session::new(client_address(input));
+    loop {
+        match session.step(cfg, site, false) {
+            Step::Read { deadline, .. } => {
+                let timeout = deadline.saturating_duration_since(Instant::now());
+                if !read_some(input, session.input(), timeout)? {
+                    return Ok(());
+                }
+            }
+            Step::Send(sent) => {
+                let result = send(
+                    output,
+                    ResponseWriter::new(sent.response, out_socket),
+                    cfg.send_timeout,
+                );
+                if let Some(line) = &sent.log_line {
+                    log::emit(line);
+                }
+                if result.is_err() {
+                    return Ok(());
+                }
+            }
+            Step::Close => break,
+        }
+    }
+    if out_socket {
+        sys::shutdown_write(output);
+        if session.unread_input() {
+            linger(input);
+        }
+    }
+    Ok(())
+}
+
+/// Reads what is there into `buf`. False: the client is gone or silent.
+fn read_some(fd: BorrowedFd<'_>, buf: &mut Vec<u8>, timeout: Duration) -> io::Result<bool> {
+    if !sys::wait(fd, false, timeout)? {
+        return Ok(false);
+    }
+    let start = buf.len();
+    buf.resize(start + READ_CHUNK, 0);
+    let result = sys::read(fd, &mut buf[start..]);
+    match result {
+        Ok(n) => {
+            buf.truncate(start + n);
+            Ok(n > 0)
+        }
+        Err(e) => {
+            buf.truncate(start);
+            match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(true),
+                _ => Ok(false),
+            }
+        }
+    }
+}
+
+/// Writes a whole response. A client that accepts nothing for
+/// `send_timeout` is given up on.
+fn send(fd: BorrowedFd<'_>, mut writer: ResponseWriter, send_timeout: Duration) -> io::Result<()> {
+    while !writer.is_done() {
+        match writer.write_some(fd) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // Blocking sockets report a send timeout (SO_SNDTIMEO) as
+            // WouldBlock; a non-blocking descriptor says the same when full.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if !sys::wait(fd, true, send_timeout)? {
+                    return Err(io::ErrorKind::TimedOut.into());
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Reads and drops what the client still sends until it closes or the
+/// linger time is over.
+fn linger(fd: BorrowedFd<'_>) {
+    let deadline = linger_deadline();
+    let mut scratch = [0u8; 4096];
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match sys::wait(fd, false, left) {
+            Ok(true) => match sys::read(fd, &mut scratch) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            },
+            _ => return,
+        }
+    }
+}
+
+/// The client's IP address for the log, as the super-server reports it.
+fn client_address(input: BorrowedFd<'_>) -> String {
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    if let Some(ip) = env("TCPREMOTEIP") {
+        return ip;
+    }
+    if let Some(addr) = env("TCPREMOTEADDR") {
+        return strip_port(&addr).to_string();
+    }
+    if let Some(host) = env("REMOTE_HOST") {
+        return host;
+    }
+    sys::peer_addr(input).map_or_else(|| "-".to_string(), |a| a.ip().to_string())
+}
+
+/// `1.2.3.4:5678` -> `1.2.3.4`; `[::1]:5678` -> `::1`; a bare IP stays.
+fn strip_port(addr: &str) -> &str {
+    if let Some(rest) = addr.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    match addr.rsplit_once(':') {
+        Some((ip, port)) if !ip.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => ip,
+        _ => addr,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip_port;
+
+    #[test]
+    fn addresses() {
+        assert_eq!(strip_port("10.1.2.3:4567"), "10.1.2.3");
+        assert_eq!(strip_port("[::1]:80"), "::1");
+        assert_eq!(strip_port("::1"), "::1");
+        assert_eq!(strip_port("10.1.2.3"), "10.1.2.3");
+    }
+}

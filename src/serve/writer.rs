@@ -1,0 +1,160 @@
+//! Moving a decided response to a file descriptor, one system call at a time.
+//!
+//! `write_some` never blocks on its own: it makes one call and reports
+//! WouldBlock when the descriptor is full, so the blocking inetd transport
+//! and the event loop share it and differ only in how they wait.
+
+use std::io;
+use std::os::fd::BorrowedFd;
+
+use memmap2::{Mmap, MmapOptions};
+
+use crate::respond::{Chunk, Response};
+use crate::sys;
+
+/// Largest single sendfile(2) or write: below the kernel's 0x7ffff000 cap.
+const MAX_CALL: usize = 1 << 30;
+/// How much of a file is mapped at once when sendfile cannot be used.
+const MAP_WINDOW: u64 = 4 << 20;
+
+pub struct ResponseWriter {
+    response: Response,
+    /// Bytes of the head already written.
+    head_done: usize,
+    /// The body chunk being written and how far into it.
+    chunk: usize,
+    chunk_done: u64,
+    /// Set once sendfile(2) refused this descriptor; files then go through mmap.
+    use_mmap: bool,
+    /// `out` is a socket: send(2) with MSG_MORE is available.
+    socket: bool,
+}
+
+impl ResponseWriter {
+    pub fn new(response: Response, socket: bool) -> ResponseWriter {
+        ResponseWriter {
+            response,
+            head_done: 0,
+            chunk: 0,
+            chunk_done: 0,
+            use_mmap: false,
+            socket,
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.head_done == self.response.head.len() && self.chunk == self.response.body.len()
+    }
+
+    /// Makes one write towards finishing the response. Returns the bytes
+    /// written; a file that ended early (it shrank) is an UnexpectedEof error,
+    /// which ends the connection: padding would send bytes that are not the file.
+    pub fn write_some(&mut self, out: BorrowedFd<'_>) -> io::Result<usize> {
+        if self.head_done < self.response.head.len() {
+            let more = !self.response.body.is_empty();
+            let n = self.write_bytes(out, &self.response.head[self.head_done..], more)?;
+            self.head_done += n;
+            return Ok(n);
+        }
+        let last = self.chunk + 1 == self.response.body.len();
+        let n = match &self.response.body[self.chunk] {
+            Chunk::Bytes(bytes) => {
+                let n = self.write_bytes(out, &bytes[self.chunk_done as usize..], !last)?;
+                self.advance(n as u64, bytes.len() as u64);
+                n
+            }
+            Chunk::File { file, offset, len } => {
+                let (file, offset, len) = (file.clone(), *offset, *len);
+                let n =
+                    self.write_file(out, &file, offset + self.chunk_done, len - self.chunk_done)?;
+                if n == 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "file shrank while being sent",
+                    ));
+                }
+                self.advance(n as u64, len);
+                n
+            }
+        };
+        Ok(n)
+    }
+
+    fn advance(&mut self, n: u64, chunk_len: u64) {
+        self.chunk_done += n;
+        if self.chunk_done == chunk_len {
+            self.chunk += 1;
+            self.chunk_done = 0;
+        }
+    }
+
+    fn write_bytes(&self, out: BorrowedFd<'_>, buf: &[u8], more: bool) -> io::Result<usize> {
+        if self.socket {
+            sys::send(out, buf, more)
+        } else {
+            sys::write(out, buf)
+        }
+    }
+
+    fn write_file(
+        &mut self,
+        out: BorrowedFd<'_>,
+        file: &std::fs::File,
+        at: u64,
+        left: u64,
+    ) -> io::Result<usize> {
+        let count = left.min(MAX_CALL as u64) as usize;
+        if !self.use_mmap {
+            let mut offset = at;
+            match sys::sendfile(out, file, &mut offset, count) {
+                Err(e) if sendfile_unsupported(&e) => self.use_mmap = true,
+                other => return other,
+            }
+        }
+        write_mapped(out, file, at, count, self.socket)
+    }
+}
+
+/// sendfile(2) refuses some output descriptors (EINVAL, or ENOSYS/EOPNOTSUPP
+/// on odd file systems); mmap + write serves those.
+fn sendfile_unsupported(e: &io::Error) -> bool {
+    use rustix::io::Errno;
+    matches!(
+        e.raw_os_error().map(Errno::from_raw_os_error),
+        Some(Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP)
+    )
+}
+
+/// Writes part of a file through a bounded mapping. The file's size is
+/// checked first: touching pages past its end would raise SIGBUS.
+fn write_mapped(
+    out: BorrowedFd<'_>,
+    file: &std::fs::File,
+    at: u64,
+    count: usize,
+    socket: bool,
+) -> io::Result<usize> {
+    let size = file.metadata()?.len();
+    if at >= size {
+        return Ok(0);
+    }
+    let window = (count as u64).min(MAP_WINDOW).min(size - at);
+    // Mappings start on a page boundary.
+    let page = rustix::param::page_size() as u64;
+    let start = at - at % page;
+    let map: Mmap = unsafe {
+        // SAFETY: the mapping is read-only and private to this call; the
+        // size check above keeps every touched page inside the file unless it
+        // is truncated in the instant between the check and the write.
+        MmapOptions::new()
+            .offset(start)
+            .len((at - start + window) as usize)
+            .map(file)?
+    };
+    let bytes = &map[(at - start) as usize..];
+    if socket {
+        sys::send(out, bytes, false)
+    } else {
+        sys::write(out, bytes)
+    }
+}

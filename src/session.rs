@@ -1,0 +1,147 @@
+//! One connection as a state machine: bytes in, responses out, no I/O.
+//!
+//! Both transports drive a `Session` the same way: append what they read to
+//! `input()`, call `step`, and do what it says. That is why the event loop
+//! and inetd mode behave byte-for-byte the same.
+
+use std::time::{Instant, SystemTime};
+
+use crate::config::Config;
+use crate::http::body::{BodySkipper, Skip};
+use crate::http::parse::{self, Parsed};
+use crate::log;
+use crate::respond::{self, Response};
+use crate::site::Site;
+
+/// What the transport should do next.
+pub enum Step {
+    /// Read more, giving up at the deadline. `idle` is true between
+    /// requests, when closing loses nothing.
+    Read { deadline: Instant, idle: bool },
+    /// Send this response; then call `step` again.
+    Send(Box<Sent>),
+    /// Close the connection.
+    Close,
+}
+
+/// A response and its access-log line.
+pub struct Sent {
+    pub response: Response,
+    pub log_line: Option<String>,
+}
+
+pub struct Session {
+    input: Vec<u8>,
+    skipper: Option<BodySkipper>,
+    /// The last response said the connection closes.
+    closing: bool,
+    /// Requests answered so far.
+    served: u64,
+    /// When the head being received must be complete: a client trickling
+    /// a byte at a time gets no more than the read timeout for all of it.
+    head_deadline: Option<Instant>,
+    client: String,
+}
+
+impl Session {
+    /// `client` is the peer's IP address as text, for the log.
+    pub fn new(client: String) -> Session {
+        Session {
+            input: Vec::new(),
+            skipper: None,
+            closing: false,
+            served: 0,
+            head_deadline: None,
+            client,
+        }
+    }
+
+    /// Where the transport appends the bytes it read.
+    pub fn input(&mut self) -> &mut Vec<u8> {
+        &mut self.input
+    }
+
+    /// Decides the next step. `stopping` is set once the server is shutting
+    /// down: idle connections close and the next response is the last.
+    pub fn step(&mut self, cfg: &Config, site: &Site, stopping: bool) -> Step {
+        if self.closing {
+            return Step::Close;
+        }
+        if let Some(skipper) = &mut self.skipper {
+            match skipper.feed(&self.input) {
+                Skip::Done { consumed } => {
+                    self.input.drain(..consumed);
+                    self.skipper = None;
+                }
+                Skip::NeedMore => {
+                    self.input.clear();
+                    let deadline = Instant::now() + cfg.read_timeout;
+                    return Step::Read {
+                        deadline,
+                        idle: false,
+                    };
+                }
+                Skip::Invalid => return Step::Close,
+            }
+        }
+        if self.input.is_empty() {
+            if stopping {
+                return Step::Close;
+            }
+            // A new connection gets the read timeout for its first request;
+            // later, an idle keep-alive connection gets the keep-alive timeout.
+            let timeout = if self.served == 0 {
+                cfg.read_timeout
+            } else {
+                cfg.keepalive_timeout
+            };
+            return Step::Read {
+                deadline: Instant::now() + timeout,
+                idle: true,
+            };
+        }
+        match parse::parse(&self.input) {
+            Parsed::Incomplete => {
+                let deadline = *self
+                    .head_deadline
+                    .get_or_insert_with(|| Instant::now() + cfg.read_timeout);
+                Step::Read {
+                    deadline,
+                    idle: false,
+                }
+            }
+            Parsed::Error(e) => {
+                self.closing = true;
+                let response = respond::refuse(e);
+                self.sent(cfg, None, response)
+            }
+            Parsed::Complete { request, head_len } => {
+                self.head_deadline = None;
+                self.input.drain(..head_len);
+                self.skipper = BodySkipper::new(request.framing);
+                let response = respond::respond(site, &request, stopping);
+                self.closing = response.close;
+                self.served += 1;
+                self.sent(cfg, Some(&request), response)
+            }
+        }
+    }
+
+    /// Whether the client may still have bytes in flight that nobody will
+    /// read; the transport then lingers before closing, so the kernel does
+    /// not answer them with a reset that destroys the last response.
+    pub fn unread_input(&self) -> bool {
+        !self.input.is_empty() || self.skipper.is_some()
+    }
+
+    fn sent(&self, cfg: &Config, request: Option<&parse::Request>, response: Response) -> Step {
+        let entry = log::Entry {
+            client: &self.client,
+            request,
+            status: response.status.code(),
+            body_len: response.body_len,
+        };
+        let log_line = log::format(cfg.log_format, &entry, SystemTime::now());
+        Step::Send(Box::new(Sent { response, log_line }))
+    }
+}

@@ -1,0 +1,220 @@
+//! Request-target -> a path relative to the site root, or the reason not.
+//!
+//! Decoding happens exactly once, here, and the result is normalised before
+//! it ever reaches the file system; `open.rs` then resolves it with the
+//! kernel's RESOLVE_BENEATH so that symlinks cannot lead out either.
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum PathError {
+    /// Malformed target, bad %-escape, NUL byte, or `..` above the root.
+    BadRequest,
+    /// A hidden component (`.name`), which is never served.
+    Hidden,
+}
+
+/// A normalised path under the root.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SitePath {
+    /// Components joined by `/`, no leading or trailing slash; empty for the root.
+    pub rel: Vec<u8>,
+    /// Whether the request path ended in `/` (it names a directory).
+    pub trailing_slash: bool,
+    /// The query string, as sent, without the `?`.
+    pub query: Option<String>,
+}
+
+impl SitePath {
+    pub fn from_target(target: &str) -> Result<SitePath, PathError> {
+        let path_and_query = origin_form(target).ok_or(PathError::BadRequest)?;
+        let (raw_path, query) = match path_and_query.split_once('?') {
+            Some((p, q)) => (p, Some(q.to_string())),
+            None => (path_and_query, None),
+        };
+        let decoded = percent_decode(raw_path.as_bytes()).ok_or(PathError::BadRequest)?;
+        if decoded.contains(&0) {
+            return Err(PathError::BadRequest);
+        }
+        let trailing_slash = decoded.ends_with(b"/");
+        let mut parts: Vec<&[u8]> = Vec::new();
+        for component in decoded.split(|&b| b == b'/') {
+            match component {
+                b"" | b"." => {}
+                b".." => {
+                    parts.pop().ok_or(PathError::BadRequest)?;
+                }
+                c => parts.push(c),
+            }
+        }
+        for (i, c) in parts.iter().enumerate() {
+            let well_known = i == 0 && *c == b".well-known";
+            if c.starts_with(b".") && !well_known {
+                return Err(PathError::Hidden);
+            }
+        }
+        Ok(SitePath {
+            rel: parts.join(&b'/'),
+            trailing_slash,
+            query,
+        })
+    }
+
+    /// The URL of this path as a directory (`/a/b/`), query kept: the
+    /// target of the redirect for `/a/b`. Built from the normalised path,
+    /// never the raw target, so it cannot become `//host/...`.
+    pub fn directory_url(&self) -> String {
+        let mut url = String::with_capacity(self.rel.len() + 2);
+        url.push('/');
+        percent_encode_path(&self.rel, &mut url);
+        if !self.rel.is_empty() {
+            url.push('/');
+        }
+        if let Some(q) = &self.query {
+            url.push('?');
+            url.push_str(q);
+        }
+        url
+    }
+}
+
+/// The path-and-query of an origin-form or absolute-form target.
+fn origin_form(target: &str) -> Option<&str> {
+    if target.starts_with('/') {
+        return Some(target);
+    }
+    let rest = target
+        .strip_prefix("http://")
+        .or_else(|| target.strip_prefix("https://"))
+        .or_else(|| strip_prefix_ignore_case(target, "http://"))
+        .or_else(|| strip_prefix_ignore_case(target, "https://"))?;
+    match rest.find(['/', '?']) {
+        Some(i) if rest.as_bytes()[i] == b'/' => Some(&rest[i..]),
+        Some(_) => None,
+        None => Some("/"),
+    }
+}
+
+fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = s.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &s[prefix.len()..])
+}
+
+fn percent_decode(input: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(input.len());
+    let mut i = 0;
+    while i < input.len() {
+        if input[i] == b'%' {
+            let hi = hex_value(*input.get(i + 1)?)?;
+            let lo = hex_value(*input.get(i + 2)?)?;
+            out.push(hi << 4 | lo);
+            i += 3;
+        } else {
+            out.push(input[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+fn hex_value(b: u8) -> Option<u8> {
+    (b as char).to_digit(16).map(|d| d as u8)
+}
+
+/// Percent-encodes everything but unreserved characters, sub-delims that are
+/// safe in a path, `:`, `@` and `/`.
+pub fn percent_encode_path(bytes: &[u8], out: &mut String) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in bytes {
+        let keep = b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/".contains(&b);
+        if keep {
+            out.push(b as char);
+        } else {
+            out.push('%');
+            out.push(HEX[(b >> 4) as usize] as char);
+            out.push(HEX[(b & 15) as usize] as char);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rel(target: &str) -> Vec<u8> {
+        SitePath::from_target(target).unwrap().rel
+    }
+
+    #[test]
+    fn normalises() {
+        assert_eq!(rel("/"), b"");
+        assert_eq!(rel("/a/b.html"), b"a/b.html");
+        assert_eq!(rel("//a///./b/../c"), b"a/c");
+        assert_eq!(rel("/a%20b"), b"a b");
+        assert_eq!(rel("/a%2fb"), b"a/b");
+        assert_eq!(rel("/a\\b"), b"a\\b");
+        assert_eq!(rel("/x?y=/../.."), b"x");
+        assert_eq!(rel("http://example.com/p/q"), b"p/q");
+        assert_eq!(rel("HTTP://example.com"), b"");
+    }
+
+    #[test]
+    fn decodes_once() {
+        assert_eq!(rel("/%252e%252e/x"), b"%2e%2e/x");
+    }
+
+    #[test]
+    fn refuses_escapes() {
+        for t in [
+            "/..",
+            "/../etc/passwd",
+            "/%2e%2e/x",
+            "/a/../../x",
+            "/..%2fx",
+            "/%2E%2E%2F",
+        ] {
+            assert_eq!(SitePath::from_target(t), Err(PathError::BadRequest), "{t}");
+        }
+    }
+
+    #[test]
+    fn refuses_bad_input() {
+        for t in [
+            "/a%00b",
+            "/%zz",
+            "/%4",
+            "*",
+            "a/b",
+            "ftp://x/y",
+            "http://host?x",
+        ] {
+            assert_eq!(SitePath::from_target(t), Err(PathError::BadRequest), "{t}");
+        }
+    }
+
+    #[test]
+    fn hides_dotfiles_but_not_well_known() {
+        assert_eq!(
+            SitePath::from_target("/.git/config"),
+            Err(PathError::Hidden)
+        );
+        assert_eq!(
+            SitePath::from_target("/a/.htaccess"),
+            Err(PathError::Hidden)
+        );
+        assert_eq!(SitePath::from_target("/%2eenv"), Err(PathError::Hidden));
+        assert_eq!(
+            SitePath::from_target("/a/.well-known/x"),
+            Err(PathError::Hidden)
+        );
+        assert_eq!(rel("/.well-known/acme"), b".well-known/acme");
+    }
+
+    #[test]
+    fn directory_url() {
+        let p = SitePath::from_target("//evil.com/dir?x=1").unwrap();
+        assert_eq!(p.directory_url(), "/evil.com/dir/?x=1");
+        let p = SitePath::from_target("/a%20b").unwrap();
+        assert_eq!(p.directory_url(), "/a%20b/");
+        assert!(SitePath::from_target("/a").unwrap().directory_url() == "/a/");
+    }
+}

@@ -1,0 +1,168 @@
+//! The system calls the standard library lacks, wrapped in one place.
+
+use std::fs::File;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::Duration;
+
+use rustix::event::{PollFd, PollFlags};
+use rustix::fs::{Mode, OFlags, ResolveFlags};
+use rustix::net::SendFlags;
+
+/// Opens `rel` beneath the directory `dir` for reading. The kernel refuses
+/// any resolution that would leave `dir` (`..`, absolute symlinks, symlinks
+/// pointing outside), so the check cannot race with the file system.
+/// O_NONBLOCK keeps a FIFO from blocking the open.
+pub fn open_beneath(dir: BorrowedFd<'_>, rel: &[u8]) -> io::Result<File> {
+    let path: &[u8] = if rel.is_empty() { b"." } else { rel };
+    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+    let mut attempts = 0;
+    loop {
+        match rustix::fs::openat2(dir, path, flags, Mode::empty(), resolve) {
+            Ok(fd) => return Ok(File::from(fd)),
+            // openat2 asks for a retry when a rename raced with the lookup.
+            Err(rustix::io::Errno::AGAIN) if attempts < 3 => attempts += 1,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Opens a directory to serve from.
+pub fn open_dir(path: &std::path::Path) -> io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    Ok(rustix::fs::open(path, flags, Mode::empty())?)
+}
+
+/// One sendfile(2) call of at most `count` bytes from `file` at `*offset`.
+pub fn sendfile(
+    out: BorrowedFd<'_>,
+    file: &File,
+    offset: &mut u64,
+    count: usize,
+) -> io::Result<usize> {
+    Ok(rustix::fs::sendfile(
+        out,
+        file.as_fd(),
+        Some(offset),
+        count,
+    )?)
+}
+
+/// Sends on a socket; `more` tells the kernel that more data follows at
+/// once, so a head is not sent as a packet of its own.
+pub fn send(out: BorrowedFd<'_>, buf: &[u8], more: bool) -> io::Result<usize> {
+    let mut flags = SendFlags::NOSIGNAL;
+    if more {
+        flags |= SendFlags::MORE;
+    }
+    Ok(rustix::net::send(out, buf, flags)?)
+}
+
+pub fn write(out: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
+    Ok(rustix::io::write(out, buf)?)
+}
+
+pub fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    Ok(rustix::io::read(fd, buf)?)
+}
+
+/// Whether the fd is a socket (fd 0 under tcpserver) rather than a pipe.
+pub fn is_socket(fd: BorrowedFd<'_>) -> bool {
+    rustix::fs::fstat(fd).is_ok_and(|st| {
+        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Socket
+    })
+}
+
+/// Waits until `fd` is readable (or writable). Returns false on timeout.
+pub fn wait(fd: BorrowedFd<'_>, writable: bool, timeout: Duration) -> io::Result<bool> {
+    let flags = if writable {
+        PollFlags::OUT
+    } else {
+        PollFlags::IN
+    };
+    let mut fds = [PollFd::new(&fd, flags)];
+    let ts = rustix::time::Timespec {
+        tv_sec: timeout.as_secs() as _,
+        tv_nsec: timeout.subsec_nanos() as _,
+    };
+    loop {
+        match rustix::event::poll(&mut fds, Some(&ts)) {
+            Ok(n) => return Ok(n > 0),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Socket settings for a served connection: no Nagle delay on small
+/// responses (heads are held back with MSG_MORE instead).
+pub fn tune_connection(fd: BorrowedFd<'_>) {
+    // Failure only costs latency; a pipe or Unix socket simply refuses.
+    let _ = rustix::net::sockopt::set_tcp_nodelay(fd, true);
+}
+
+pub fn set_send_timeout(fd: BorrowedFd<'_>, timeout: Duration) {
+    let _ = rustix::net::sockopt::set_socket_timeout(
+        fd,
+        rustix::net::sockopt::Timeout::Send,
+        Some(timeout),
+    );
+}
+
+pub fn shutdown_write(fd: BorrowedFd<'_>) {
+    let _ = rustix::net::shutdown(fd, rustix::net::Shutdown::Write);
+}
+
+pub fn peer_addr(fd: BorrowedFd<'_>) -> Option<SocketAddr> {
+    let any = rustix::net::getpeername(fd).ok()??;
+    SocketAddr::try_from(any).ok()
+}
+
+/// A listening TCP socket. `reuse_port` lets every worker thread have its
+/// own listener on the same address, so the kernel spreads connections
+/// across threads without waking them all.
+pub fn listener(addr: SocketAddr, reuse_port: bool) -> io::Result<std::net::TcpListener> {
+    let family = match addr {
+        SocketAddr::V4(_) => rustix::net::AddressFamily::INET,
+        SocketAddr::V6(_) => rustix::net::AddressFamily::INET6,
+    };
+    let fd = rustix::net::socket_with(
+        family,
+        rustix::net::SocketType::STREAM,
+        rustix::net::SocketFlags::CLOEXEC | rustix::net::SocketFlags::NONBLOCK,
+        None,
+    )?;
+    rustix::net::sockopt::set_socket_reuseaddr(&fd, true)?;
+    if reuse_port {
+        rustix::net::sockopt::set_socket_reuseport(&fd, true)?;
+    }
+    if addr.is_ipv6() {
+        rustix::net::sockopt::set_ipv6_v6only(&fd, true)?;
+    }
+    rustix::net::bind(&fd, &addr)?;
+    rustix::net::listen(&fd, 4096)?;
+    Ok(std::net::TcpListener::from(fd))
+}
+
+/// Whether the port is free for a plain bind: SO_REUSEPORT listeners would
+/// happily share a port with another staticd, so this probe comes first.
+pub fn check_port_free(addr: SocketAddr) -> io::Result<()> {
+    let family = match addr {
+        SocketAddr::V4(_) => rustix::net::AddressFamily::INET,
+        SocketAddr::V6(_) => rustix::net::AddressFamily::INET6,
+    };
+    let fd = rustix::net::socket_with(
+        family,
+        rustix::net::SocketType::STREAM,
+        rustix::net::SocketFlags::CLOEXEC,
+        None,
+    )?;
+    rustix::net::sockopt::set_socket_reuseaddr(&fd, true)?;
+    if addr.is_ipv6() {
+        rustix::net::sockopt::set_ipv6_v6only(&fd, true)?;
+    }
+    rustix::net::bind(&fd, &addr)?;
+    Ok(())
+}
