@@ -172,6 +172,7 @@ fn build_request(req: &httparse::Request) -> Result<Request, ParseError> {
     let mut content_length: Option<u64> = None;
     let mut chunked = false;
     let mut transfer_encoding = false;
+    let mut expect_continue = false;
     for h in req.headers.iter() {
         let value = std::str::from_utf8(h.value).map_err(|_| ParseError::Malformed)?;
         let name = h.name;
@@ -195,6 +196,8 @@ fn build_request(req: &httparse::Request) -> Result<Request, ParseError> {
                 .rsplit(',')
                 .find(|c| !c.trim().is_empty())
                 .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"));
+        } else if name.eq_ignore_ascii_case("expect") {
+            expect_continue = value.trim().eq_ignore_ascii_case("100-continue");
         } else if name.eq_ignore_ascii_case("range") {
             append(&mut out.range, value);
         } else if name.eq_ignore_ascii_case("if-range") {
@@ -230,6 +233,11 @@ fn build_request(req: &httparse::Request) -> Result<Request, ParseError> {
     } else {
         connection.keep_alive && !connection.close
     };
+    // A client waiting for 100 Continue may never send the body that would
+    // have to be skipped before the next request, so this one is the last.
+    if expect_continue && out.framing != BodyFraming::None {
+        out.keep_alive = false;
+    }
     Ok(out)
 }
 
@@ -344,6 +352,13 @@ mod tests {
             err("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n"),
             ParseError::Malformed
         );
+    }
+
+    #[test]
+    fn expect_continue_with_a_body_ends_the_connection() {
+        let r = ok("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 9\r\n\r\n");
+        assert!(!r.keep_alive);
+        assert!(ok("GET / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n\r\n").keep_alive);
     }
 
     #[test]
