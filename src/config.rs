@@ -4,6 +4,8 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use crate::site::Features;
+
 /// How access-log lines are written (to stderr).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogFormat {
@@ -26,6 +28,7 @@ pub struct Config {
     pub threads: usize,
     pub inetd: bool,
     pub index: String,
+    pub features: Features,
     pub log_format: LogFormat,
     pub read_timeout: Duration,
     pub keepalive_timeout: Duration,
@@ -43,6 +46,7 @@ impl Default for Config {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             inetd: false,
             index: "index.html".to_string(),
+            features: Features::default(),
             log_format: LogFormat::Common,
             read_timeout: Duration::from_secs(10),
             keepalive_timeout: Duration::from_secs(15),

@@ -51,6 +51,14 @@ struct Cli {
     #[arg(long, value_name = "NAME", default_value = "index.html")]
     index: String,
 
+    /// Virtual hosts: serve ROOT/<host>[:<port>] by the Host header, else ROOT/default.
+    #[arg(long)]
+    vhosts: bool,
+
+    /// Generate an HTML (or JSON) index for directories without an index file.
+    #[arg(long)]
+    listing: bool,
+
     /// Access-log format, written to stderr.
     #[arg(long, value_name = "FORMAT", value_enum, default_value_t = LogArg::Common)]
     log_format: LogArg,
@@ -90,6 +98,10 @@ impl Cli {
             threads: self.threads.map_or(defaults.threads, usize::from),
             inetd: self.inetd,
             index: self.index,
+            features: site::Features {
+                vhosts: self.vhosts,
+                listing: self.listing,
+            },
             log_format: match self.log_format {
                 LogArg::Common => LogFormat::Common,
                 LogArg::Combined => LogFormat::Combined,
@@ -134,7 +146,7 @@ fn usage_error(e: clap::Error) -> ExitCode {
 }
 
 fn run(cfg: Config) -> Result<(), String> {
-    let site = Site::open(&cfg.root, &cfg.index)?;
+    let site = Site::open(&cfg.root, &cfg.index, cfg.features.clone())?;
     if cfg.inetd {
         return serve::stdio::run(&cfg, &site).map_err(|e| site::describe(&e));
     }

@@ -10,8 +10,10 @@ use crate::http::conditional::{self, Precondition, Validators};
 use crate::http::parse::{Method, ParseError, Request};
 use crate::http::range::{self, ByteRange, RangeOutcome};
 use crate::http::response::{HeadBuilder, Persistence, Status};
-use crate::site::path::{PathError, SitePath};
-use crate::site::{OpenFile, Resource, Site, SiteError};
+use crate::site::listing::{self, Listing};
+use crate::site::negotiate;
+use crate::site::path::{self, PathError, SitePath};
+use crate::site::{Lookup, OpenFile, Resource, Site, SiteError};
 
 const ALLOW: &str = "GET, HEAD, OPTIONS";
 
@@ -63,13 +65,22 @@ pub fn respond(site: &Site, req: &Request, force_close: bool) -> Response {
         Err(PathError::BadRequest) => return reply.error(Status::BadRequest),
         Err(PathError::Hidden) => return reply.error(Status::NotFound),
     };
-    match site.resolve(&path) {
+    let lookup = Lookup {
+        path: &path,
+        // An absolute-form target names the host itself (RFC 9112 §3.2.2).
+        host: path::authority(&req.target).or(req.host.as_deref()),
+        accept: req.accept.as_deref(),
+        accept_encoding: req.accept_encoding.as_deref(),
+    };
+    match site.resolve(&lookup) {
         Ok(Resource::File(f)) => reply.file(req, f),
-        Ok(Resource::AddSlash(location)) => {
+        Ok(Resource::AddSlash(location) | Resource::Redirect(location)) => {
             let mut h = HeadBuilder::new(Status::MovedPermanently);
             h.header("Location", &location);
             reply.text(Status::MovedPermanently, h)
         }
+        Ok(Resource::Listing(l)) => reply.listing(req, &l),
+        Err(SiteError::BadHost) => reply.error(Status::BadRequest),
         Err(SiteError::NotFound) => reply.error(Status::NotFound),
         Err(SiteError::Forbidden) => reply.error(Status::Forbidden),
         Err(SiteError::Io) => reply.error(Status::InternalServerError),
@@ -127,14 +138,14 @@ impl Reply {
         let size = f.meta.len();
         let mtime = f.meta.modified().unwrap_or(std::time::UNIX_EPOCH);
         let v = Validators::for_file(size, mtime, f.meta.ino());
-        match conditional::evaluate(req, &v) {
-            Precondition::Proceed => {}
-            Precondition::NotModified => {
-                let mut h = HeadBuilder::new(Status::NotModified);
-                validator_headers(&mut h, &v);
-                return self.build(Status::NotModified, h, Vec::new(), 0);
-            }
-            Precondition::Failed => return self.error(Status::PreconditionFailed),
+        let rep = Representation {
+            content_type: &f.content_type,
+            encoding: f.encoding,
+            vary: f.vary,
+            validators: &v,
+        };
+        if let Some(resp) = self.preconditions(req, &rep) {
+            return resp;
         }
         let outcome = match &req.range {
             Some(r) if conditional::if_range_holds(req.if_range.as_deref(), &v) => {
@@ -145,7 +156,7 @@ impl Reply {
         let file = Arc::new(f.file);
         match outcome {
             RangeOutcome::Whole => {
-                let mut h = self.file_head(Status::Ok, &f.content_type, &v);
+                let mut h = self.file_head(Status::Ok, &rep);
                 h.header_u64("Content-Length", size);
                 self.with_body(
                     Status::Ok,
@@ -160,7 +171,7 @@ impl Reply {
             }
             RangeOutcome::Ranges(ranges) if ranges.len() == 1 => {
                 let r = ranges[0];
-                let mut h = self.file_head(Status::PartialContent, &f.content_type, &v);
+                let mut h = self.file_head(Status::PartialContent, &rep);
                 h.header("Content-Range", &content_range(r, size));
                 h.header_u64("Content-Length", r.len());
                 let body = vec![Chunk::File {
@@ -170,9 +181,7 @@ impl Reply {
                 }];
                 self.with_body(Status::PartialContent, h, body, r.len())
             }
-            RangeOutcome::Ranges(ranges) => {
-                self.multipart(&f.content_type, &v, file, &ranges, size)
-            }
+            RangeOutcome::Ranges(ranges) => self.multipart(&rep, file, &ranges, size),
             RangeOutcome::Unsatisfiable => {
                 let mut h = HeadBuilder::new(Status::RangeNotSatisfiable);
                 h.header("Content-Range", &format!("bytes */{size}"));
@@ -181,24 +190,66 @@ impl Reply {
         }
     }
 
-    fn file_head(&self, status: Status, content_type: &str, v: &Validators) -> HeadBuilder {
+    /// 304 or 412 when the request's preconditions say so (RFC 9110 §13.2.2).
+    fn preconditions(&self, req: &Request, rep: &Representation) -> Option<Response> {
+        match conditional::evaluate(req, rep.validators) {
+            Precondition::Proceed => None,
+            Precondition::NotModified => {
+                let mut h = HeadBuilder::new(Status::NotModified);
+                validator_headers(&mut h, rep.validators);
+                if let Some(vary) = rep.vary {
+                    h.header("Vary", vary);
+                }
+                Some(self.build(Status::NotModified, h, Vec::new(), 0))
+            }
+            Precondition::Failed => Some(self.error(Status::PreconditionFailed)),
+        }
+    }
+
+    fn file_head(&self, status: Status, rep: &Representation) -> HeadBuilder {
         let mut h = HeadBuilder::new(status);
-        h.header("Content-Type", content_type);
-        validator_headers(&mut h, v);
-        h.header("Accept-Ranges", "bytes");
+        h.header("Content-Type", rep.content_type);
+        representation_headers(&mut h, rep);
         h
+    }
+
+    /// A generated directory index, as HTML or (when asked for) JSON.
+    fn listing(&self, req: &Request, l: &Listing) -> Response {
+        let (body, content_type) = if negotiate::prefers_json(req.accept.as_deref()) {
+            (listing::json(l), "application/json")
+        } else {
+            (listing::html(l), "text/html; charset=utf-8")
+        };
+        // Both renderings vary with Accept; the ETag is over the bytes sent.
+        let v = Validators::for_bytes(body.as_bytes(), l.modified);
+        let rep = Representation {
+            content_type,
+            encoding: None,
+            vary: Some("Accept"),
+            validators: &v,
+        };
+        if let Some(resp) = self.preconditions(req, &rep) {
+            return resp;
+        }
+        let mut h = HeadBuilder::new(Status::Ok);
+        h.header("Content-Type", content_type);
+        validator_headers(&mut h, &v);
+        h.header("Vary", "Accept");
+        h.header_u64("Content-Length", body.len() as u64);
+        let len = body.len() as u64;
+        self.with_body(Status::Ok, h, vec![Chunk::Bytes(body.into_bytes())], len)
     }
 
     /// multipart/byteranges (RFC 9110 §14.6): each part names its range.
     fn multipart(
         &self,
-        content_type: &str,
-        v: &Validators,
+        rep: &Representation,
         file: Arc<File>,
         ranges: &[ByteRange],
         size: u64,
     ) -> Response {
-        let boundary = boundary(&v.etag);
+        let boundary = boundary(&rep.validators.etag);
+        let content_type = rep.content_type;
         let mut body = Vec::with_capacity(ranges.len() * 2 + 1);
         let mut total = 0u64;
         for (i, r) in ranges.iter().enumerate() {
@@ -223,8 +274,7 @@ impl Reply {
             "Content-Type",
             &format!("multipart/byteranges; boundary={boundary}"),
         );
-        validator_headers(&mut h, v);
-        h.header("Accept-Ranges", "bytes");
+        representation_headers(&mut h, rep);
         h.header_u64("Content-Length", total);
         self.with_body(Status::PartialContent, h, body, total)
     }
@@ -247,6 +297,26 @@ impl Reply {
             close: self.persistence == Persistence::Close,
         }
     }
+}
+
+/// What is known of the representation being sent, beyond its bytes.
+struct Representation<'a> {
+    content_type: &'a str,
+    encoding: Option<&'static str>,
+    vary: Option<&'static str>,
+    validators: &'a Validators,
+}
+
+/// Headers every 200/206 of a file carries, whatever its Content-Type.
+fn representation_headers(h: &mut HeadBuilder, rep: &Representation) {
+    if let Some(encoding) = rep.encoding {
+        h.header("Content-Encoding", encoding);
+    }
+    if let Some(vary) = rep.vary {
+        h.header("Vary", vary);
+    }
+    validator_headers(h, rep.validators);
+    h.header("Accept-Ranges", "bytes");
 }
 
 fn validator_headers(h: &mut HeadBuilder, v: &Validators) {

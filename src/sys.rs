@@ -29,6 +29,25 @@ pub fn open_beneath(dir: BorrowedFd<'_>, rel: &[u8]) -> io::Result<File> {
     }
 }
 
+/// Opens a directory beneath `dir` as a handle for further lookups.
+pub fn open_dir_beneath(dir: BorrowedFd<'_>, rel: &[u8]) -> io::Result<OwnedFd> {
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+    Ok(rustix::fs::openat2(
+        dir,
+        rel,
+        flags,
+        Mode::empty(),
+        resolve,
+    )?)
+}
+
+/// The target of the symlink `name` in `dir` (EINVAL when it is no symlink).
+pub fn read_link(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<Vec<u8>> {
+    let target = rustix::fs::readlinkat(dir, name, Vec::new())?;
+    Ok(target.into_bytes())
+}
+
 /// Opens a directory to serve from.
 pub fn open_dir(path: &std::path::Path) -> io::Result<OwnedFd> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;

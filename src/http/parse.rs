@@ -62,6 +62,8 @@ pub struct Request {
     pub if_unmodified_since: Option<String>,
     pub user_agent: Option<String>,
     pub referer: Option<String>,
+    pub accept: Option<String>,
+    pub accept_encoding: Option<String>,
 }
 
 /// Why a request head was refused; each maps to one status in `respond`.
@@ -73,6 +75,9 @@ pub enum ParseError {
     UnsupportedVersion,
 }
 
+// A Parsed lives for one call on the stack; boxing the request would cost
+// an allocation per request to save stack bytes nobody misses.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Parsed {
     /// More bytes are needed.
@@ -210,6 +215,10 @@ fn build_request(req: &httparse::Request) -> Result<Request, ParseError> {
             out.if_modified_since = Some(value.trim().to_string());
         } else if name.eq_ignore_ascii_case("if-unmodified-since") {
             out.if_unmodified_since = Some(value.trim().to_string());
+        } else if name.eq_ignore_ascii_case("accept") {
+            append(&mut out.accept, value);
+        } else if name.eq_ignore_ascii_case("accept-encoding") {
+            append(&mut out.accept_encoding, value);
         } else if name.eq_ignore_ascii_case("user-agent") {
             out.user_agent = Some(value.to_string());
         } else if name.eq_ignore_ascii_case("referer") {
@@ -356,7 +365,8 @@ mod tests {
 
     #[test]
     fn expect_continue_with_a_body_ends_the_connection() {
-        let r = ok("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 9\r\n\r\n");
+        let r =
+            ok("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 9\r\n\r\n");
         assert!(!r.keep_alive);
         assert!(ok("GET / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n\r\n").keep_alive);
     }

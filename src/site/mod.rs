@@ -1,20 +1,44 @@
-//! URL -> thing on disk.
+//! URL -> thing on disk: the document root (or a virtual host's directory
+//! in it), files and their variants, redirecting symlinks, listings.
 
+pub mod listing;
+pub mod negotiate;
 pub mod path;
+pub mod redirect;
+pub mod vhost;
 
 use std::fs::{File, Metadata};
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
+use std::time::UNIX_EPOCH;
 
 use crate::sys;
 use path::SitePath;
+
+/// What a site serves, beyond plain files.
+#[derive(Clone, Debug, Default)]
+pub struct Features {
+    /// Pick a directory under the root by the Host header.
+    pub vhosts: bool,
+    /// Generate an index for directories without an index file.
+    pub listing: bool,
+}
 
 /// A document root, held open so that every lookup is relative to it.
 pub struct Site {
     root: OwnedFd,
     index: String,
+    features: Features,
+}
+
+/// One request's view of what to look up.
+pub struct Lookup<'a> {
+    pub path: &'a SitePath,
+    pub host: Option<&'a str>,
+    pub accept: Option<&'a str>,
+    pub accept_encoding: Option<&'a str>,
 }
 
 /// What a request path names.
@@ -22,27 +46,45 @@ pub enum Resource {
     File(OpenFile),
     /// A directory asked for without its trailing slash: redirect here.
     AddSlash(String),
+    /// A redirecting symlink: 301 to here.
+    Redirect(String),
+    Listing(listing::Listing),
 }
 
-/// An open regular file with what the response needs to know of it.
+/// An open regular file (possibly a variant of the one asked for) with what
+/// the response needs to know of it.
 pub struct OpenFile {
     pub file: File,
     pub meta: Metadata,
-    /// The name the Content-Type is guessed from (the index file's, for a directory).
+    /// The Content-Type header value: always the original's type.
     pub content_type: String,
+    /// Content-Encoding of a precompressed variant, or the image type of a
+    /// substituted image.
+    pub encoding: Option<&'static str>,
+    /// The Vary header, when variants exist.
+    pub vary: Option<&'static str>,
 }
 
 #[derive(Debug)]
 pub enum SiteError {
+    /// The Host header cannot name a virtual host directory.
+    BadHost,
     NotFound,
     Forbidden,
     /// Any other failure: a 500.
     Io,
 }
 
+/// The directory a request is served from.
+enum HostDir {
+    Root,
+    Vhost(OwnedFd),
+    Redirect(redirect::Target),
+}
+
 impl Site {
     /// Opens the root. Fails with a message that names the problem.
-    pub fn open(root: &Path, index: &str) -> Result<Site, String> {
+    pub fn open(root: &Path, index: &str, features: Features) -> Result<Site, String> {
         let shown = root.display();
         let fd = sys::open_dir(root).map_err(|e| format!("root {shown}: {}", describe(&e)))?;
         // Refuse an unreadable root now rather than 403 on every request.
@@ -53,6 +95,7 @@ impl Site {
         let site = Site {
             root: fd,
             index: index.to_string(),
+            features,
         };
         // openat2 arrived in Linux 5.6; without it the root cannot be enforced.
         match sys::open_beneath(site.root.as_fd(), b"") {
@@ -63,34 +106,91 @@ impl Site {
         }
     }
 
-    pub fn resolve(&self, path: &SitePath) -> Result<Resource, SiteError> {
-        let file = sys::open_beneath(self.root.as_fd(), &path.rel).map_err(SiteError::from_io)?;
-        let meta = file.metadata().map_err(SiteError::from_io)?;
-        if meta.is_dir() {
-            if !path.trailing_slash {
-                return Ok(Resource::AddSlash(path.directory_url()));
+    pub fn resolve(&self, q: &Lookup) -> Result<Resource, SiteError> {
+        let host_dir = self.host_dir(q.host)?;
+        let dir = match &host_dir {
+            HostDir::Root => self.root.as_fd(),
+            HostDir::Vhost(fd) => fd.as_fd(),
+            HostDir::Redirect(target) => {
+                let p = q.path;
+                let location =
+                    redirect::location(target, &p.rel, p.trailing_slash, p.query.as_deref());
+                return Ok(Resource::Redirect(location));
             }
-            return self.index_of(path);
+        };
+        match sys::open_beneath(dir, &q.path.rel) {
+            Ok(file) => self.opened(dir, q, file),
+            Err(e) => match SiteError::from_io(e) {
+                SiteError::NotFound => find_redirect(dir, q.path).ok_or(SiteError::NotFound),
+                other => Err(other),
+            },
         }
-        regular(file, meta, &path.rel)
     }
 
-    fn index_of(&self, dir: &SitePath) -> Result<Resource, SiteError> {
-        let mut rel = dir.rel.clone();
+    /// With virtual hosts on, the first of `host:port`, `host`, `default`
+    /// that exists under the root; a redirecting symlink redirects the site.
+    fn host_dir(&self, host: Option<&str>) -> Result<HostDir, SiteError> {
+        if !self.features.vhosts {
+            return Ok(HostDir::Root);
+        }
+        let names = vhost::candidates(host).map_err(|_| SiteError::BadHost)?;
+        for name in names {
+            if let Some(target) = redirect_link(self.root.as_fd(), name.as_bytes()) {
+                return Ok(HostDir::Redirect(target));
+            }
+            match sys::open_dir_beneath(self.root.as_fd(), name.as_bytes()) {
+                Ok(fd) => return Ok(HostDir::Vhost(fd)),
+                Err(e) => match SiteError::from_io(e) {
+                    SiteError::NotFound => continue,
+                    other => return Err(other),
+                },
+            }
+        }
+        Err(SiteError::NotFound)
+    }
+
+    fn opened(&self, dir: BorrowedFd<'_>, q: &Lookup, file: File) -> Result<Resource, SiteError> {
+        let meta = file.metadata().map_err(SiteError::from_io)?;
+        if !meta.is_dir() {
+            return regular(dir, q, file, meta, &q.path.rel);
+        }
+        if !q.path.trailing_slash {
+            return Ok(Resource::AddSlash(q.path.directory_url()));
+        }
+        let mut rel = q.path.rel.clone();
         if !rel.is_empty() {
             rel.push(b'/');
         }
         rel.extend_from_slice(self.index.as_bytes());
-        let file = sys::open_beneath(self.root.as_fd(), &rel).map_err(SiteError::from_io)?;
-        let meta = file.metadata().map_err(SiteError::from_io)?;
-        if meta.is_dir() {
-            return Err(SiteError::NotFound);
+        match sys::open_beneath(dir, &rel) {
+            Ok(index) => {
+                let index_meta = index.metadata().map_err(SiteError::from_io)?;
+                if index_meta.is_dir() {
+                    return Err(SiteError::NotFound);
+                }
+                regular(dir, q, index, index_meta, &rel)
+            }
+            Err(e) => match SiteError::from_io(e) {
+                SiteError::NotFound if self.features.listing => {
+                    let url = q.path.directory_url_without_query();
+                    listing::read(&file, url)
+                        .map(Resource::Listing)
+                        .map_err(SiteError::from_io)
+                }
+                other => Err(other),
+            },
         }
-        regular(file, meta, &rel)
     }
 }
 
-fn regular(file: File, meta: Metadata, name: &[u8]) -> Result<Resource, SiteError> {
+/// A regular file, or the variant of it that suits the client best.
+fn regular(
+    dir: BorrowedFd<'_>,
+    q: &Lookup,
+    file: File,
+    meta: Metadata,
+    rel: &[u8],
+) -> Result<Resource, SiteError> {
     let ft = meta.file_type();
     if !ft.is_file() {
         // FIFOs, sockets and devices are never content.
@@ -101,11 +201,123 @@ fn regular(file: File, meta: Metadata, name: &[u8]) -> Result<Resource, SiteErro
             SiteError::NotFound
         });
     }
-    Ok(Resource::File(OpenFile {
+    let content_type = content_type(rel);
+    let original = OpenFile {
         file,
         meta,
-        content_type: content_type(name),
-    }))
+        content_type,
+        encoding: None,
+        vary: None,
+    };
+    let chosen = if negotiate::is_replaceable_image(&original.content_type) {
+        image_variant(dir, q, rel, original)
+    } else {
+        encoded_variant(dir, q, rel, original)
+    };
+    Ok(Resource::File(chosen))
+}
+
+/// A precompressed sibling (`x.css.br`, `.zst`, `.gz`) the client accepts.
+fn encoded_variant(dir: BorrowedFd<'_>, q: &Lookup, rel: &[u8], original: OpenFile) -> OpenFile {
+    let siblings = negotiate::CODINGS.map(|c| (c, [rel, c.suffix.as_bytes()].concat()));
+    let accepted = negotiate::acceptable_codings(q.accept_encoding);
+    let (exists, pick) = pick_variant(dir, &siblings, &accepted, &original.meta);
+    let vary = exists.then_some("Accept-Encoding");
+    match pick {
+        Some((coding, file, meta)) => OpenFile {
+            file,
+            meta,
+            encoding: Some(coding.token),
+            vary,
+            ..original
+        },
+        None => OpenFile { vary, ..original },
+    }
+}
+
+/// An AVIF or WebP sibling (`photo.avif` next to `photo.jpg`) for a client
+/// that names the format in Accept.
+fn image_variant(dir: BorrowedFd<'_>, q: &Lookup, rel: &[u8], original: OpenFile) -> OpenFile {
+    let Some(dot) = rel.iter().rposition(|&b| b == b'.') else {
+        return original;
+    };
+    let stem = &rel[..=dot];
+    let siblings = negotiate::IMAGE_FORMATS.map(|f| (f, [stem, f.extension.as_bytes()].concat()));
+    let accepted = negotiate::acceptable_images(q.accept);
+    let (exists, pick) = pick_variant(dir, &siblings, &accepted, &original.meta);
+    let vary = exists.then_some("Accept");
+    match pick {
+        Some((format, file, meta)) => OpenFile {
+            file,
+            meta,
+            content_type: format.mime.to_string(),
+            encoding: None,
+            vary,
+        },
+        None => OpenFile { vary, ..original },
+    }
+}
+
+/// Looks at every sibling variant: whether any exists (the response then
+/// varies), and the best one `accepted` allows that is a regular file no
+/// older than the original (a stale variant is never served).
+fn pick_variant<K: Copy + PartialEq>(
+    dir: BorrowedFd<'_>,
+    siblings: &[(K, Vec<u8>)],
+    accepted: &[K],
+    original: &Metadata,
+) -> (bool, Option<(K, File, Metadata)>) {
+    let original_mtime = original.modified().unwrap_or(UNIX_EPOCH);
+    let mut exists = false;
+    let mut usable = Vec::new();
+    for (kind, name) in siblings {
+        let Ok(file) = sys::open_beneath(dir, name) else {
+            continue;
+        };
+        exists = true;
+        let Ok(meta) = file.metadata() else {
+            continue;
+        };
+        if meta.is_file() && meta.modified().unwrap_or(UNIX_EPOCH) >= original_mtime {
+            usable.push((*kind, file, meta));
+        }
+    }
+    let best = accepted
+        .iter()
+        .find_map(|want| usable.iter().position(|(k, _, _)| k == want));
+    (exists, best.map(|i| usable.swap_remove(i)))
+}
+
+/// After a lookup failed: does a redirecting symlink stand somewhere along
+/// the path? Walks the components, reading each as a link.
+fn find_redirect(dir: BorrowedFd<'_>, path: &SitePath) -> Option<Resource> {
+    let components: Vec<&[u8]> = if path.rel.is_empty() {
+        Vec::new()
+    } else {
+        path.rel.split(|&b| b == b'/').collect()
+    };
+    for i in 0..components.len() {
+        let parent_rel = components[..i].join(&b'/');
+        let parent = if i == 0 {
+            None
+        } else {
+            Some(sys::open_dir_beneath(dir, &parent_rel).ok()?)
+        };
+        let parent_fd = parent.as_ref().map_or(dir, |fd| fd.as_fd());
+        if let Some(target) = redirect_link(parent_fd, components[i]) {
+            let rest = components[i + 1..].join(&b'/');
+            let location =
+                redirect::location(&target, &rest, path.trailing_slash, path.query.as_deref());
+            return Some(Resource::Redirect(location));
+        }
+    }
+    None
+}
+
+/// The redirect a symlink `name` in `dir` stands for, if it is one.
+fn redirect_link(dir: BorrowedFd<'_>, name: &[u8]) -> Option<redirect::Target> {
+    let target = sys::read_link(dir, name).ok()?;
+    redirect::parse_target(&target)
 }
 
 /// Content-Type by extension; text gets an explicit UTF-8 charset.

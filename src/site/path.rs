@@ -58,16 +58,22 @@ impl SitePath {
         })
     }
 
-    /// The URL of this path as a directory (`/a/b/`), query kept: the
-    /// target of the redirect for `/a/b`. Built from the normalised path,
-    /// never the raw target, so it cannot become `//host/...`.
-    pub fn directory_url(&self) -> String {
+    /// The URL path of this directory (`/a/b/`), for listings.
+    pub fn directory_url_without_query(&self) -> String {
         let mut url = String::with_capacity(self.rel.len() + 2);
         url.push('/');
         percent_encode_path(&self.rel, &mut url);
         if !self.rel.is_empty() {
             url.push('/');
         }
+        url
+    }
+
+    /// The URL of this path as a directory (`/a/b/`), query kept: the
+    /// target of the redirect for `/a/b`. Built from the normalised path,
+    /// never the raw target, so it cannot become `//host/...`.
+    pub fn directory_url(&self) -> String {
+        let mut url = self.directory_url_without_query();
         if let Some(q) = &self.query {
             url.push('?');
             url.push_str(q);
@@ -76,15 +82,24 @@ impl SitePath {
     }
 }
 
+/// The authority of an absolute-form target (`http://host:port/x` ->
+/// `host:port`), which stands in for the Host header.
+pub fn authority(target: &str) -> Option<&str> {
+    if target.starts_with('/') {
+        return None;
+    }
+    let rest = strip_prefix_ignore_case(target, "http://")
+        .or_else(|| strip_prefix_ignore_case(target, "https://"))?;
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    Some(&rest[..end])
+}
+
 /// The path-and-query of an origin-form or absolute-form target.
 fn origin_form(target: &str) -> Option<&str> {
     if target.starts_with('/') {
         return Some(target);
     }
-    let rest = target
-        .strip_prefix("http://")
-        .or_else(|| target.strip_prefix("https://"))
-        .or_else(|| strip_prefix_ignore_case(target, "http://"))
+    let rest = strip_prefix_ignore_case(target, "http://")
         .or_else(|| strip_prefix_ignore_case(target, "https://"))?;
     match rest.find(['/', '?']) {
         Some(i) if rest.as_bytes()[i] == b'/' => Some(&rest[i..]),
