@@ -3,9 +3,12 @@
 //! This file only turns the command line into a `Config` and starts a
 //! transport; everything else lives in the modules below.
 
+#[allow(dead_code)] // until the transports serve CGI
+mod cgi;
 mod config;
 mod http;
 mod log;
+mod privileges;
 mod respond;
 mod serve;
 mod session;
@@ -58,6 +61,18 @@ struct Cli {
     /// Generate an HTML (or JSON) index for directories without an index file.
     #[arg(long)]
     listing: bool,
+
+    /// Switch to this user (name or uid) after binding the port.
+    #[arg(long, value_name = "NAME")]
+    user: Option<String>,
+
+    /// Switch to this group (name or gid); default: the user's primary group.
+    #[arg(long, value_name = "NAME", requires = "user")]
+    group: Option<String>,
+
+    /// chroot(2) here after binding; --root is then inside it.
+    #[arg(long, value_name = "DIR")]
+    chroot: Option<PathBuf>,
 
     /// Access-log format, written to stderr.
     #[arg(long, value_name = "FORMAT", value_enum, default_value_t = LogArg::Common)]
@@ -121,8 +136,13 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
+    let privileges = Privileges {
+        user: cli.user.clone(),
+        group: cli.group.clone(),
+        chroot: cli.chroot.clone(),
+    };
     let cfg = cli.into_config();
-    match run(cfg) {
+    match run(cfg, privileges) {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
             eprintln!("staticd: {msg}");
@@ -145,11 +165,43 @@ fn usage_error(e: clap::Error) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn run(cfg: Config) -> Result<(), String> {
+fn run(cfg: Config, privileges: Privileges) -> Result<(), String> {
+    // Bind while still privileged (ports below 1024), then give it up
+    // before a single request is read.
+    let listeners = if cfg.inetd {
+        None
+    } else {
+        Some(serve::event_loop::bind(&cfg)?)
+    };
+    privileges.apply()?;
     let site = Site::open(&cfg.root, &cfg.index, cfg.features.clone())?;
-    if cfg.inetd {
-        return serve::stdio::run(&cfg, &site).map_err(|e| site::describe(&e));
+    match listeners {
+        None => serve::stdio::run(&cfg, &site).map_err(|e| site::describe(&e)),
+        Some(listeners) => serve::event_loop::run(Arc::new(cfg), Arc::new(site), listeners)
+            .map_err(|e| site::describe(&e)),
     }
-    let listeners = serve::event_loop::bind(&cfg)?;
-    serve::event_loop::run(Arc::new(cfg), Arc::new(site), listeners).map_err(|e| site::describe(&e))
+}
+
+/// --user, --group and --chroot.
+struct Privileges {
+    user: Option<String>,
+    group: Option<String>,
+    chroot: Option<PathBuf>,
+}
+
+impl Privileges {
+    fn apply(&self) -> Result<(), String> {
+        // Names are looked up before chroot hides /etc/passwd.
+        let identity = match &self.user {
+            Some(user) => Some(privileges::lookup(user, self.group.as_deref())?),
+            None => None,
+        };
+        if let Some(dir) = &self.chroot {
+            privileges::chroot(dir)?;
+        }
+        if let Some(id) = &identity {
+            privileges::become_user(id)?;
+        }
+        Ok(())
+    }
 }

@@ -43,8 +43,6 @@ pub fn bind(cfg: &Config) -> Result<Vec<Vec<std::net::TcpListener>>, String> {
     for ip in addrs {
         match bind_group(SocketAddr::new(ip, cfg.port), cfg.threads) {
             Ok(group) => {
-                let actual = group[0].local_addr().map_err(|e| describe(&e))?;
-                eprintln!("staticd: listening on {actual}");
                 for (thread, l) in per_thread.iter_mut().zip(group) {
                     thread.push(l);
                 }
