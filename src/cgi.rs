@@ -486,7 +486,8 @@ pub struct Script {
 }
 
 /// Starts a script for one request. `timeout` sets `Script::deadline`; the
-/// caller enforces it.
+/// caller enforces it. Fails with NotFound or PermissionDenied from exec, and
+/// with InvalidInput if a meta-variable (a decoded PATH_INFO, say) holds a NUL.
 pub fn spawn(p: &CgiParams, timeout: Duration, permit: Permit) -> io::Result<Script> {
     // With a new working directory, a relative program path would be
     // ambiguous (std leaves it platform-specific), so make it absolute first.
@@ -630,5 +631,626 @@ fn push_escaped(out: &mut String, text: &str) {
         } else {
             out.push(c);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+    use std::path::PathBuf;
+
+    fn params<'a>(headers: &'a [(&'a str, &'a str)]) -> CgiParams<'a> {
+        CgiParams {
+            script_path: Path::new("/srv/www/a.cgi"),
+            script_name: "/a.cgi",
+            path_info: "",
+            query: "",
+            method: "GET",
+            protocol: "HTTP/1.1",
+            headers,
+            content_length: None,
+            server_name: "example.org",
+            server_port: 8080,
+            remote_addr: "192.0.2.7",
+            remote_port: Some(40000),
+        }
+    }
+
+    fn var<'e>(env: &'e [(String, String)], name: &str) -> Option<&'e str> {
+        env.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn environment_has_the_meta_variables_and_nothing_else() {
+        let env = environment(&params(&[]));
+        let expected = [
+            ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+            ("GATEWAY_INTERFACE", "CGI/1.1"),
+            ("SERVER_NAME", "example.org"),
+            ("SERVER_PORT", "8080"),
+            ("SERVER_PROTOCOL", "HTTP/1.1"),
+            ("REQUEST_METHOD", "GET"),
+            ("SCRIPT_NAME", "/a.cgi"),
+            ("QUERY_STRING", ""),
+            ("REMOTE_ADDR", "192.0.2.7"),
+            ("REMOTE_PORT", "40000"),
+        ];
+        for (name, value) in expected {
+            assert_eq!(var(&env, name), Some(value), "{name}");
+        }
+        let software = var(&env, "SERVER_SOFTWARE").unwrap();
+        assert_eq!(software, format!("staticd/{}", env!("CARGO_PKG_VERSION")));
+        assert_eq!(env.len(), expected.len() + 1, "{env:?}");
+    }
+
+    #[test]
+    fn path_info_is_what_follows_the_script() {
+        for (info, expected) in [("", None), ("/", Some("/")), ("/x/y", Some("/x/y"))] {
+            let p = CgiParams {
+                path_info: info,
+                ..params(&[])
+            };
+            assert_eq!(var(&environment(&p), "PATH_INFO"), expected, "{info:?}");
+        }
+    }
+
+    #[test]
+    fn query_string_is_passed_as_it_came() {
+        let p = CgiParams {
+            query: "a=1&b=%20",
+            ..params(&[])
+        };
+        assert_eq!(var(&environment(&p), "QUERY_STRING"), Some("a=1&b=%20"));
+    }
+
+    #[test]
+    fn headers_become_http_variables() {
+        let headers = [
+            ("User-Agent", "curl/8"),
+            ("X-Forwarded-For", "192.0.2.1"),
+            ("accept", "text/html"),
+            ("x-forwarded-for", "192.0.2.2"),
+            ("Cookie", "a=1"),
+            ("cookie", "b=2"),
+        ];
+        let env = environment(&params(&headers));
+        assert_eq!(var(&env, "HTTP_USER_AGENT"), Some("curl/8"));
+        assert_eq!(var(&env, "HTTP_ACCEPT"), Some("text/html"));
+        assert_eq!(
+            var(&env, "HTTP_X_FORWARDED_FOR"),
+            Some("192.0.2.1, 192.0.2.2")
+        );
+        assert_eq!(var(&env, "HTTP_COOKIE"), Some("a=1; b=2"));
+        let names: Vec<&str> = env.iter().map(|(n, _)| n.as_str()).collect();
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "{names:?}");
+    }
+
+    #[test]
+    fn proxy_and_underscored_headers_are_not_passed() {
+        let headers = [
+            ("Proxy", "http://evil.example:3128"),
+            ("X_Forwarded_For", "spoofed"),
+            ("X.Dotted", "odd"),
+        ];
+        let env = environment(&params(&headers));
+        assert_eq!(var(&env, "HTTP_PROXY"), None);
+        assert_eq!(var(&env, "HTTP_X_FORWARDED_FOR"), None);
+        assert!(env.iter().all(|(n, _)| !n.starts_with("HTTP_")), "{env:?}");
+    }
+
+    #[test]
+    fn body_length_and_type_have_their_own_variables() {
+        let headers = [("Content-Type", "text/plain"), ("Content-Length", "3")];
+        let with_body = CgiParams {
+            method: "POST",
+            content_length: Some(3),
+            ..params(&headers)
+        };
+        let env = environment(&with_body);
+        assert_eq!(var(&env, "CONTENT_LENGTH"), Some("3"));
+        assert_eq!(var(&env, "CONTENT_TYPE"), Some("text/plain"));
+        assert_eq!(var(&env, "HTTP_CONTENT_TYPE"), None);
+        assert_eq!(var(&env, "HTTP_CONTENT_LENGTH"), None);
+
+        let env = environment(&params(&headers));
+        assert_eq!(var(&env, "CONTENT_LENGTH"), None);
+        assert_eq!(var(&env, "CONTENT_TYPE"), None);
+    }
+
+    fn complete(out: &[u8]) -> (CgiHead, usize) {
+        match parse_header_block(out, false) {
+            HeaderBlock::Complete(head, start) => (head, start),
+            other => panic!("{other:?} for {:?}", String::from_utf8_lossy(out)),
+        }
+    }
+
+    fn malformed(out: &[u8]) -> &'static str {
+        match parse_header_block(out, true) {
+            HeaderBlock::Malformed(why) => why,
+            other => panic!("{other:?} for {:?}", String::from_utf8_lossy(out)),
+        }
+    }
+
+    #[test]
+    fn head_with_lf_lines() {
+        let out = b"Content-Type: text/html\n\n<p>hi";
+        let (head, start) = complete(out);
+        assert_eq!(
+            head,
+            CgiHead {
+                status: 200,
+                reason: String::new(),
+                location: None,
+                content_type: Some("text/html".to_string()),
+                content_length: None,
+                other: Vec::new(),
+            }
+        );
+        assert_eq!(&out[start..], b"<p>hi");
+    }
+
+    #[test]
+    fn head_with_crlf_lines_and_other_fields() {
+        let out = b"Status: 404 Not Here\r\nContent-Type:text/plain; charset=utf-8 \r\n\
+            Content-Length: 5\r\nSet-Cookie: a=1\r\nset-cookie: b=2\r\nConnection: close\r\n\
+            Transfer-Encoding: chunked\r\nDate: yesterday\r\nX-Bad: a\x01b\r\nBad Name: x\r\n\
+            Cache-Control: no-store\r\n\r\nnope!";
+        let (head, start) = complete(out);
+        assert_eq!(head.status, 404);
+        assert_eq!(head.reason, "Not Here");
+        assert_eq!(
+            head.content_type.as_deref(),
+            Some("text/plain; charset=utf-8")
+        );
+        assert_eq!(head.content_length, Some(5));
+        let other: Vec<(&str, &str)> = head
+            .other
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            other,
+            [
+                ("Set-Cookie", "a=1"),
+                ("set-cookie", "b=2"),
+                ("Cache-Control", "no-store")
+            ]
+        );
+        assert_eq!(&out[start..], b"nope!");
+    }
+
+    #[test]
+    fn head_arriving_in_pieces_is_incomplete_until_the_blank_line() {
+        let out = b"Status: 201\r\nContent-Type: text/plain\r\nX-A: b\r\n\r\nbody";
+        let blank_end = out.len() - 4;
+        for cut in 0..blank_end {
+            assert_eq!(
+                parse_header_block(&out[..cut], false),
+                HeaderBlock::Incomplete,
+                "cut at {cut}"
+            );
+        }
+        for cut in blank_end..=out.len() {
+            let (head, start) = complete(&out[..cut]);
+            assert_eq!((head.status, start), (201, blank_end));
+        }
+    }
+
+    #[test]
+    fn status_with_and_without_reason() {
+        let (head, _) = complete(b"Status: 404\nContent-Type: text/plain\n\n");
+        assert_eq!((head.status, head.reason.as_str()), (404, ""));
+        let (head, _) = complete(b"status:  503   Busy, come back \nContent-Type: a/b\n\n");
+        assert_eq!(
+            (head.status, head.reason.as_str()),
+            (503, "Busy, come back")
+        );
+    }
+
+    #[test]
+    fn local_location_is_served_here() {
+        let (head, _) = complete(b"Location: /other.html?x=1\n\n");
+        assert_eq!(
+            head.location,
+            Some(Location::Local("/other.html?x=1".to_string()))
+        );
+        assert_eq!(head.status, 200);
+    }
+
+    #[test]
+    fn url_location_redirects_the_client() {
+        let (head, _) = complete(b"Location: https://example.org/x\r\n\r\n");
+        assert_eq!(
+            head.location,
+            Some(Location::Client("https://example.org/x".to_string()))
+        );
+        assert_eq!(head.status, 302);
+
+        let (head, _) = complete(b"Status: 303 See Other\nLocation: http://a.example/\n\n");
+        assert_eq!((head.status, head.reason.as_str()), (303, "See Other"));
+
+        // A network-path reference is another host, not a local path.
+        let (head, _) = complete(b"Location: //evil.example/\n\n");
+        assert_eq!(
+            head.location,
+            Some(Location::Client("//evil.example/".to_string()))
+        );
+        assert_eq!(head.status, 302);
+
+        // With a redirect status, a local path is for the client to follow.
+        let (head, _) = complete(b"Status: 301\nLocation: /new/\n\n");
+        assert_eq!(head.location, Some(Location::Client("/new/".to_string())));
+        assert_eq!(head.status, 301);
+    }
+
+    #[test]
+    fn bodiless_statuses_need_no_content_type() {
+        assert_eq!(complete(b"Status: 304\n\n").0.status, 304);
+        assert_eq!(complete(b"Status: 204 No Content\r\n\r\n").0.status, 204);
+    }
+
+    #[test]
+    fn malformed_heads() {
+        let cases: [&[u8]; 16] = [
+            b"",
+            b"Content-Type: text/plain\n",
+            b"Content-Type: text/plain\r\n\r",
+            b"hello world\n\n",
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n",
+            b"\n",
+            b"X-Only: other\n\n",
+            b"Status: 20\nContent-Type: a/b\n\n",
+            b"Status: 2000\nContent-Type: a/b\n\n",
+            b"Status: 100 Continue\nContent-Type: a/b\n\n",
+            b"Status: abc\nContent-Type: a/b\n\n",
+            b"Status: 200\nStatus: 404\nContent-Type: a/b\n\n",
+            b"Content-Type: a/b\nContent-Length: -1\n\n",
+            b"Content-Type: a/b\n folded\n\n",
+            b"Content-Type: a\x00b\n\n",
+            b"Location:\nContent-Type: a/b\n\n",
+        ];
+        for out in cases {
+            malformed(out);
+        }
+    }
+
+    #[test]
+    fn a_bad_line_is_reported_before_the_block_ends() {
+        assert_eq!(
+            parse_header_block(b"oops\nContent-Ty", false),
+            HeaderBlock::Malformed("header line without a colon")
+        );
+    }
+
+    #[test]
+    fn head_must_fit_in_32_kib() {
+        let fitting = |extra: usize| {
+            let mut out = b"Content-Type: text/plain\nX-Pad: ".to_vec();
+            let pad = MAX_HEAD - out.len() - 2 + extra;
+            out.resize(out.len() + pad, b'a');
+            out.extend_from_slice(b"\n\nbody");
+            out
+        };
+        let exact = fitting(0);
+        assert_eq!(complete(&exact).1, MAX_HEAD);
+        let over = fitting(1);
+        assert!(matches!(
+            parse_header_block(&over, false),
+            HeaderBlock::Malformed(_)
+        ));
+        // Output without a blank line fails once 32 KiB have arrived.
+        let endless = vec![b'a'; MAX_HEAD - 1];
+        assert_eq!(parse_header_block(&endless, false), HeaderBlock::Incomplete);
+        let endless = vec![b'a'; MAX_HEAD];
+        assert!(matches!(
+            parse_header_block(&endless, false),
+            HeaderBlock::Malformed(_)
+        ));
+    }
+
+    #[test]
+    fn cgi_names() {
+        assert!(is_cgi_name(b"a.cgi"));
+        assert!(is_cgi_name(b"x.y.cgi"));
+        assert!(!is_cgi_name(b".cgi"));
+        assert!(!is_cgi_name(b"a.CGI"));
+        assert!(!is_cgi_name(b"a.cgi.txt"));
+    }
+
+    #[test]
+    fn limiter_bounds_running_scripts() {
+        let limiter = Limiter::new(2);
+        let a = limiter.try_acquire();
+        let b = limiter.clone().try_acquire();
+        assert!(a.is_some() && b.is_some());
+        assert!(limiter.try_acquire().is_none());
+        drop(a);
+        assert!(limiter.try_acquire().is_some());
+        assert!(Limiter::new(0).try_acquire().is_none());
+    }
+
+    #[test]
+    fn scripts_and_limiters_can_cross_threads() {
+        fn shareable<T: Send + Sync>() {}
+        fn movable<T: Send>() {}
+        shareable::<Limiter>();
+        movable::<Permit>();
+        movable::<Script>();
+    }
+
+    #[test]
+    fn stderr_is_forwarded_line_by_line() {
+        let mut out = Vec::new();
+        let long = "x".repeat(MAX_STDERR_LINE + 10);
+        let input = format!("one\r\ntwo\n\x1b[31mred\n{long}\nlast");
+        forward_stderr("/t.cgi", input.as_bytes(), &mut out);
+        let out = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "staticd: cgi /t.cgi: one");
+        assert_eq!(lines[1], "staticd: cgi /t.cgi: two");
+        assert_eq!(lines[2], "staticd: cgi /t.cgi: \\u{1b}[31mred");
+        assert_eq!(
+            lines[3].len(),
+            "staticd: cgi /t.cgi: ".len() + MAX_STDERR_LINE
+        );
+        assert_eq!(lines[4], "staticd: cgi /t.cgi: xxxxxxxxxx");
+        assert_eq!(lines[5], "staticd: cgi /t.cgi: last");
+        assert_eq!(lines.len(), 6);
+    }
+
+    // The process tests below run real scripts; every wait is bounded.
+
+    const PATIENCE: Duration = Duration::from_secs(10);
+
+    fn write_script(dir: &Path, name: &str, body: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    /// Spawns, retrying on ETXTBSY: another test thread forking while this
+    /// one still had the script open for writing holds the file busy until
+    /// that child execs.
+    fn start(p: &CgiParams, timeout: Duration, limiter: &Limiter) -> Script {
+        let mut tries = 0;
+        loop {
+            let permit = limiter.try_acquire().expect("a free permit");
+            match spawn(p, timeout, permit) {
+                Ok(script) => return script,
+                Err(e)
+                    if e.raw_os_error() == Some(rustix::io::Errno::TXTBSY.raw_os_error())
+                        && tries < 50 =>
+                {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => panic!("spawn: {e}"),
+            }
+        }
+    }
+
+    /// Reads until EOF, `limit` bytes, or the patience runs out.
+    fn read_bounded(out: &mut ChildStdout, limit: usize) -> Vec<u8> {
+        let give_up = Instant::now() + PATIENCE;
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 8192];
+        while got.len() < limit {
+            let left = give_up.saturating_duration_since(Instant::now());
+            assert!(
+                crate::sys::wait(out.as_fd(), false, left).unwrap(),
+                "script output timed out"
+            );
+            match out.read(&mut chunk).unwrap() {
+                0 => break,
+                n => got.extend_from_slice(&chunk[..n]),
+            }
+        }
+        got
+    }
+
+    /// A process's state letter from /proc, or None once it is gone, and its parent.
+    fn proc_state(pid: u32) -> Option<(char, u32)> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let after_name = &stat[stat.rfind(')')? + 2..];
+        let mut fields = after_name.split(' ');
+        let state = fields.next()?.chars().next()?;
+        let ppid = fields.next()?.parse().ok()?;
+        Some((state, ppid))
+    }
+
+    fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+        let give_up = Instant::now() + PATIENCE;
+        while !done() {
+            assert!(Instant::now() < give_up, "{what}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Dead: gone, or a zombie waiting for whoever adopted it.
+    fn assert_dies(pid: u32) {
+        eventually(&format!("process {pid} still running"), || {
+            proc_state(pid).is_none_or(|(state, _)| state == 'Z')
+        });
+    }
+
+    /// Reaped: no longer a child of this process in any state.
+    fn assert_reaped(pid: u32) {
+        let me = std::process::id();
+        eventually(&format!("process {pid} not reaped"), || {
+            proc_state(pid).is_none_or(|(_, ppid)| ppid != me)
+        });
+    }
+
+    #[test]
+    fn script_sees_its_environment_and_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_script(
+            dir.path(),
+            "env.cgi",
+            "printf 'Content-Type: text/plain\\r\\n\\r\\n'\nenv\necho \"cwd=$(pwd -P)\"\n",
+        );
+        let headers = [("X-Test", "yes"), ("Proxy", "http://evil.example")];
+        let p = CgiParams {
+            script_path: &path,
+            path_info: "/x/y",
+            query: "q=1",
+            ..params(&headers)
+        };
+        let mut script = start(&p, PATIENCE, &Limiter::new(1));
+        assert!(script.take_stdin().is_none());
+        let out = read_bounded(&mut script.take_stdout().unwrap(), usize::MAX);
+        let (head, start) = complete(&out);
+        assert_eq!(head.content_type.as_deref(), Some("text/plain"));
+        let body = String::from_utf8_lossy(&out[start..]);
+        for line in [
+            "GATEWAY_INTERFACE=CGI/1.1",
+            "PATH_INFO=/x/y",
+            "QUERY_STRING=q=1",
+            "HTTP_X_TEST=yes",
+            "SCRIPT_NAME=/a.cgi",
+            "PATH=/usr/local/bin:/usr/bin:/bin",
+        ] {
+            assert!(body.lines().any(|l| l == line), "{line} missing:\n{body}");
+        }
+        let cwd = dir.path().canonicalize().unwrap();
+        assert!(
+            body.lines().any(|l| l == format!("cwd={}", cwd.display())),
+            "{body}"
+        );
+        for absent in ["HTTP_PROXY=", "HOME=", "CARGO"] {
+            assert!(
+                !body.lines().any(|l| l.starts_with(absent)),
+                "{absent}:\n{body}"
+            );
+        }
+    }
+
+    #[test]
+    fn request_body_goes_to_stdin() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_script(
+            dir.path(),
+            "echo.cgi",
+            "printf 'Content-Type: text/plain\\n\\n'\necho \"$CONTENT_LENGTH\"\ncat\n",
+        );
+        let p = CgiParams {
+            script_path: &path,
+            method: "POST",
+            content_length: Some(11),
+            ..params(&[])
+        };
+        let mut script = start(&p, PATIENCE, &Limiter::new(1));
+        let mut stdin = script.take_stdin().unwrap();
+        stdin.write_all(b"hello world").unwrap();
+        drop(stdin);
+        let out = read_bounded(&mut script.take_stdout().unwrap(), usize::MAX);
+        let (_, start) = complete(&out);
+        assert_eq!(&out[start..], b"11\nhello world");
+    }
+
+    #[test]
+    fn timeout_kills_the_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_script(
+            dir.path(),
+            "slow.cgi",
+            "sleep 100 &\necho $!\nexec sleep 100\n",
+        );
+        let p = CgiParams {
+            script_path: &path,
+            ..params(&[])
+        };
+        let timeout = Duration::from_millis(200);
+        let mut script = start(&p, timeout, &Limiter::new(1));
+        let leader = script.child.id();
+        let mut stdout = script.take_stdout().unwrap();
+        let mut first = Vec::new();
+        while !first.ends_with(b"\n") {
+            first.extend(read_bounded(&mut stdout, 1));
+        }
+        let background: u32 = std::str::from_utf8(&first).unwrap().trim().parse().unwrap();
+        assert!(script.deadline() <= Instant::now() + timeout);
+        std::thread::sleep(script.deadline().saturating_duration_since(Instant::now()));
+        assert!(proc_state(background).is_some_and(|(state, _)| state != 'Z'));
+
+        script.kill_group();
+        // Every holder of stdout died, so it ends.
+        assert_eq!(read_bounded(&mut stdout, usize::MAX), b"");
+        drop(script);
+        assert_dies(background);
+        assert_reaped(leader);
+    }
+
+    #[test]
+    fn dropping_a_running_script_kills_and_reaps_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_script(
+            dir.path(),
+            "yes.cgi",
+            "printf 'Content-Type: text/plain\\n\\n'\nexec yes\n",
+        );
+        let p = CgiParams {
+            script_path: &path,
+            ..params(&[])
+        };
+        let limiter = Limiter::new(1);
+        let mut script = start(&p, PATIENCE, &limiter);
+        let leader = script.child.id();
+        let mut stdout = script.take_stdout().unwrap();
+        // The client goes away mid-response: the transport drops everything.
+        assert!(read_bounded(&mut stdout, 100_000).len() >= 100_000);
+        assert!(
+            limiter.try_acquire().is_none(),
+            "a running script holds its permit"
+        );
+        drop(script);
+        drop(stdout);
+        assert_reaped(leader);
+        eventually("permit not released", || limiter.try_acquire().is_some());
+    }
+
+    #[test]
+    fn a_finished_script_is_reaped_on_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_script(
+            dir.path(),
+            "quick.cgi",
+            "printf 'Content-Type: text/plain\\n\\nok'\necho 'a line for the server log' >&2\n",
+        );
+        let p = CgiParams {
+            script_path: &path,
+            ..params(&[])
+        };
+        let limiter = Limiter::new(1);
+        let mut script = start(&p, PATIENCE, &limiter);
+        let leader = script.child.id();
+        let out = read_bounded(&mut script.take_stdout().unwrap(), usize::MAX);
+        assert!(out.ends_with(b"\n\nok"));
+        drop(script);
+        assert_reaped(leader);
+        eventually("permit not released", || limiter.try_acquire().is_some());
+    }
+
+    #[test]
+    fn a_script_that_cannot_run_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plain.cgi");
+        std::fs::write(&path, "#!/bin/sh\n").unwrap();
+        let meta = std::fs::metadata(&path).unwrap();
+        assert!(!is_runnable(&meta));
+        let p = CgiParams {
+            script_path: &path,
+            ..params(&[])
+        };
+        let limiter = Limiter::new(1);
+        let permit = limiter.try_acquire().unwrap();
+        let err = spawn(&p, PATIENCE, permit).err().unwrap();
+        assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
+        assert!(limiter.try_acquire().is_some(), "the permit went back");
     }
 }

@@ -33,6 +33,10 @@ pub struct Config {
     pub read_timeout: Duration,
     pub keepalive_timeout: Duration,
     pub send_timeout: Duration,
+    /// How long a CGI script may run.
+    pub cgi_timeout: Duration,
+    /// Most CGI scripts running at once.
+    pub cgi_max: usize,
     /// How long in-flight responses may run after SIGINT/SIGTERM.
     pub shutdown_grace: Duration,
 }
@@ -51,6 +55,8 @@ impl Default for Config {
             read_timeout: Duration::from_secs(10),
             keepalive_timeout: Duration::from_secs(15),
             send_timeout: Duration::from_secs(30),
+            cgi_timeout: Duration::from_secs(30),
+            cgi_max: 16,
             shutdown_grace: Duration::from_secs(10),
         }
     }

@@ -3,7 +3,6 @@
 //! This file only turns the command line into a `Config` and starts a
 //! transport; everything else lives in the modules below.
 
-#[allow(dead_code)] // until the transports serve CGI
 mod cgi;
 mod config;
 mod http;
@@ -74,6 +73,18 @@ struct Cli {
     #[arg(long, value_name = "DIR")]
     chroot: Option<PathBuf>,
 
+    /// Run executable *.cgi files as CGI/1.1 scripts (GET, HEAD, POST).
+    #[arg(long)]
+    cgi: bool,
+
+    /// Seconds a CGI script may run before it is killed with its process group.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    cgi_timeout: u64,
+
+    /// Most CGI scripts running at once; more get 503.
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    cgi_max: u32,
+
     /// Access-log format, written to stderr.
     #[arg(long, value_name = "FORMAT", value_enum, default_value_t = LogArg::Common)]
     log_format: LogArg,
@@ -116,7 +127,10 @@ impl Cli {
             features: site::Features {
                 vhosts: self.vhosts,
                 listing: self.listing,
+                cgi: self.cgi,
             },
+            cgi_timeout: std::time::Duration::from_secs(self.cgi_timeout),
+            cgi_max: self.cgi_max as usize,
             log_format: match self.log_format {
                 LogArg::Common => LogFormat::Common,
                 LogArg::Combined => LogFormat::Combined,

@@ -6,14 +6,15 @@ use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 
+use crate::cgi::{self, CgiHead};
 use crate::http::conditional::{self, Precondition, Validators};
-use crate::http::parse::{Method, ParseError, Request};
+use crate::http::parse::{BodyFraming, Method, ParseError, Request};
 use crate::http::range::{self, ByteRange, RangeOutcome};
 use crate::http::response::{HeadBuilder, Persistence, Status};
 use crate::site::listing::{self, Listing};
 use crate::site::negotiate;
 use crate::site::path::{self, PathError, SitePath};
-use crate::site::{Lookup, OpenFile, Resource, Site, SiteError};
+use crate::site::{Lookup, OpenFile, Resource, ScriptTarget, Site, SiteError};
 
 const ALLOW: &str = "GET, HEAD, OPTIONS";
 
@@ -40,30 +41,68 @@ pub enum Chunk {
 
 /// Answers a request whose head parsed. `force_close` makes the response
 /// the last on its connection (the server is shutting down).
-pub fn respond(site: &Site, req: &Request, force_close: bool) -> Response {
-    let close = force_close || !req.keep_alive;
-    let persistence = match (close, req.minor_version) {
+pub fn respond(site: &Site, req: &Request, force_close: bool) -> Answer {
+    let reply = Reply {
+        persistence: persistence(req, force_close),
+        head_only: req.method == Method::Head,
+    };
+    // POST means something only to a CGI script.
+    let post = matches!(&req.method, Method::Other(m) if m == "POST") && site.runs_cgi();
+    match &req.method {
+        Method::Get | Method::Head => {}
+        Method::Options => return Answer::Send(reply.options()),
+        Method::Other(_) if post => {}
+        Method::Other(_) => return Answer::Send(reply.not_allowed()),
+    }
+    match resolve(site, req) {
+        Ok(Resource::Script(script)) => {
+            if req.framing == BodyFraming::Chunked {
+                // CGI/1.1 needs CONTENT_LENGTH before the body arrives.
+                return Answer::Send(reply.error(Status::LengthRequired));
+            }
+            let job = CgiJob {
+                request: req.clone(),
+                script,
+                raw_head: Vec::new(),
+                force_close,
+            };
+            Answer::Cgi(Box::new(job))
+        }
+        _ if post => Answer::Send(reply.not_allowed()),
+        resolved => Answer::Send(reply.resource(req, resolved)),
+    }
+}
+
+/// What to do with a request: send a decided response, or run a script
+/// whose output decides it.
+pub enum Answer {
+    Send(Response),
+    Cgi(Box<CgiJob>),
+}
+
+/// A CGI script to run for a request.
+pub struct CgiJob {
+    pub request: Request,
+    pub script: ScriptTarget,
+    /// The request head as received, for the HTTP_* variables; the session
+    /// fills it in.
+    pub raw_head: Vec<u8>,
+    pub force_close: bool,
+}
+
+fn persistence(req: &Request, force_close: bool) -> Persistence {
+    match (force_close || !req.keep_alive, req.minor_version) {
         (true, _) => Persistence::Close,
         (false, 0) => Persistence::KeepAlive10,
         (false, _) => Persistence::Default11,
-    };
-    let reply = Reply {
-        persistence,
-        head_only: req.method == Method::Head,
-    };
-    match &req.method {
-        Method::Get | Method::Head => {}
-        Method::Options => return reply.options(),
-        Method::Other(_) => {
-            let mut h = HeadBuilder::new(Status::MethodNotAllowed);
-            h.header("Allow", ALLOW);
-            return reply.text(Status::MethodNotAllowed, h);
-        }
     }
+}
+
+fn resolve(site: &Site, req: &Request) -> Result<Resource, SiteError> {
     let path = match SitePath::from_target(&req.target) {
         Ok(p) => p,
-        Err(PathError::BadRequest) => return reply.error(Status::BadRequest),
-        Err(PathError::Hidden) => return reply.error(Status::NotFound),
+        Err(PathError::BadRequest) => return Err(SiteError::BadRequest),
+        Err(PathError::Hidden) => return Err(SiteError::NotFound),
     };
     let lookup = Lookup {
         path: &path,
@@ -72,18 +111,129 @@ pub fn respond(site: &Site, req: &Request, force_close: bool) -> Response {
         accept: req.accept.as_deref(),
         accept_encoding: req.accept_encoding.as_deref(),
     };
-    match site.resolve(&lookup) {
-        Ok(Resource::File(f)) => reply.file(req, f),
-        Ok(Resource::AddSlash(location) | Resource::Redirect(location)) => {
-            let mut h = HeadBuilder::new(Status::MovedPermanently);
-            h.header("Location", &location);
-            reply.text(Status::MovedPermanently, h)
+    site.resolve(&lookup)
+}
+
+impl Reply {
+    fn resource(&self, req: &Request, resolved: Result<Resource, SiteError>) -> Response {
+        let reply = self;
+        match resolved {
+            Ok(Resource::File(f)) => reply.file(req, f),
+            Ok(Resource::AddSlash(location) | Resource::Redirect(location)) => {
+                let mut h = HeadBuilder::new(Status::MovedPermanently);
+                h.header("Location", &location);
+                reply.text(Status::MovedPermanently, h)
+            }
+            Ok(Resource::Listing(l)) => reply.listing(req, &l),
+            Ok(Resource::Script(_)) => reply.error(Status::InternalServerError),
+            Err(SiteError::BadHost | SiteError::BadRequest) => reply.error(Status::BadRequest),
+            Err(SiteError::NotFound) => reply.error(Status::NotFound),
+            Err(SiteError::Forbidden) => reply.error(Status::Forbidden),
+            Err(SiteError::Io) => reply.error(Status::InternalServerError),
         }
-        Ok(Resource::Listing(l)) => reply.listing(req, &l),
-        Err(SiteError::BadHost) => reply.error(Status::BadRequest),
-        Err(SiteError::NotFound) => reply.error(Status::NotFound),
-        Err(SiteError::Forbidden) => reply.error(Status::Forbidden),
-        Err(SiteError::Io) => reply.error(Status::InternalServerError),
+    }
+
+    fn not_allowed(&self) -> Response {
+        let mut h = HeadBuilder::new(Status::MethodNotAllowed);
+        h.header("Allow", ALLOW);
+        self.text(Status::MethodNotAllowed, h)
+    }
+}
+
+/// How a CGI response body is delimited on the way to the client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CgiFraming {
+    /// No body (HEAD, 204, 304).
+    Empty,
+    /// The script gave a Content-Length.
+    Length(u64),
+    /// HTTP/1.1 without a length: chunked.
+    Chunked,
+    /// HTTP/1.0 without a length: the body ends when the connection closes.
+    UntilClose,
+}
+
+/// The response head for a script's header block (not a local redirect).
+pub fn cgi_head(job: &CgiJob, head: &CgiHead) -> (Vec<u8>, CgiFraming, bool) {
+    let req = &job.request;
+    let no_body = matches!(head.status, 204 | 304);
+    let framing = match head.content_length {
+        _ if no_body => CgiFraming::Empty,
+        Some(n) => CgiFraming::Length(n),
+        None if req.minor_version >= 1 => CgiFraming::Chunked,
+        None => CgiFraming::UntilClose,
+    };
+    let close = job.force_close || !req.keep_alive || framing == CgiFraming::UntilClose;
+    let reason = if head.reason.is_empty() {
+        standard_reason(head.status)
+    } else {
+        head.reason.as_str()
+    };
+    let mut h = HeadBuilder::with_code(head.status, reason);
+    if let Some(ct) = &head.content_type {
+        h.header("Content-Type", ct);
+    }
+    if let Some(cgi::Location::Client(url)) = &head.location {
+        h.header("Location", url);
+    }
+    for (name, value) in &head.other {
+        h.header(name, value);
+    }
+    match framing {
+        CgiFraming::Length(n) => {
+            h.header_u64("Content-Length", n);
+        }
+        CgiFraming::Chunked => {
+            h.header("Transfer-Encoding", "chunked");
+        }
+        CgiFraming::Empty | CgiFraming::UntilClose => {}
+    }
+    let framing = if req.method == Method::Head {
+        CgiFraming::Empty
+    } else {
+        framing
+    };
+    (h.finish(persistence(req, close)), framing, close)
+}
+
+/// A response to a CGI request that the script did not produce: the limit
+/// was reached (503), it failed (502), it ran too long (504), or it could
+/// not start (500, 403).
+pub fn cgi_failure(job: &CgiJob, status: Status) -> Response {
+    // The request body may be partly unread: the connection closes.
+    let head_only = job.request.method == Method::Head;
+    Reply {
+        persistence: Persistence::Close,
+        head_only,
+    }
+    .error(status)
+}
+
+fn standard_reason(code: u16) -> &'static str {
+    match code {
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        204 => "No Content",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        304 => "Not Modified",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        409 => "Conflict",
+        410 => "Gone",
+        422 => "Unprocessable Content",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        _ => "Status",
     }
 }
 

@@ -10,7 +10,7 @@ use crate::config::Config;
 use crate::http::body::{BodySkipper, Skip};
 use crate::http::parse::{self, Parsed};
 use crate::log;
-use crate::respond::{self, Response};
+use crate::respond::{self, Answer, CgiJob, Response};
 use crate::site::Site;
 
 /// What the transport should do next.
@@ -20,6 +20,9 @@ pub enum Step {
     Read { deadline: Instant, idle: bool },
     /// Send this response; then call `step` again.
     Send(Box<Sent>),
+    /// Run this CGI script (see `serve::cgi_exchange`), then call
+    /// `cgi_finished` and `step` again.
+    Cgi(Box<CgiJob>),
     /// Close the connection.
     Close,
 }
@@ -117,14 +120,33 @@ impl Session {
             }
             Parsed::Complete { request, head_len } => {
                 self.head_deadline = None;
-                self.input.drain(..head_len);
-                self.skipper = BodySkipper::new(request.framing);
-                let response = respond::respond(site, &request, stopping);
-                self.closing = response.close;
                 self.served += 1;
-                self.sent(cfg, Some(&request), response)
+                match respond::respond(site, &request, stopping) {
+                    Answer::Send(response) => {
+                        self.input.drain(..head_len);
+                        self.skipper = BodySkipper::new(request.framing);
+                        self.closing = response.close;
+                        self.sent(cfg, Some(&request), response)
+                    }
+                    Answer::Cgi(mut job) => {
+                        // The script gets the body; the exchange reads it.
+                        job.raw_head = self.input.drain(..head_len).collect();
+                        self.closing = true;
+                        Step::Cgi(job)
+                    }
+                }
             }
         }
+    }
+
+    /// After a CGI exchange: whether the connection can carry another request.
+    pub fn cgi_finished(&mut self, keep_alive: bool) {
+        self.closing = !keep_alive;
+    }
+
+    /// The client's address, for the log.
+    pub fn client(&self) -> &str {
+        &self.client
     }
 
     /// Whether the client may still have bytes in flight that nobody will

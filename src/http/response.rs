@@ -14,11 +14,15 @@ pub enum Status {
     Forbidden,
     NotFound,
     MethodNotAllowed,
+    LengthRequired,
     PreconditionFailed,
     UriTooLong,
     RangeNotSatisfiable,
     HeaderFieldsTooLarge,
     InternalServerError,
+    BadGateway,
+    ServiceUnavailable,
+    GatewayTimeout,
     VersionNotSupported,
 }
 
@@ -34,11 +38,15 @@ impl Status {
             Status::Forbidden => 403,
             Status::NotFound => 404,
             Status::MethodNotAllowed => 405,
+            Status::LengthRequired => 411,
             Status::PreconditionFailed => 412,
             Status::UriTooLong => 414,
             Status::RangeNotSatisfiable => 416,
             Status::HeaderFieldsTooLarge => 431,
             Status::InternalServerError => 500,
+            Status::BadGateway => 502,
+            Status::ServiceUnavailable => 503,
+            Status::GatewayTimeout => 504,
             Status::VersionNotSupported => 505,
         }
     }
@@ -54,11 +62,15 @@ impl Status {
             Status::Forbidden => "Forbidden",
             Status::NotFound => "Not Found",
             Status::MethodNotAllowed => "Method Not Allowed",
+            Status::LengthRequired => "Length Required",
             Status::PreconditionFailed => "Precondition Failed",
             Status::UriTooLong => "URI Too Long",
             Status::RangeNotSatisfiable => "Range Not Satisfiable",
             Status::HeaderFieldsTooLarge => "Request Header Fields Too Large",
             Status::InternalServerError => "Internal Server Error",
+            Status::BadGateway => "Bad Gateway",
+            Status::ServiceUnavailable => "Service Unavailable",
+            Status::GatewayTimeout => "Gateway Timeout",
             Status::VersionNotSupported => "HTTP Version Not Supported",
         }
     }
@@ -72,11 +84,16 @@ pub struct HeadBuilder {
 
 impl HeadBuilder {
     pub fn new(status: Status) -> HeadBuilder {
+        HeadBuilder::with_code(status.code(), status.reason())
+    }
+
+    /// A head with any status code, as a CGI script may choose.
+    pub fn with_code(code: u16, reason: &str) -> HeadBuilder {
         let mut buf = Vec::with_capacity(256);
         buf.extend_from_slice(b"HTTP/1.1 ");
-        push_u64(&mut buf, status.code() as u64);
+        push_u64(&mut buf, u64::from(code));
         buf.push(b' ');
-        buf.extend_from_slice(status.reason().as_bytes());
+        buf.extend_from_slice(reason.as_bytes());
         buf.extend_from_slice(b"\r\nDate: ");
         with_http_date_now(|d| buf.extend_from_slice(d));
         buf.extend_from_slice(b"\r\nServer: staticd\r\n");

@@ -13,10 +13,12 @@ use tokio::io::Interest;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+use super::cgi_exchange::{self, ClientIo};
 use super::linger_deadline;
 use super::writer::ResponseWriter;
 use crate::config::Config;
 use crate::log;
+use crate::respond::CgiJob;
 use crate::session::{Session, Step};
 use crate::site::{describe, Site};
 use crate::sys;
@@ -250,6 +252,10 @@ async fn connection(stream: TcpStream, peer: SocketAddr, (cfg, site, mut stop, _
                     return;
                 }
             }
+            Step::Cgi(job) => {
+                let keep_alive = run_cgi(&stream, &mut session, job, &cfg, &site).await;
+                session.cgi_finished(keep_alive);
+            }
             Step::Close => {
                 sys::shutdown_write(stream.as_fd());
                 if session.unread_input() {
@@ -258,6 +264,43 @@ async fn connection(stream: TcpStream, peer: SocketAddr, (cfg, site, mut stop, _
                 return;
             }
         }
+    }
+}
+
+/// Runs a CGI exchange on tokio's blocking pool: it is the same blocking
+/// code inetd mode uses, on a duplicate of the connection's descriptor.
+/// Returns whether the connection can carry another request.
+async fn run_cgi(
+    stream: &TcpStream,
+    session: &mut Session,
+    job: Box<CgiJob>,
+    cfg: &Arc<Config>,
+    site: &Arc<Site>,
+) -> bool {
+    let Ok(fd) = stream.as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    let mut input = std::mem::take(session.input());
+    let client = session.client().to_string();
+    let (cfg, site) = (Arc::clone(cfg), Arc::clone(site));
+    let task = tokio::task::spawn_blocking(move || {
+        let io = ClientIo {
+            input: fd.as_fd(),
+            output: fd.as_fd(),
+            socket: true,
+        };
+        let done = cgi_exchange::run(job, io, &mut input, &cfg, &site, &client);
+        (done, input)
+    });
+    match task.await {
+        Ok((done, input)) => {
+            *session.input() = input;
+            if let Some(line) = &done.log_line {
+                log::emit(line);
+            }
+            done.keep_alive
+        }
+        Err(_) => false,
     }
 }
 

@@ -1,6 +1,7 @@
 //! Transports: they move bytes between a socket (or stdin/stdout) and a
 //! `Session`, and decide nothing about HTTP.
 
+pub mod cgi_exchange;
 pub mod event_loop;
 pub mod stdio;
 pub mod writer;

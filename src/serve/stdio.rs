@@ -6,8 +6,9 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
+use super::cgi_exchange::{self, ClientIo};
 use super::linger_deadline;
-use super::writer::ResponseWriter;
+use super::writer::{send_blocking, ResponseWriter};
 use crate::config::Config;
 use crate::log;
 use crate::session::{Session, Step};
@@ -36,17 +37,27 @@ pub fn run(cfg: &Config, site: &Site) -> io::Result<()> {
                 }
             }
             Step::Send(sent) => {
-                let result = send(
-                    output,
-                    ResponseWriter::new(sent.response, out_socket),
-                    cfg.send_timeout,
-                );
+                let writer = ResponseWriter::new(sent.response, out_socket);
+                let result = send_blocking(output, writer, cfg.send_timeout);
                 if let Some(line) = &sent.log_line {
                     log::emit(line);
                 }
                 if result.is_err() {
                     return Ok(());
                 }
+            }
+            Step::Cgi(job) => {
+                let io = ClientIo {
+                    input,
+                    output,
+                    socket: out_socket,
+                };
+                let client = session.client().to_string();
+                let done = cgi_exchange::run(job, io, session.input(), cfg, site, &client);
+                if let Some(line) = &done.log_line {
+                    log::emit(line);
+                }
+                session.cgi_finished(done.keep_alive);
             }
             Step::Close => break,
         }
@@ -81,26 +92,6 @@ fn read_some(fd: BorrowedFd<'_>, buf: &mut Vec<u8>, timeout: Duration) -> io::Re
             }
         }
     }
-}
-
-/// Writes a whole response. A client that accepts nothing for
-/// `send_timeout` is given up on.
-fn send(fd: BorrowedFd<'_>, mut writer: ResponseWriter, send_timeout: Duration) -> io::Result<()> {
-    while !writer.is_done() {
-        match writer.write_some(fd) {
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            // Blocking sockets report a send timeout (SO_SNDTIMEO) as
-            // WouldBlock; a non-blocking descriptor says the same when full.
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if !sys::wait(fd, true, send_timeout)? {
-                    return Err(io::ErrorKind::TimedOut.into());
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 /// Reads and drops what the client still sends until it closes or the

@@ -6,6 +6,7 @@
 
 use std::io;
 use std::os::fd::BorrowedFd;
+use std::time::Duration;
 
 use memmap2::{Mmap, MmapOptions};
 
@@ -157,4 +158,46 @@ fn write_mapped(
     } else {
         sys::write(out, bytes)
     }
+}
+
+/// Writes a whole response, waiting with poll(2) whenever the descriptor is
+/// full. A client that accepts nothing for `send_timeout` is given up on.
+pub fn send_blocking(
+    fd: BorrowedFd<'_>,
+    mut writer: ResponseWriter,
+    send_timeout: Duration,
+) -> io::Result<()> {
+    while !writer.is_done() {
+        match writer.write_some(fd) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // Blocking sockets report a send timeout (SO_SNDTIMEO) as
+            // WouldBlock; a non-blocking descriptor says the same when full.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if !sys::wait(fd, true, send_timeout)? {
+                    return Err(io::ErrorKind::TimedOut.into());
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Writes bytes that are not a decided response (a CGI script's output as
+/// it streams), the same way.
+pub fn send_bytes_blocking(
+    fd: BorrowedFd<'_>,
+    bytes: Vec<u8>,
+    socket: bool,
+    send_timeout: Duration,
+) -> io::Result<()> {
+    let response = Response {
+        status: crate::http::response::Status::Ok,
+        head: bytes,
+        body: Vec::new(),
+        body_len: 0,
+        close: false,
+    };
+    send_blocking(fd, ResponseWriter::new(response, socket), send_timeout)
 }

@@ -10,10 +10,12 @@ pub mod vhost;
 use std::fs::{File, Metadata};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
+use crate::cgi;
 use crate::sys;
 use path::SitePath;
 
@@ -24,11 +26,15 @@ pub struct Features {
     pub vhosts: bool,
     /// Generate an index for directories without an index file.
     pub listing: bool,
+    /// Run executable `*.cgi` files as CGI scripts.
+    pub cgi: bool,
 }
 
 /// A document root, held open so that every lookup is relative to it.
 pub struct Site {
     root: OwnedFd,
+    /// The root's absolute path: scripts are run by path.
+    root_path: PathBuf,
     index: String,
     features: Features,
 }
@@ -49,6 +55,18 @@ pub enum Resource {
     /// A redirecting symlink: 301 to here.
     Redirect(String),
     Listing(listing::Listing),
+    /// A CGI script to run.
+    Script(ScriptTarget),
+}
+
+/// Where a CGI script is and how the request reached it.
+pub struct ScriptTarget {
+    /// The file to run.
+    pub path: PathBuf,
+    /// The script's URL path, e.g. `/cgi-bin/a.cgi` (decoded).
+    pub script_name: String,
+    /// What followed the script in the URL path (decoded); empty if nothing.
+    pub path_info: String,
 }
 
 /// An open regular file (possibly a variant of the one asked for) with what
@@ -67,6 +85,8 @@ pub struct OpenFile {
 
 #[derive(Debug)]
 pub enum SiteError {
+    /// The request path is malformed or climbs out of the root.
+    BadRequest,
     /// The Host header cannot name a virtual host directory.
     BadHost,
     NotFound,
@@ -78,7 +98,8 @@ pub enum SiteError {
 /// The directory a request is served from.
 enum HostDir {
     Root,
-    Vhost(OwnedFd),
+    /// The virtual host's directory, and its name under the root.
+    Vhost(OwnedFd, String),
     Redirect(redirect::Target),
 }
 
@@ -92,8 +113,11 @@ impl Site {
         if index.is_empty() || index.contains('/') || index == "." || index == ".." {
             return Err(format!("index {index:?}: must be a plain file name"));
         }
+        let root_path =
+            std::path::absolute(root).map_err(|e| format!("root {shown}: {}", describe(&e)))?;
         let site = Site {
             root: fd,
+            root_path,
             index: index.to_string(),
             features,
         };
@@ -106,11 +130,15 @@ impl Site {
         }
     }
 
+    pub fn runs_cgi(&self) -> bool {
+        self.features.cgi
+    }
+
     pub fn resolve(&self, q: &Lookup) -> Result<Resource, SiteError> {
         let host_dir = self.host_dir(q.host)?;
         let dir = match &host_dir {
             HostDir::Root => self.root.as_fd(),
-            HostDir::Vhost(fd) => fd.as_fd(),
+            HostDir::Vhost(fd, _) => fd.as_fd(),
             HostDir::Redirect(target) => {
                 let p = q.path;
                 let location =
@@ -118,13 +146,77 @@ impl Site {
                 return Ok(Resource::Redirect(location));
             }
         };
+        let in_dir = InDir {
+            fd: dir,
+            host: &host_dir,
+        };
         match sys::open_beneath(dir, &q.path.rel) {
-            Ok(file) => self.opened(dir, q, file),
+            Ok(file) => self.opened(&in_dir, q, file),
             Err(e) => match SiteError::from_io(e) {
-                SiteError::NotFound => find_redirect(dir, q.path).ok_or(SiteError::NotFound),
+                SiteError::NotFound => match self.find_script(&in_dir, q.path)? {
+                    Some(script) => Ok(script),
+                    None => find_redirect(dir, q.path).ok_or(SiteError::NotFound),
+                },
                 other => Err(other),
             },
         }
+    }
+
+    /// A CGI script named by a file, with PATH_INFO from what follows it.
+    /// With CGI on, a `*.cgi` file that cannot be run is refused rather than
+    /// shown: its source is not content.
+    fn script(
+        &self,
+        d: &InDir,
+        rel: &[u8],
+        meta: &Metadata,
+        path_info: String,
+    ) -> Result<Option<Resource>, SiteError> {
+        let name = rel.rsplit(|&b| b == b'/').next().unwrap_or(rel);
+        if !self.features.cgi || !cgi::is_cgi_name(name) {
+            return Ok(None);
+        }
+        if !cgi::is_runnable(meta) {
+            return Err(SiteError::Forbidden);
+        }
+        let mut path = self.root_path.clone();
+        if let HostDir::Vhost(_, name) = d.host {
+            path.push(name);
+        }
+        path.push(std::ffi::OsStr::from_bytes(rel));
+        let script_name = format!("/{}", String::from_utf8_lossy(rel));
+        Ok(Some(Resource::Script(ScriptTarget {
+            path,
+            script_name,
+            path_info,
+        })))
+    }
+
+    /// `/a.cgi/x/y` does not open (a.cgi is no directory): look for a script
+    /// among the leading components, the rest being PATH_INFO.
+    fn find_script(&self, d: &InDir, path: &SitePath) -> Result<Option<Resource>, SiteError> {
+        if !self.features.cgi {
+            return Ok(None);
+        }
+        let components: Vec<&[u8]> = path.rel.split(|&b| b == b'/').collect();
+        for i in 1..components.len() {
+            let rel = components[..i].join(&b'/');
+            let Some(last) = components.get(i - 1) else {
+                break;
+            };
+            if !cgi::is_cgi_name(last) {
+                continue;
+            }
+            let Ok(meta) = sys::open_beneath(d.fd, &rel).and_then(|f| f.metadata()) else {
+                return Ok(None);
+            };
+            let mut info = format!("/{}", String::from_utf8_lossy(&components[i..].join(&b'/')));
+            if path.trailing_slash {
+                info.push('/');
+            }
+            return self.script(d, &rel, &meta, info);
+        }
+        Ok(None)
     }
 
     /// With virtual hosts on, the first of `host:port`, `host`, `default`
@@ -139,7 +231,7 @@ impl Site {
                 return Ok(HostDir::Redirect(target));
             }
             match sys::open_dir_beneath(self.root.as_fd(), name.as_bytes()) {
-                Ok(fd) => return Ok(HostDir::Vhost(fd)),
+                Ok(fd) => return Ok(HostDir::Vhost(fd, name)),
                 Err(e) => match SiteError::from_io(e) {
                     SiteError::NotFound => continue,
                     other => return Err(other),
@@ -149,9 +241,18 @@ impl Site {
         Err(SiteError::NotFound)
     }
 
-    fn opened(&self, dir: BorrowedFd<'_>, q: &Lookup, file: File) -> Result<Resource, SiteError> {
+    fn opened(&self, d: &InDir, q: &Lookup, file: File) -> Result<Resource, SiteError> {
+        let dir = d.fd;
         let meta = file.metadata().map_err(SiteError::from_io)?;
         if !meta.is_dir() {
+            let info = if q.path.trailing_slash { "/" } else { "" };
+            if let Some(script) = self.script(d, &q.path.rel, &meta, info.to_string())? {
+                return Ok(script);
+            }
+            if q.path.trailing_slash {
+                // `/file.txt/` names a directory that is not there.
+                return Err(SiteError::NotFound);
+            }
             return regular(dir, q, file, meta, &q.path.rel);
         }
         if !q.path.trailing_slash {
@@ -168,6 +269,9 @@ impl Site {
                 if index_meta.is_dir() {
                     return Err(SiteError::NotFound);
                 }
+                if let Some(script) = self.script(d, &rel, &index_meta, String::new())? {
+                    return Ok(script);
+                }
                 regular(dir, q, index, index_meta, &rel)
             }
             Err(e) => match SiteError::from_io(e) {
@@ -181,6 +285,12 @@ impl Site {
             },
         }
     }
+}
+
+/// The directory a lookup happens in.
+struct InDir<'a> {
+    fd: BorrowedFd<'a>,
+    host: &'a HostDir,
 }
 
 /// A regular file, or the variant of it that suits the client best.

@@ -1,0 +1,568 @@
+//! Running one CGI script for one request: the request body goes to the
+//! script's stdin, its output comes back framed for the client.
+//!
+//! This is plain blocking code around poll(2), shared by both transports:
+//! inetd mode calls it directly, the event loop on tokio's blocking pool.
+//! It decides nothing about HTTP itself: `cgi` parses the script's header
+//! block and `respond` turns it into a response head.
+
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::OnceLock;
+use std::time::{Instant, SystemTime};
+
+use rustix::event::{PollFd, PollFlags};
+
+use super::writer::{send_blocking, send_bytes_blocking, ResponseWriter};
+use crate::cgi::{self, CgiParams, HeaderBlock, Limiter, Location, Script};
+use crate::config::Config;
+use crate::http::parse::{BodyFraming, Method, Request};
+use crate::http::response::Status;
+use crate::log;
+use crate::respond::{self, Answer, CgiFraming, CgiJob, Response};
+use crate::site::Site;
+use crate::sys;
+
+/// How much script output or request body is moved per call.
+const CHUNK: usize = 16 * 1024;
+/// Local redirects (`Location: /path`) followed for one request.
+const MAX_LOCAL_REDIRECTS: usize = 5;
+
+/// The process-wide bound on running scripts (`--cgi-max`).
+static LIMITER: OnceLock<Limiter> = OnceLock::new();
+
+/// The client side of the connection.
+#[derive(Clone, Copy)]
+pub struct ClientIo<'a> {
+    pub input: BorrowedFd<'a>,
+    pub output: BorrowedFd<'a>,
+    /// `output` is a socket (send(2) with MSG_MORE works).
+    pub socket: bool,
+}
+
+/// How the exchange ended.
+pub struct Done {
+    /// The connection can carry another request.
+    pub keep_alive: bool,
+    pub log_line: Option<String>,
+}
+
+/// Runs `job`. `input` holds what the client sent after the request head;
+/// the body is taken from it (and read from the client as needed), and
+/// whatever follows the body stays in it for the next request.
+pub fn run(
+    job: Box<CgiJob>,
+    io: ClientIo,
+    input: &mut Vec<u8>,
+    cfg: &Config,
+    site: &Site,
+    client: &str,
+) -> Done {
+    let mut job = job;
+    for _ in 0..MAX_LOCAL_REDIRECTS {
+        match exchange(&job, io, input, cfg, client) {
+            Ended::Finished {
+                status,
+                body_len,
+                keep_alive,
+            } => {
+                return done(cfg, client, &job.request, status, body_len, keep_alive);
+            }
+            Ended::LocalRedirect(target) => {
+                let request = redirected(&job.request, target);
+                match respond::respond(site, &request, job.force_close) {
+                    Answer::Send(response) => {
+                        return send_decided(cfg, client, io, &request, response)
+                    }
+                    Answer::Cgi(mut next) => {
+                        next.raw_head = std::mem::take(&mut job.raw_head);
+                        job = next;
+                    }
+                }
+            }
+        }
+    }
+    let response = respond::cgi_failure(&job, Status::InternalServerError);
+    send_decided(cfg, client, io, &job.request, response)
+}
+
+enum Ended {
+    Finished {
+        status: u16,
+        body_len: u64,
+        keep_alive: bool,
+    },
+    /// The script asked for another local path to be served instead.
+    LocalRedirect(String),
+}
+
+/// The request a local redirect stands for: a GET of the new path, with the
+/// original headers (RFC 3875 §6.2.2). Its body was for the script.
+fn redirected(original: &Request, target: String) -> Request {
+    Request {
+        method: Method::Get,
+        target,
+        framing: BodyFraming::None,
+        ..original.clone()
+    }
+}
+
+fn exchange(job: &CgiJob, io: ClientIo, input: &mut Vec<u8>, cfg: &Config, client: &str) -> Ended {
+    let limiter = LIMITER.get_or_init(|| Limiter::new(cfg.cgi_max));
+    let Some(permit) = limiter.try_acquire() else {
+        return fail(
+            job,
+            io,
+            cfg,
+            Status::ServiceUnavailable,
+            "too many scripts running (--cgi-max)",
+        );
+    };
+    let req = &job.request;
+    let mut header_storage = [httparse::EMPTY_HEADER; crate::http::limits::MAX_HEADERS];
+    let headers = request_headers(&job.raw_head, &mut header_storage);
+    let (server_name, server_port) = server_identity(req, io.input);
+    let content_length = match req.framing {
+        BodyFraming::Length(n) => Some(n),
+        _ => None,
+    };
+    let (query, _) = split_query(&req.target);
+    let protocol = if req.minor_version == 0 {
+        "HTTP/1.0"
+    } else {
+        "HTTP/1.1"
+    };
+    let params = CgiParams {
+        script_path: &job.script.path,
+        script_name: &job.script.script_name,
+        path_info: &job.script.path_info,
+        query,
+        method: req.method.as_str(),
+        protocol,
+        headers: &headers,
+        content_length,
+        server_name: &server_name,
+        server_port,
+        remote_addr: client,
+        remote_port: sys::peer_addr(io.input).map(|a| a.port()),
+    };
+    let script = match cgi::spawn(&params, cfg.cgi_timeout, permit) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return fail(job, io, cfg, Status::Forbidden, "permission denied");
+        }
+        Err(e) => {
+            let why = format!("cannot start: {}", crate::site::describe(&e));
+            return fail(job, io, cfg, Status::InternalServerError, &why);
+        }
+    };
+    let body_len = content_length.unwrap_or(0);
+    Pump::new(job, io, cfg, script, body_len).run(input)
+}
+
+/// Moves bytes between the client, the script's stdin and its stdout.
+struct Pump<'a> {
+    job: &'a CgiJob,
+    io: ClientIo<'a>,
+    cfg: &'a Config,
+    script: Script,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: Option<std::process::ChildStdout>,
+    /// Request body bytes still to come from the client.
+    body_left: u64,
+    /// Request body bytes read but not yet taken by the script.
+    pending: Vec<u8>,
+    /// Script output before the end of its header block.
+    head_buf: Vec<u8>,
+    /// Set once the response head went out.
+    sending: Option<Sending>,
+}
+
+struct Sending {
+    status: u16,
+    framing: CgiFraming,
+    close: bool,
+    /// Body bytes sent to the client.
+    sent: u64,
+}
+
+impl<'a> Pump<'a> {
+    fn new(
+        job: &'a CgiJob,
+        io: ClientIo<'a>,
+        cfg: &'a Config,
+        mut script: Script,
+        body_left: u64,
+    ) -> Pump<'a> {
+        let stdin = script.take_stdin();
+        let stdout = script.take_stdout();
+        for fd in [
+            stdin.as_ref().map(|s| s.as_fd()),
+            stdout.as_ref().map(|s| s.as_fd()),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            // A full pipe must not block the whole exchange.
+            let _ = rustix::io::ioctl_fionbio(fd, true);
+        }
+        Pump {
+            job,
+            io,
+            cfg,
+            script,
+            stdin,
+            stdout,
+            body_left,
+            pending: Vec::new(),
+            head_buf: Vec::new(),
+            sending: None,
+        }
+    }
+
+    fn run(mut self, input: &mut Vec<u8>) -> Ended {
+        let take = (self.body_left as usize).min(input.len());
+        self.pending.extend(input.drain(..take));
+        self.body_left -= take as u64;
+        if self.body_left == 0 && self.pending.is_empty() {
+            self.stdin = None;
+        }
+        while self.stdout.is_some() {
+            let now = Instant::now();
+            if now >= self.script.deadline() {
+                self.script.kill_group();
+                return self.abort(Status::GatewayTimeout, "ran past --cgi-timeout; killed");
+            }
+            match self.poll_once(self.script.deadline() - now) {
+                Ok(Some(ended)) => return ended,
+                Ok(None) => {}
+                Err(Abort::Client) => return self.client_gone(),
+                Err(Abort::Script(why)) => return self.abort(Status::BadGateway, why),
+            }
+        }
+        self.finish()
+    }
+
+    /// One poll(2) over whichever of the three descriptors has work.
+    fn poll_once(&mut self, timeout: std::time::Duration) -> Result<Option<Ended>, Abort> {
+        let want_stdin = self.stdin.is_some() && !self.pending.is_empty();
+        let want_client = self.stdin.is_some() && self.pending.is_empty() && self.body_left > 0;
+        let mut fds = Vec::with_capacity(3);
+        if let Some(out) = &self.stdout {
+            fds.push(PollFd::new(out, PollFlags::IN));
+        }
+        if let (true, Some(stdin)) = (want_stdin, &self.stdin) {
+            fds.push(PollFd::new(stdin, PollFlags::OUT));
+        }
+        if want_client {
+            fds.push(PollFd::from_borrowed_fd(self.io.input, PollFlags::IN));
+        }
+        let ts = rustix::time::Timespec {
+            tv_sec: timeout.as_secs() as _,
+            tv_nsec: timeout.subsec_nanos() as _,
+        };
+        match rustix::event::poll(&mut fds, Some(&ts)) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return Err(Abort::Client),
+        }
+        let ready: Vec<bool> = fds.iter().map(|f| !f.revents().is_empty()).collect();
+        drop(fds);
+        let mut i = 0;
+        let stdout_ready = ready.first().copied().unwrap_or(false);
+        i += 1;
+        if want_stdin {
+            if ready.get(i).copied().unwrap_or(false) {
+                self.feed_script();
+            }
+            i += 1;
+        }
+        if want_client && ready.get(i).copied().unwrap_or(false) {
+            self.read_body()?;
+        }
+        if stdout_ready {
+            return self.read_output();
+        }
+        Ok(None)
+    }
+
+    /// Hands pending body bytes to the script.
+    fn feed_script(&mut self) {
+        let Some(stdin) = &self.stdin else { return };
+        match rustix::io::write(stdin, &self.pending) {
+            Ok(n) => {
+                self.pending.drain(..n);
+            }
+            Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => {}
+            // The script closed its input early: it wants no more.
+            Err(_) => {
+                self.stdin = None;
+                self.pending.clear();
+            }
+        }
+        if self.pending.is_empty() && self.body_left == 0 {
+            self.stdin = None;
+        }
+    }
+
+    /// Reads more of the request body, never past its end: what follows is
+    /// the next request.
+    fn read_body(&mut self) -> Result<(), Abort> {
+        let want = (self.body_left as usize).min(CHUNK);
+        let mut buf = vec![0u8; want];
+        match sys::read(self.io.input, &mut buf) {
+            Ok(0) => Err(Abort::Client),
+            Ok(n) => {
+                self.pending.extend_from_slice(&buf[..n]);
+                self.body_left -= n as u64;
+                Ok(())
+            }
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::Interrupted =>
+            {
+                Ok(())
+            }
+            Err(_) => Err(Abort::Client),
+        }
+    }
+
+    fn read_output(&mut self) -> Result<Option<Ended>, Abort> {
+        let Some(stdout) = &self.stdout else {
+            return Ok(None);
+        };
+        let mut buf = vec![0u8; CHUNK];
+        let n = match rustix::io::read(stdout, &mut buf) {
+            Ok(n) => n,
+            Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => return Ok(None),
+            Err(_) => 0,
+        };
+        buf.truncate(n);
+        if n == 0 {
+            self.stdout = None;
+        }
+        if self.sending.is_some() {
+            if n > 0 {
+                self.forward(&buf)?;
+            }
+            return Ok(None);
+        }
+        self.head_buf.extend_from_slice(&buf);
+        match cgi::parse_header_block(&self.head_buf, n == 0) {
+            HeaderBlock::Incomplete => Ok(None),
+            HeaderBlock::Malformed(why) => Err(Abort::Script(why)),
+            HeaderBlock::Complete(head, start) => {
+                if let Some(Location::Local(target)) = &head.location {
+                    return Ok(Some(Ended::LocalRedirect(target.clone())));
+                }
+                let (head_bytes, framing, close) = respond::cgi_head(self.job, &head);
+                self.send(head_bytes)?;
+                self.sending = Some(Sending {
+                    status: head.status,
+                    framing,
+                    close,
+                    sent: 0,
+                });
+                let rest = self.head_buf.split_off(start);
+                if !rest.is_empty() {
+                    self.forward(&rest)?;
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// Sends script output to the client in the response's framing.
+    fn forward(&mut self, bytes: &[u8]) -> Result<(), Abort> {
+        let Some(s) = &mut self.sending else {
+            return Ok(());
+        };
+        let out = match s.framing {
+            CgiFraming::Empty => return Ok(()),
+            CgiFraming::Length(n) => {
+                let room = (n - s.sent).min(bytes.len() as u64) as usize;
+                if room < bytes.len() {
+                    // More than the script promised: the extra is not sent.
+                    s.close = true;
+                }
+                s.sent += room as u64;
+                bytes[..room].to_vec()
+            }
+            CgiFraming::Chunked => {
+                s.sent += bytes.len() as u64;
+                let mut framed = format!("{:x}\r\n", bytes.len()).into_bytes();
+                framed.extend_from_slice(bytes);
+                framed.extend_from_slice(b"\r\n");
+                framed
+            }
+            CgiFraming::UntilClose => {
+                s.sent += bytes.len() as u64;
+                bytes.to_vec()
+            }
+        };
+        if out.is_empty() {
+            return Ok(());
+        }
+        self.send(out)
+    }
+
+    fn send(&self, bytes: Vec<u8>) -> Result<(), Abort> {
+        send_bytes_blocking(self.io.output, bytes, self.io.socket, self.cfg.send_timeout)
+            .map_err(|_| Abort::Client)
+    }
+
+    /// The script closed its output.
+    fn finish(mut self) -> Ended {
+        let Some(s) = self.sending.take() else {
+            return self.abort(Status::BadGateway, "no output");
+        };
+        let mut keep_alive = !s.close;
+        match s.framing {
+            CgiFraming::Chunked => keep_alive &= self.send(b"0\r\n\r\n".to_vec()).is_ok(),
+            // Short of the promised length: the client must see the cut.
+            CgiFraming::Length(n) if s.sent < n => keep_alive = false,
+            _ => {}
+        }
+        // A body the script did not read is still on the wire.
+        keep_alive &= self.body_left == 0;
+        Ended::Finished {
+            status: s.status,
+            body_len: s.sent,
+            keep_alive,
+        }
+    }
+
+    /// The script failed. Before the head went out, the client gets
+    /// `status`; after, the connection is cut.
+    fn abort(self, status: Status, why: &str) -> Ended {
+        if let Some(s) = &self.sending {
+            log::emit(&format!(
+                "staticd: cgi {}: {why}\n",
+                self.job.script.script_name
+            ));
+            return Ended::Finished {
+                status: s.status,
+                body_len: s.sent,
+                keep_alive: false,
+            };
+        }
+        let (job, io, cfg) = (self.job, self.io, self.cfg);
+        drop(self);
+        fail(job, io, cfg, status, why)
+    }
+
+    fn client_gone(self) -> Ended {
+        let status = self.sending.as_ref().map_or(499, |s| s.status);
+        let sent = self.sending.as_ref().map_or(0, |s| s.sent);
+        Ended::Finished {
+            status,
+            body_len: sent,
+            keep_alive: false,
+        }
+    }
+}
+
+enum Abort {
+    /// The client went away or stopped reading.
+    Client,
+    /// The script's output is not a valid CGI response.
+    Script(&'static str),
+}
+
+/// Answers with an error of our own and logs why.
+fn fail(job: &CgiJob, io: ClientIo, cfg: &Config, status: Status, why: &str) -> Ended {
+    log::emit(&format!("staticd: cgi {}: {why}\n", job.script.script_name));
+    let response = respond::cgi_failure(job, status);
+    let body_len = response.body_len;
+    let _ = send_blocking(
+        io.output,
+        ResponseWriter::new(response, io.socket),
+        cfg.send_timeout,
+    );
+    Ended::Finished {
+        status: status.code(),
+        body_len,
+        keep_alive: false,
+    }
+}
+
+fn send_decided(
+    cfg: &Config,
+    client: &str,
+    io: ClientIo,
+    request: &Request,
+    response: Response,
+) -> Done {
+    let (status, body_len, close) = (response.status.code(), response.body_len, response.close);
+    let ok = send_blocking(
+        io.output,
+        ResponseWriter::new(response, io.socket),
+        cfg.send_timeout,
+    )
+    .is_ok();
+    done(cfg, client, request, status, body_len, ok && !close)
+}
+
+fn done(
+    cfg: &Config,
+    client: &str,
+    request: &Request,
+    status: u16,
+    body_len: u64,
+    keep_alive: bool,
+) -> Done {
+    let entry = log::Entry {
+        client,
+        request: Some(request),
+        status,
+        body_len,
+    };
+    Done {
+        keep_alive,
+        log_line: log::format(cfg.log_format, &entry, SystemTime::now()),
+    }
+}
+
+/// Every header field of the request, for the HTTP_* variables.
+fn request_headers<'h>(
+    raw: &'h [u8],
+    storage: &'h mut [httparse::Header<'h>],
+) -> Vec<(&'h str, &'h str)> {
+    let mut req = httparse::Request::new(storage);
+    if req.parse(raw).is_err() {
+        return Vec::new();
+    }
+    req.headers
+        .iter()
+        .filter_map(|h| Some((h.name, std::str::from_utf8(h.value).ok()?)))
+        .collect()
+}
+
+/// SERVER_NAME and SERVER_PORT: from the Host header, else the socket.
+fn server_identity(req: &Request, input: BorrowedFd<'_>) -> (String, u16) {
+    let local_port = rustix::net::getsockname(input)
+        .ok()
+        .and_then(|a| std::net::SocketAddr::try_from(a).ok())
+        .map_or(80, |a| a.port());
+    let Some(host) = req.host.as_deref().filter(|h| !h.is_empty()) else {
+        return ("localhost".to_string(), local_port);
+    };
+    let name_end = if host.starts_with('[') {
+        host.find(']').map_or(host.len(), |i| i + 1)
+    } else {
+        0
+    };
+    match host[name_end..].rfind(':') {
+        Some(i) => {
+            let port = host[name_end + i + 1..].parse().unwrap_or(local_port);
+            (host[..name_end + i].to_string(), port)
+        }
+        None => (host.to_string(), local_port),
+    }
+}
+
+/// The query string of a target (without `?`), and the rest.
+fn split_query(target: &str) -> (&str, &str) {
+    match target.split_once('?') {
+        Some((path, query)) => (query, path),
+        None => ("", target),
+    }
+}
