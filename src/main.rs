@@ -3,17 +3,6 @@
 //! This file only turns the command line into a `Config` and starts a
 //! transport; everything else lives in the modules below.
 
-mod cgi;
-mod config;
-mod http;
-mod log;
-mod privileges;
-mod respond;
-mod serve;
-mod session;
-mod site;
-mod sys;
-
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,8 +10,9 @@ use std::sync::Arc;
 
 use clap::{Parser, ValueEnum};
 
-use config::{Config, LogFormat};
-use site::Site;
+use staticd::config::{Config, LogFormat};
+use staticd::site::{self, Site};
+use staticd::{privileges, serve};
 
 /// A small, very fast static-file web server: standalone, or one connection
 /// on stdin/stdout under tcpserver, tcpsvd, inetd or systemd.

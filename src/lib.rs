@@ -1,0 +1,16 @@
+//! staticd as a library: everything but the command line, so that the
+//! binary, benchmarks, fuzz targets and property tests share one build.
+//!
+//! `http` and `site` decide; `respond` is where decisions meet; `session`
+//! drives one connection without I/O; `serve` holds the transports.
+
+pub mod cgi;
+pub mod config;
+pub mod http;
+pub mod log;
+pub mod privileges;
+pub mod respond;
+pub mod serve;
+pub mod session;
+pub mod site;
+pub mod sys;
