@@ -3,7 +3,6 @@
 
 use std::cell::Cell;
 use std::fs::File;
-use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 
 use crate::cgi::{self, CgiHead};
@@ -11,10 +10,11 @@ use crate::http::conditional::{self, Precondition, Validators};
 use crate::http::parse::{BodyFraming, Method, ParseError, Request};
 use crate::http::range::{self, ByteRange, RangeOutcome};
 use crate::http::response::{HeadBuilder, Persistence, Status};
+use crate::site::file::{FileSet, Source};
 use crate::site::listing::{self, Listing};
 use crate::site::negotiate;
 use crate::site::path::{self, PathError, SitePath};
-use crate::site::{Lookup, OpenFile, Resource, ScriptTarget, Site, SiteError};
+use crate::site::{Lookup, Resource, ScriptTarget, Site, SiteError};
 
 const ALLOW: &str = "GET, HEAD, OPTIONS";
 
@@ -37,6 +37,20 @@ pub enum Chunk {
         offset: u64,
         len: u64,
     },
+}
+
+/// Part of a variant's bytes as a body chunk.
+fn slice(source: &Source, offset: u64, len: u64) -> Chunk {
+    match source {
+        Source::File(file) => Chunk::File {
+            file: Arc::clone(file),
+            offset,
+            len,
+        },
+        Source::Memory(bytes) => {
+            Chunk::Bytes(bytes[offset as usize..(offset + len) as usize].to_vec())
+        }
+    }
 }
 
 /// Answers a request whose head parsed. `force_close` makes the response
@@ -118,7 +132,7 @@ impl Reply {
     fn resource(&self, req: &Request, resolved: Result<Resource, SiteError>) -> Response {
         let reply = self;
         match resolved {
-            Ok(Resource::File(f)) => reply.file(req, f),
+            Ok(Resource::File(set)) => reply.file(req, &set),
             Ok(Resource::AddSlash(location) | Resource::Redirect(location)) => {
                 let mut h = HeadBuilder::new(Status::MovedPermanently);
                 h.header("Location", &location);
@@ -284,54 +298,40 @@ impl Reply {
         resp
     }
 
-    fn file(&self, req: &Request, f: OpenFile) -> Response {
-        let size = f.meta.len();
-        let mtime = f.meta.modified().unwrap_or(std::time::UNIX_EPOCH);
-        let v = Validators::for_file(size, mtime, f.meta.ino());
+    fn file(&self, req: &Request, set: &FileSet) -> Response {
+        let f = set.choose(req.accept.as_deref(), req.accept_encoding.as_deref());
+        let size = f.len;
+        let v = &f.validators;
         let rep = Representation {
             content_type: &f.content_type,
             encoding: f.encoding,
-            vary: f.vary,
-            validators: &v,
+            vary: set.vary,
+            validators: v,
         };
         if let Some(resp) = self.preconditions(req, &rep) {
             return resp;
         }
         let outcome = match &req.range {
-            Some(r) if conditional::if_range_holds(req.if_range.as_deref(), &v) => {
+            Some(r) if conditional::if_range_holds(req.if_range.as_deref(), v) => {
                 range::evaluate(r, size)
             }
             _ => RangeOutcome::Whole,
         };
-        let file = Arc::new(f.file);
         match outcome {
             RangeOutcome::Whole => {
                 let mut h = self.file_head(Status::Ok, &rep);
                 h.header_u64("Content-Length", size);
-                self.with_body(
-                    Status::Ok,
-                    h,
-                    vec![Chunk::File {
-                        file,
-                        offset: 0,
-                        len: size,
-                    }],
-                    size,
-                )
+                self.with_body(Status::Ok, h, vec![slice(&f.source, 0, size)], size)
             }
             RangeOutcome::Ranges(ranges) if ranges.len() == 1 => {
                 let r = ranges[0];
                 let mut h = self.file_head(Status::PartialContent, &rep);
                 h.header("Content-Range", &content_range(r, size));
                 h.header_u64("Content-Length", r.len());
-                let body = vec![Chunk::File {
-                    file,
-                    offset: r.start,
-                    len: r.len(),
-                }];
+                let body = vec![slice(&f.source, r.start, r.len())];
                 self.with_body(Status::PartialContent, h, body, r.len())
             }
-            RangeOutcome::Ranges(ranges) => self.multipart(&rep, file, &ranges, size),
+            RangeOutcome::Ranges(ranges) => self.multipart(&rep, &f.source, &ranges, size),
             RangeOutcome::Unsatisfiable => {
                 let mut h = HeadBuilder::new(Status::RangeNotSatisfiable);
                 h.header("Content-Range", &format!("bytes */{size}"));
@@ -394,7 +394,7 @@ impl Reply {
     fn multipart(
         &self,
         rep: &Representation,
-        file: Arc<File>,
+        source: &Source,
         ranges: &[ByteRange],
         size: u64,
     ) -> Response {
@@ -410,11 +410,7 @@ impl Reply {
             );
             total += part_head.len() as u64 + r.len();
             body.push(Chunk::Bytes(part_head.into_bytes()));
-            body.push(Chunk::File {
-                file: Arc::clone(&file),
-                offset: r.start,
-                len: r.len(),
-            });
+            body.push(slice(source, r.start, r.len()));
         }
         let end = format!("\r\n--{boundary}--\r\n");
         total += end.len() as u64;
@@ -438,10 +434,25 @@ impl Reply {
         }
     }
 
-    fn build(&self, status: Status, h: HeadBuilder, body: Vec<Chunk>, body_len: u64) -> Response {
+    fn build(
+        &self,
+        status: Status,
+        h: HeadBuilder,
+        mut body: Vec<Chunk>,
+        body_len: u64,
+    ) -> Response {
+        let mut head = h.finish(self.persistence);
+        // A body already in memory rides in the same write as the head.
+        if body.iter().all(|c| matches!(c, Chunk::Bytes(_))) {
+            for chunk in body.drain(..) {
+                if let Chunk::Bytes(bytes) = chunk {
+                    head.extend_from_slice(&bytes);
+                }
+            }
+        }
         Response {
             status,
-            head: h.finish(self.persistence),
+            head,
             body,
             body_len,
             close: self.persistence == Persistence::Close,

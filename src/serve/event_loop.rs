@@ -96,6 +96,11 @@ pub fn run(
     site: Arc<Site>,
     listeners: Vec<Vec<std::net::TcpListener>>,
 ) -> io::Result<()> {
+    // Announced only now that everything is ready: tests and scripts wait
+    // for this line.
+    for l in listeners.first().into_iter().flatten() {
+        eprintln!("staticd: listening on {}", l.local_addr()?);
+    }
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut workers = Vec::new();
     for (i, group) in listeners.into_iter().enumerate() {

@@ -1,6 +1,8 @@
 //! URL -> thing on disk: the document root (or a virtual host's directory
 //! in it), files and their variants, redirecting symlinks, listings.
 
+pub mod cache;
+pub mod file;
 pub mod listing;
 pub mod negotiate;
 pub mod path;
@@ -11,12 +13,13 @@ use std::fs::{File, Metadata};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
-use std::time::UNIX_EPOCH;
+use std::sync::Arc;
+use std::time::Instant;
 
 use crate::cgi;
 use crate::sys;
+use file::FileSet;
 use path::SitePath;
 
 /// What a site serves, beyond plain files.
@@ -49,7 +52,7 @@ pub struct Lookup<'a> {
 
 /// What a request path names.
 pub enum Resource {
-    File(OpenFile),
+    File(Arc<FileSet>),
     /// A directory asked for without its trailing slash: redirect here.
     AddSlash(String),
     /// A redirecting symlink: 301 to here.
@@ -67,20 +70,6 @@ pub struct ScriptTarget {
     pub script_name: String,
     /// What followed the script in the URL path (decoded); empty if nothing.
     pub path_info: String,
-}
-
-/// An open regular file (possibly a variant of the one asked for) with what
-/// the response needs to know of it.
-pub struct OpenFile {
-    pub file: File,
-    pub meta: Metadata,
-    /// The Content-Type header value: always the original's type.
-    pub content_type: String,
-    /// Content-Encoding of a precompressed variant, or the image type of a
-    /// substituted image.
-    pub encoding: Option<&'static str>,
-    /// The Vary header, when variants exist.
-    pub vary: Option<&'static str>,
 }
 
 #[derive(Debug)]
@@ -134,7 +123,30 @@ impl Site {
         self.features.cgi
     }
 
+    /// Resolves a request path, through the open-file cache for files.
     pub fn resolve(&self, q: &Lookup) -> Result<Resource, SiteError> {
+        let host = if self.features.vhosts {
+            q.host.unwrap_or("").as_bytes()
+        } else {
+            b""
+        };
+        let key = cache::Key {
+            host: host.to_vec(),
+            rel: q.path.rel.clone(),
+            trailing_slash: q.path.trailing_slash,
+        };
+        let now = Instant::now();
+        if let Some(set) = cache::get(&key, now) {
+            return Ok(Resource::File(set));
+        }
+        let resolved = self.resolve_uncached(q);
+        if let Ok(Resource::File(set)) = &resolved {
+            cache::put(key, Arc::clone(set), now);
+        }
+        resolved
+    }
+
+    fn resolve_uncached(&self, q: &Lookup) -> Result<Resource, SiteError> {
         let host_dir = self.host_dir(q.host)?;
         let dir = match &host_dir {
             HostDir::Root => self.root.as_fd(),
@@ -253,7 +265,8 @@ impl Site {
                 // `/file.txt/` names a directory that is not there.
                 return Err(SiteError::NotFound);
             }
-            return regular(dir, q, file, meta, &q.path.rel);
+            return FileSet::discover(dir, &q.path.rel, file)
+                .map(|set| Resource::File(Arc::new(set)));
         }
         if !q.path.trailing_slash {
             return Ok(Resource::AddSlash(q.path.directory_url()));
@@ -272,7 +285,7 @@ impl Site {
                 if let Some(script) = self.script(d, &rel, &index_meta, String::new())? {
                     return Ok(script);
                 }
-                regular(dir, q, index, index_meta, &rel)
+                FileSet::discover(dir, &rel, index).map(|set| Resource::File(Arc::new(set)))
             }
             Err(e) => match SiteError::from_io(e) {
                 SiteError::NotFound if self.features.listing => {
@@ -291,111 +304,6 @@ impl Site {
 struct InDir<'a> {
     fd: BorrowedFd<'a>,
     host: &'a HostDir,
-}
-
-/// A regular file, or the variant of it that suits the client best.
-fn regular(
-    dir: BorrowedFd<'_>,
-    q: &Lookup,
-    file: File,
-    meta: Metadata,
-    rel: &[u8],
-) -> Result<Resource, SiteError> {
-    let ft = meta.file_type();
-    if !ft.is_file() {
-        // FIFOs, sockets and devices are never content.
-        let special = ft.is_fifo() || ft.is_socket() || ft.is_block_device() || ft.is_char_device();
-        return Err(if special {
-            SiteError::Forbidden
-        } else {
-            SiteError::NotFound
-        });
-    }
-    let content_type = content_type(rel);
-    let original = OpenFile {
-        file,
-        meta,
-        content_type,
-        encoding: None,
-        vary: None,
-    };
-    let chosen = if negotiate::is_replaceable_image(&original.content_type) {
-        image_variant(dir, q, rel, original)
-    } else {
-        encoded_variant(dir, q, rel, original)
-    };
-    Ok(Resource::File(chosen))
-}
-
-/// A precompressed sibling (`x.css.br`, `.zst`, `.gz`) the client accepts.
-fn encoded_variant(dir: BorrowedFd<'_>, q: &Lookup, rel: &[u8], original: OpenFile) -> OpenFile {
-    let siblings = negotiate::CODINGS.map(|c| (c, [rel, c.suffix.as_bytes()].concat()));
-    let accepted = negotiate::acceptable_codings(q.accept_encoding);
-    let (exists, pick) = pick_variant(dir, &siblings, &accepted, &original.meta);
-    let vary = exists.then_some("Accept-Encoding");
-    match pick {
-        Some((coding, file, meta)) => OpenFile {
-            file,
-            meta,
-            encoding: Some(coding.token),
-            vary,
-            ..original
-        },
-        None => OpenFile { vary, ..original },
-    }
-}
-
-/// An AVIF or WebP sibling (`photo.avif` next to `photo.jpg`) for a client
-/// that names the format in Accept.
-fn image_variant(dir: BorrowedFd<'_>, q: &Lookup, rel: &[u8], original: OpenFile) -> OpenFile {
-    let Some(dot) = rel.iter().rposition(|&b| b == b'.') else {
-        return original;
-    };
-    let stem = &rel[..=dot];
-    let siblings = negotiate::IMAGE_FORMATS.map(|f| (f, [stem, f.extension.as_bytes()].concat()));
-    let accepted = negotiate::acceptable_images(q.accept);
-    let (exists, pick) = pick_variant(dir, &siblings, &accepted, &original.meta);
-    let vary = exists.then_some("Accept");
-    match pick {
-        Some((format, file, meta)) => OpenFile {
-            file,
-            meta,
-            content_type: format.mime.to_string(),
-            encoding: None,
-            vary,
-        },
-        None => OpenFile { vary, ..original },
-    }
-}
-
-/// Looks at every sibling variant: whether any exists (the response then
-/// varies), and the best one `accepted` allows that is a regular file no
-/// older than the original (a stale variant is never served).
-fn pick_variant<K: Copy + PartialEq>(
-    dir: BorrowedFd<'_>,
-    siblings: &[(K, Vec<u8>)],
-    accepted: &[K],
-    original: &Metadata,
-) -> (bool, Option<(K, File, Metadata)>) {
-    let original_mtime = original.modified().unwrap_or(UNIX_EPOCH);
-    let mut exists = false;
-    let mut usable = Vec::new();
-    for (kind, name) in siblings {
-        let Ok(file) = sys::open_beneath(dir, name) else {
-            continue;
-        };
-        exists = true;
-        let Ok(meta) = file.metadata() else {
-            continue;
-        };
-        if meta.is_file() && meta.modified().unwrap_or(UNIX_EPOCH) >= original_mtime {
-            usable.push((*kind, file, meta));
-        }
-    }
-    let best = accepted
-        .iter()
-        .find_map(|want| usable.iter().position(|(k, _, _)| k == want));
-    (exists, best.map(|i| usable.swap_remove(i)))
 }
 
 /// After a lookup failed: does a redirecting symlink stand somewhere along
@@ -424,9 +332,15 @@ fn find_redirect(dir: BorrowedFd<'_>, path: &SitePath) -> Option<Resource> {
     None
 }
 
-/// The redirect a symlink `name` in `dir` stands for, if it is one.
+/// The redirect a symlink `name` in `dir` stands for, if it is one. Only a
+/// dangling link redirects: an absolute link to a file that exists is a
+/// link out of the root, and is refused like any other.
 fn redirect_link(dir: BorrowedFd<'_>, name: &[u8]) -> Option<redirect::Target> {
     let target = sys::read_link(dir, name).ok()?;
+    let path = target.strip_prefix(b"=").unwrap_or(&target);
+    if path.starts_with(b"/") && Path::new(std::ffi::OsStr::from_bytes(path)).exists() {
+        return None;
+    }
     redirect::parse_target(&target)
 }
 

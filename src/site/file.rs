@@ -1,0 +1,190 @@
+//! A file and its variants, as found on disk: the unit that is cached and
+//! from which each request picks what suits its Accept headers.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::BorrowedFd;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::negotiate::{self, Coding, ImageFormat};
+use super::{content_type, SiteError};
+use crate::http::conditional::Validators;
+use crate::sys;
+
+/// Files up to this size are read into memory when looked up, and sent
+/// with their head in a single write.
+pub const SMALL_FILE: u64 = 32 * 1024;
+
+/// Where a variant's bytes come from.
+pub enum Source {
+    Memory(Arc<[u8]>),
+    File(Arc<File>),
+}
+
+/// One servable representation: the file asked for, or a sibling.
+pub struct Variant {
+    pub source: Source,
+    pub len: u64,
+    /// Modification time, to the nanosecond.
+    pub mtime: SystemTime,
+    pub validators: Validators,
+    pub content_type: Arc<str>,
+    /// Content-Encoding of a precompressed sibling.
+    pub encoding: Option<&'static str>,
+    kind: Kind,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Original,
+    Coded(Coding),
+    Image(ImageFormat),
+}
+
+/// A file with the variants a client may get instead.
+pub struct FileSet {
+    pub original: Variant,
+    /// Usable siblings: regular files no older than the original.
+    alternatives: Vec<Variant>,
+    /// The Vary header: set whenever a sibling exists, usable or not,
+    /// since the response would differ if it were.
+    pub vary: Option<&'static str>,
+}
+
+impl FileSet {
+    /// Opens the file at `rel` in `dir` (already open as `file`) and finds
+    /// its siblings.
+    pub fn discover(dir: BorrowedFd<'_>, rel: &[u8], file: File) -> Result<FileSet, SiteError> {
+        let meta = file.metadata().map_err(SiteError::from_io)?;
+        let ft = meta.file_type();
+        if !ft.is_file() {
+            // FIFOs, sockets and devices are never content.
+            let special =
+                ft.is_fifo() || ft.is_socket() || ft.is_block_device() || ft.is_char_device();
+            return Err(if special {
+                SiteError::Forbidden
+            } else {
+                SiteError::NotFound
+            });
+        }
+        let ct: Arc<str> = Arc::from(content_type(rel));
+        let original =
+            variant(file, &meta, ct.clone(), Kind::Original).map_err(SiteError::from_io)?;
+        let mut set = FileSet {
+            original,
+            alternatives: Vec::new(),
+            vary: None,
+        };
+        if negotiate::is_replaceable_image(&ct) {
+            if let Some(dot) = rel.iter().rposition(|&b| b == b'.') {
+                for f in negotiate::IMAGE_FORMATS {
+                    let name = [&rel[..=dot], f.extension.as_bytes()].concat();
+                    set.add_sibling(dir, &name, Arc::from(f.mime), Kind::Image(f), "Accept");
+                }
+            }
+        } else {
+            for c in negotiate::CODINGS {
+                let name = [rel, c.suffix.as_bytes()].concat();
+                set.add_sibling(dir, &name, ct.clone(), Kind::Coded(c), "Accept-Encoding");
+            }
+        }
+        Ok(set)
+    }
+
+    fn add_sibling(
+        &mut self,
+        dir: BorrowedFd<'_>,
+        name: &[u8],
+        ct: Arc<str>,
+        kind: Kind,
+        vary: &'static str,
+    ) {
+        let Ok(file) = sys::open_beneath(dir, name) else {
+            return;
+        };
+        self.vary = Some(vary);
+        let Ok(meta) = file.metadata() else {
+            return;
+        };
+        let fresh = meta.is_file() && meta.modified().unwrap_or(UNIX_EPOCH) >= self.original.mtime;
+        if fresh {
+            if let Ok(v) = variant(file, &meta, ct, kind) {
+                self.alternatives.push(v);
+            }
+        }
+    }
+
+    /// The variant for a client with these Accept and Accept-Encoding
+    /// headers.
+    pub fn choose(&self, accept: Option<&str>, accept_encoding: Option<&str>) -> &Variant {
+        if self.alternatives.is_empty() {
+            return &self.original;
+        }
+        let wanted: Vec<Kind> = if negotiate::is_replaceable_image(&self.original.content_type) {
+            negotiate::acceptable_images(accept)
+                .into_iter()
+                .map(Kind::Image)
+                .collect()
+        } else {
+            negotiate::acceptable_codings(accept_encoding)
+                .into_iter()
+                .map(Kind::Coded)
+                .collect()
+        };
+        wanted
+            .iter()
+            .find_map(|k| self.alternatives.iter().find(|v| v.kind == *k))
+            .unwrap_or(&self.original)
+    }
+
+    /// Bytes held in memory by this set.
+    pub fn memory(&self) -> usize {
+        std::iter::once(&self.original)
+            .chain(&self.alternatives)
+            .map(|v| match &v.source {
+                Source::Memory(b) => b.len(),
+                Source::File(_) => 0,
+            })
+            .sum()
+    }
+}
+
+/// A variant from an open file; small files are read into memory (and the
+/// descriptor closed) when the file did not change while being read.
+fn variant(
+    mut file: File,
+    meta: &std::fs::Metadata,
+    content_type: Arc<str>,
+    kind: Kind,
+) -> io::Result<Variant> {
+    let len = meta.len();
+    let mtime = meta.modified().unwrap_or(UNIX_EPOCH);
+    let validators = Validators::for_file(len, mtime, meta.ino());
+    let encoding = match kind {
+        Kind::Coded(c) => Some(c.token),
+        _ => None,
+    };
+    let mut source = None;
+    if len <= SMALL_FILE {
+        let mut bytes = Vec::with_capacity(len as usize);
+        let read_whole = (&mut file).take(len + 1).read_to_end(&mut bytes).is_ok();
+        let unchanged = file
+            .metadata()
+            .is_ok_and(|m| m.len() == len && m.modified().ok() == Some(mtime));
+        if read_whole && unchanged && bytes.len() as u64 == len {
+            source = Some(Source::Memory(Arc::from(bytes)));
+        }
+    }
+    let source = source.unwrap_or_else(|| Source::File(Arc::new(file)));
+    Ok(Variant {
+        source,
+        len,
+        mtime,
+        validators,
+        content_type,
+        encoding,
+        kind,
+    })
+}
