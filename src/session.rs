@@ -33,6 +33,23 @@ pub struct Sent {
     pub log_line: Option<String>,
 }
 
+impl Sent {
+    /// Puts the next pipelined answer behind this one, which has no body
+    /// beyond its head.
+    fn append(&mut self, next: Sent) {
+        let r = &mut self.response;
+        r.head.extend_from_slice(&next.response.head);
+        r.body = next.response.body;
+        r.body_len += next.response.body_len;
+        r.close = next.response.close;
+        match (&mut self.log_line, next.log_line) {
+            (Some(line), Some(more)) => line.push_str(&more),
+            (slot @ None, more) => *slot = more,
+            (Some(_), None) => {}
+        }
+    }
+}
+
 pub struct Session {
     input: Vec<u8>,
     skipper: Option<BodySkipper>,
@@ -43,8 +60,13 @@ pub struct Session {
     /// When the head being received must be complete: a client trickling
     /// a byte at a time gets no more than the read timeout for all of it.
     head_deadline: Option<Instant>,
+    /// A script found while batching pipelined answers, to run next.
+    pending_cgi: Option<Box<CgiJob>>,
     client: String,
 }
+
+/// Pipelined answers are batched into one write up to about this size.
+const MAX_BATCH: usize = 64 * 1024;
 
 impl Session {
     /// `client` is the peer's IP address as text, for the log.
@@ -55,6 +77,7 @@ impl Session {
             closing: false,
             served: 0,
             head_deadline: None,
+            pending_cgi: None,
             client,
         }
     }
@@ -66,7 +89,36 @@ impl Session {
 
     /// Decides the next step. `stopping` is set once the server is shutting
     /// down: idle connections close and the next response is the last.
+    ///
+    /// When more requests are already buffered (pipelining), their answers
+    /// are appended to the first one's, so they leave in a single write.
     pub fn step(&mut self, cfg: &Config, site: &Site, stopping: bool) -> Step {
+        if let Some(job) = self.pending_cgi.take() {
+            return Step::Cgi(job);
+        }
+        let mut sent = match self.advance(cfg, site, stopping) {
+            Step::Send(sent) => sent,
+            other => return other,
+        };
+        while sent.response.body.is_empty()
+            && !self.closing
+            && !self.input.is_empty()
+            && sent.response.head.len() < MAX_BATCH
+        {
+            match self.advance(cfg, site, stopping) {
+                Step::Send(next) => sent.append(*next),
+                Step::Cgi(job) => {
+                    self.pending_cgi = Some(job);
+                    break;
+                }
+                Step::Read { .. } | Step::Close => break,
+            }
+        }
+        Step::Send(sent)
+    }
+
+    /// One request's worth of progress.
+    fn advance(&mut self, cfg: &Config, site: &Site, stopping: bool) -> Step {
         if self.closing {
             return Step::Close;
         }

@@ -538,12 +538,14 @@ fn request_headers<'h>(
 
 /// SERVER_NAME and SERVER_PORT: from the Host header, else the socket.
 fn server_identity(req: &Request, input: BorrowedFd<'_>) -> (String, u16) {
-    let local_port = rustix::net::getsockname(input)
+    let local = rustix::net::getsockname(input)
         .ok()
-        .and_then(|a| std::net::SocketAddr::try_from(a).ok())
-        .map_or(80, |a| a.port());
+        .and_then(|a| std::net::SocketAddr::try_from(a).ok());
+    let local_port = local.map_or(80, |a| a.port());
     let Some(host) = req.host.as_deref().filter(|h| !h.is_empty()) else {
-        return ("localhost".to_string(), local_port);
+        // The address the client connected to (RFC 3875 §4.1.14).
+        let name = local.map_or_else(|| "localhost".to_string(), |a| a.ip().to_string());
+        return (name, local_port);
     };
     let name_end = if host.starts_with('[') {
         host.find(']').map_or(host.len(), |i| i + 1)

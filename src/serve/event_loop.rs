@@ -313,19 +313,13 @@ async fn run_cgi(
 async fn read_some(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<bool> {
     loop {
         stream.readable().await?;
-        let start = buf.len();
-        buf.resize(start + READ_CHUNK, 0);
-        let result = stream.try_read(&mut buf[start..]);
-        match result {
-            Ok(n) => {
-                buf.truncate(start + n);
-                return Ok(n > 0);
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => buf.truncate(start),
-            Err(e) => {
-                buf.truncate(start);
-                return Err(e);
-            }
+        // Reads into spare capacity: no zero-filling, and a buffer that
+        // already has room is reused as it is.
+        buf.reserve(READ_CHUNK);
+        match stream.try_read_buf(buf) {
+            Ok(n) => return Ok(n > 0),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
         }
     }
 }

@@ -1,0 +1,682 @@
+//! HTTP/1.x behaviour that any client can see: methods, versions, headers, persistence,
+//! pipelining, request bodies, limits and timeouts. Every test runs in both modes.
+
+#[macro_use]
+mod common;
+
+use std::thread;
+use std::time::{Duration, SystemTime};
+
+use common::*;
+
+fn site() -> Docroot {
+    let root = Docroot::new();
+    root.file("a.txt", "alpha\n");
+    root.file("b.txt", "bravo bravo\n");
+    root.file("c.html", "<p>c</p>\n");
+    root.file("data.unknownext", [0u8, 1, 2, 3]);
+    root.file("noext", "no extension");
+    root.file("pic.png", b"\x89PNG\r\n\x1a\n");
+    root
+}
+
+fn etag_is_strong(etag: &str) -> bool {
+    etag.len() > 2 && etag.starts_with('"') && etag.ends_with('"')
+}
+
+// --- methods -------------------------------------------------------------------------
+
+fn get_returns_file_contents(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let resp = server.get("/a.txt");
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.body, b"alpha\n");
+}
+
+fn ok_response_carries_contract_headers(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let resp = server.get("/a.txt");
+    assert_eq!(resp.status, 200);
+    assert_eq!(
+        resp.header("content-type").map(str::to_ascii_lowercase),
+        Some("text/plain; charset=utf-8".into())
+    );
+    assert_eq!(resp.header("content-length"), Some("6"));
+    assert_eq!(
+        resp.header("last-modified"),
+        Some(http_date(rfc_example_time()).as_str())
+    );
+    let etag = resp.header("etag").expect("ETag");
+    assert!(
+        etag_is_strong(etag),
+        "ETag must be strong and quoted: {etag}"
+    );
+    assert_eq!(resp.header("accept-ranges"), Some("bytes"));
+    assert_eq!(resp.header("server"), Some("staticd"));
+    let date = resp.header("date").expect("Date");
+    let date = httpdate::parse_http_date(date).expect("Date is an HTTP-date");
+    let skew = match date.duration_since(SystemTime::now()) {
+        Ok(ahead) => ahead,
+        Err(behind) => behind.duration(),
+    };
+    assert!(skew < Duration::from_secs(300), "Date is off by {skew:?}");
+}
+
+fn html_is_text_html_with_charset(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let resp = server.get("/c.html");
+    assert_eq!(resp.status, 200);
+    assert_eq!(
+        resp.header("content-type").map(str::to_ascii_lowercase),
+        Some("text/html; charset=utf-8".into())
+    );
+}
+
+fn unknown_type_is_octet_stream(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    for path in ["/data.unknownext", "/noext"] {
+        let resp = server.get(path);
+        assert_eq!(resp.status, 200, "{path}");
+        assert_eq!(
+            resp.header("content-type"),
+            Some("application/octet-stream"),
+            "{path}"
+        );
+    }
+}
+
+fn non_text_type_has_no_charset(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let resp = server.get("/pic.png");
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.header("content-type"), Some("image/png"));
+}
+
+fn head_has_get_headers_and_no_body(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    // Pipelined: a body wrongly sent after the HEAD response would break the GET's parse.
+    conn.send(request("HEAD", "/a.txt", &[]) + &request("GET", "/a.txt", &[]));
+    let head = conn.read_response_to("HEAD");
+    let get = conn.read_response();
+    assert_eq!(head.status, 200);
+    assert_eq!(get.body, b"alpha\n");
+    let without_date = |r: &Response| {
+        let mut h: Vec<_> = r
+            .headers
+            .iter()
+            .filter(|(n, _)| !n.eq_ignore_ascii_case("date"))
+            .map(|(n, v)| (n.to_ascii_lowercase(), v.clone()))
+            .collect();
+        h.sort();
+        h
+    };
+    assert_eq!(without_date(&head), without_date(&get));
+}
+
+fn options_gets_204_with_allow(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    for target in ["*", "/a.txt", "/missing"] {
+        let resp = conn.roundtrip(request("OPTIONS", target, &[]));
+        assert_eq!(resp.status, 204, "OPTIONS {target}");
+        assert_eq!(resp.header("allow"), Some("GET, HEAD, OPTIONS"));
+        assert_eq!(
+            resp.header("content-length"),
+            None,
+            "RFC 9110 8.6: no Content-Length in a 204"
+        );
+        assert_common_headers(&resp);
+    }
+    assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
+}
+
+fn other_methods_get_405_with_allow(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    for method in ["POST", "PUT", "DELETE", "PATCH"] {
+        let resp = conn.roundtrip(request(method, "/a.txt", &["Content-Length: 0"]));
+        assert_error(&resp, 405);
+        assert_eq!(resp.header("allow"), Some("GET, HEAD, OPTIONS"), "{method}");
+    }
+}
+
+fn unknown_method_gets_405_with_allow(mode: Mode) {
+    // The contract answers every method but GET, HEAD and OPTIONS with 405.
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    let resp = conn.roundtrip(request("BREW", "/a.txt", &[]));
+    assert_error(&resp, 405);
+    assert_eq!(resp.header("allow"), Some("GET, HEAD, OPTIONS"));
+}
+
+fn absolute_form_target_is_served(mode: Mode) {
+    // RFC 9112 3.2.2: a server MUST accept the absolute form.
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    let resp = conn.roundtrip("GET http://test/a.txt HTTP/1.1\r\nHost: test\r\n\r\n");
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.body, b"alpha\n");
+}
+
+// --- versions and Host ------------------------------------------------------------
+
+fn assert_version_rejected(mode: Mode, version: &str) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    conn.send(format!("GET /a.txt {version}\r\nHost: test\r\n\r\n"));
+    let resp = conn.read_response();
+    assert_error(&resp, 505);
+    assert!(resp.has_token("connection", "close"), "{resp:#?}");
+    conn.assert_closed();
+}
+
+fn http_2_0_gets_505_and_close(mode: Mode) {
+    assert_version_rejected(mode, "HTTP/2.0");
+}
+
+/// RFC 9110 §2.5: a higher minor version of a major version the server
+/// implements is processed as the highest minor version it supports.
+fn http_1_2_is_answered_as_http_1_1(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    let resp = conn.roundtrip("GET /a.txt HTTP/1.2\r\nHost: x\r\n\r\n");
+    assert_eq!(resp.status, 200);
+    // Persistent, as HTTP/1.1 is by default.
+    assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
+}
+
+fn http_3_0_gets_505_and_close(mode: Mode) {
+    assert_version_rejected(mode, "HTTP/3.0");
+}
+
+fn http_1_1_without_host_gets_400(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    conn.send("GET /a.txt HTTP/1.1\r\n\r\n");
+    let resp = conn.read_response();
+    assert_error(&resp, 400);
+    assert!(resp.has_token("connection", "close"));
+    conn.assert_closed();
+}
+
+fn duplicate_host_gets_400(mode: Mode) {
+    // RFC 9112 3.2: more than one Host field MUST get a 400.
+    assert_bad_request(
+        mode,
+        "GET /a.txt HTTP/1.1\r\nHost: test\r\nHost: other\r\n\r\n",
+    );
+}
+
+fn http_1_0_without_host_is_served(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    let resp = conn.roundtrip("GET /a.txt HTTP/1.0\r\n\r\n");
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.body, b"alpha\n");
+}
+
+// --- persistence ------------------------------------------------------------------
+
+fn http_1_1_connection_is_persistent(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    for (path, body) in [("/a.txt", "alpha\n"), ("/b.txt", "bravo bravo\n")] {
+        let resp = conn.roundtrip(request("GET", path, &[]));
+        assert_eq!(resp.status, 200);
+        assert_eq!(resp.body_str(), body);
+        assert!(!resp.has_token("connection", "close"), "{resp:#?}");
+    }
+    let mut client = server.client();
+    assert_eq!(client.get("/a.txt").status, 200);
+    assert_eq!(client.get("/b.txt").body, b"bravo bravo\n");
+}
+
+fn http_1_1_connection_close_is_honoured(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    let resp = conn.roundtrip(request("GET", "/a.txt", &["Connection: close"]));
+    assert_eq!(resp.status, 200);
+    assert!(resp.has_token("connection", "close"), "{resp:#?}");
+    conn.assert_closed();
+}
+
+fn connection_tokens_are_case_insensitive(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    let resp = conn.roundtrip("GET /a.txt HTTP/1.1\r\nhost: test\r\nconnection: Close\r\n\r\n");
+    assert_eq!(resp.status, 200);
+    conn.assert_closed();
+    let mut conn = server.connect();
+    let resp = conn.roundtrip("GET /a.txt HTTP/1.0\r\nCONNECTION: Keep-Alive\r\n\r\n");
+    assert!(resp.has_token("connection", "keep-alive"), "{resp:#?}");
+    assert_eq!(conn.roundtrip(request("GET", "/b.txt", &[])).status, 200);
+}
+
+fn http_1_0_without_keep_alive_closes(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    let resp = conn.roundtrip("GET /a.txt HTTP/1.0\r\nHost: test\r\n\r\n");
+    assert_eq!(resp.status, 200);
+    assert!(
+        resp.has_token("connection", "close"),
+        "closing responses carry Connection: close: {resp:#?}"
+    );
+    conn.assert_closed();
+}
+
+fn http_1_0_keep_alive_is_honoured(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    for _ in 0..2 {
+        let resp =
+            conn.roundtrip("GET /a.txt HTTP/1.0\r\nHost: test\r\nConnection: keep-alive\r\n\r\n");
+        assert_eq!(resp.status, 200);
+        assert_eq!(resp.body, b"alpha\n");
+        assert!(resp.has_token("connection", "keep-alive"), "{resp:#?}");
+    }
+    let resp = conn.roundtrip("GET /b.txt HTTP/1.0\r\nHost: test\r\n\r\n");
+    assert_eq!(resp.body, b"bravo bravo\n");
+    conn.assert_closed();
+}
+
+fn pipelined_requests_are_answered_in_order(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    conn.send(
+        request("GET", "/a.txt", &[])
+            + &request("HEAD", "/b.txt", &[])
+            + &request("GET", "/missing", &[])
+            + &request("GET", "/b.txt", &[])
+            + &request("GET", "/c.html", &["Connection: close"]),
+    );
+    let a = conn.read_response();
+    assert_eq!((a.status, a.body.as_slice()), (200, b"alpha\n".as_slice()));
+    let b_head = conn.read_response_to("HEAD");
+    assert_eq!(b_head.status, 200);
+    assert_eq!(b_head.content_length(), Some(12));
+    assert_error(&conn.read_response(), 404);
+    let b = conn.read_response();
+    assert_eq!(b.body, b"bravo bravo\n");
+    let c = conn.read_response();
+    assert_eq!(c.body, b"<p>c</p>\n");
+    conn.assert_closed();
+}
+
+// --- request bodies ----------------------------------------------------------------
+
+fn content_length_body_is_discarded(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    // The body looks like a request; it must not be answered as one.
+    let smuggled = request("GET", "/c.html", &[]);
+    conn.send(
+        format!(
+            "POST /a.txt HTTP/1.1\r\nHost: test\r\nContent-Length: {}\r\n\r\n{smuggled}",
+            smuggled.len()
+        ) + &request("GET", "/b.txt", &[]),
+    );
+    assert_error(&conn.read_response(), 405);
+    assert_eq!(conn.read_response().body, b"bravo bravo\n");
+}
+
+fn get_with_body_is_served_and_body_discarded(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    conn.send(
+        "GET /a.txt HTTP/1.1\r\nHost: test\r\nContent-Length: 4\r\n\r\nabcd".to_string()
+            + &request("GET", "/b.txt", &[]),
+    );
+    assert_eq!(conn.read_response().body, b"alpha\n");
+    assert_eq!(conn.read_response().body, b"bravo bravo\n");
+}
+
+fn body_arriving_after_the_head_is_discarded(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    conn.send("POST /a.txt HTTP/1.1\r\nHost: test\r\nContent-Length: 10\r\n\r\nhello");
+    thread::sleep(Duration::from_millis(200));
+    conn.send("world".to_string() + &request("GET", "/b.txt", &[]));
+    assert_error(&conn.read_response(), 405);
+    assert_eq!(conn.read_response().body, b"bravo bravo\n");
+}
+
+fn chunked_body_is_discarded(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    conn.send(
+        "POST /a.txt HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n\
+         5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+            .to_string()
+            + &request("GET", "/b.txt", &[]),
+    );
+    assert_error(&conn.read_response(), 405);
+    assert_eq!(conn.read_response().body, b"bravo bravo\n");
+}
+
+fn chunked_body_with_extensions_and_trailers_is_discarded(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    conn.send(
+        "POST /a.txt HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n\
+         A;name=value\r\n0123456789\r\n0\r\nX-Trailer: yes\r\n\r\n"
+            .to_string()
+            + &request("GET", "/b.txt", &[]),
+    );
+    assert_error(&conn.read_response(), 405);
+    assert_eq!(conn.read_response().body, b"bravo bravo\n");
+}
+
+fn large_request_body_is_discarded(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    let body = "x".repeat(256 * 1024);
+    conn.send_lossy(
+        format!(
+            "POST /a.txt HTTP/1.1\r\nHost: test\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ) + &request("GET", "/b.txt", &[]),
+    );
+    assert_error(&conn.read_response(), 405);
+    assert_eq!(conn.read_response().body, b"bravo bravo\n");
+}
+
+// --- malformed input and limits ----------------------------------------------------
+
+fn assert_bad_request(mode: Mode, raw: &str) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    conn.send(raw);
+    let resp = conn.read_response();
+    assert_error(&resp, 400);
+    assert!(resp.has_token("connection", "close"), "{resp:#?}");
+    conn.assert_closed();
+}
+
+fn malformed_request_line_gets_400_and_close(mode: Mode) {
+    assert_bad_request(mode, "GARBAGE\r\n\r\n");
+}
+
+fn header_line_without_colon_gets_400(mode: Mode) {
+    assert_bad_request(
+        mode,
+        "GET /a.txt HTTP/1.1\r\nHost: test\r\nNo colon here\r\n\r\n",
+    );
+}
+
+fn whitespace_before_header_colon_gets_400(mode: Mode) {
+    // RFC 9112 5.1: a server MUST reject this with 400.
+    assert_bad_request(mode, "GET /a.txt HTTP/1.1\r\nHost : test\r\n\r\n");
+}
+
+fn non_numeric_content_length_gets_400(mode: Mode) {
+    assert_bad_request(
+        mode,
+        "POST /a.txt HTTP/1.1\r\nHost: test\r\nContent-Length: abc\r\n\r\n",
+    );
+}
+
+fn conflicting_content_lengths_get_400(mode: Mode) {
+    assert_bad_request(
+        mode,
+        "POST /a.txt HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+    );
+}
+
+fn broken_chunked_framing_closes_the_connection(mode: Mode) {
+    // The server may answer from the head before it meets the bad chunk size (405 here),
+    // or refuse the request (400); either way nothing after the broken body is served.
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    conn.send(
+        "POST /a.txt HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n"
+            .to_string()
+            + &request("GET", "/b.txt", &[]),
+    );
+    let resp = conn.read_response();
+    assert!(resp.status == 400 || resp.status == 405, "{resp:#?}");
+    assert_error(&resp, resp.status);
+    conn.assert_closed();
+}
+
+fn transfer_encoding_not_ending_in_chunked_gets_400(mode: Mode) {
+    // RFC 9112 6.3: the body length cannot be determined; 400 and close.
+    assert_bad_request(
+        mode,
+        "POST /a.txt HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: gzip\r\n\r\nhello",
+    );
+}
+
+fn target_over_8192_bytes_gets_414_and_close(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    let target = format!("/a.txt?{}", "x".repeat(9000 - 7));
+    assert_eq!(target.len(), 9000);
+    conn.send_lossy(request("GET", &target, &[]));
+    let resp = conn.read_response();
+    assert_error(&resp, 414);
+    assert!(resp.has_token("connection", "close"));
+    conn.assert_closed();
+}
+
+fn target_of_8192_bytes_is_accepted(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    let target = format!("/a.txt?{}", "x".repeat(8192 - 7));
+    assert_eq!(target.len(), 8192);
+    let resp = conn.roundtrip(request("GET", &target, &[]));
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.body, b"alpha\n");
+}
+
+fn head_over_16_kib_gets_431_and_close(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    let big = format!("X-Big: {}", "x".repeat(20 * 1024));
+    conn.send_lossy(request("GET", "/a.txt", &[&big]));
+    let resp = conn.read_response();
+    assert_error(&resp, 431);
+    assert!(resp.has_token("connection", "close"));
+    conn.assert_closed();
+}
+
+fn fields(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("X-Field-{i}: {i}")).collect()
+}
+
+fn over_100_header_fields_get_431_and_close(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    // Host plus 100 more: 101 fields.
+    let extra = fields(100);
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    conn.send_lossy(request("GET", "/a.txt", &extra));
+    let resp = conn.read_response();
+    assert_error(&resp, 431);
+    assert!(resp.has_token("connection", "close"));
+    conn.assert_closed();
+}
+
+fn exactly_100_header_fields_are_accepted(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    let extra = fields(99);
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let resp = conn.roundtrip(request("GET", "/a.txt", &extra));
+    assert_eq!(resp.status, 200);
+}
+
+fn not_found_has_error_body(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    assert_error(&conn.roundtrip(request("GET", "/missing", &[])), 404);
+    // A 404 does not end the connection.
+    assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
+}
+
+fn etag_and_last_modified_change_when_file_changes(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let before = server.get("/a.txt");
+    // The open-file cache trusts a lookup for up to one second (like
+    // lighttpd's stat cache); a change is seen after that.
+    std::thread::sleep(Duration::from_millis(1100));
+    let path = root.file("a.txt", "a different, longer body\n");
+    set_mtime(&path, rfc_example_time() + Duration::from_secs(86_400));
+    let after = server.get("/a.txt");
+    assert_eq!(after.body, b"a different, longer body\n");
+    assert_ne!(before.header("etag"), after.header("etag"));
+    assert_eq!(
+        after.header("last-modified"),
+        Some(http_date(rfc_example_time() + Duration::from_secs(86_400)).as_str())
+    );
+}
+
+// --- timeouts and aborted clients ---------------------------------------------------
+
+/// A client dropped for a read timeout gets nothing, or a 408 before the close.
+fn assert_dropped_quietly_or_408(conn: &mut Conn) {
+    let (bytes, _) = conn.read_to_end();
+    if !bytes.is_empty() {
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            text.starts_with("HTTP/1.1 408 ") || text.starts_with("HTTP/1.0 408 "),
+            "a timed-out client may only get a 408; got {text:?}"
+        );
+    }
+}
+
+fn silent_client_is_dropped_after_read_timeout(mode: Mode) {
+    let root = site();
+    let server = Server::builder(mode, root.path())
+        .args(["--read-timeout", "1"])
+        .start();
+    let mut conn = server.connect();
+    assert_dropped_quietly_or_408(&mut conn);
+}
+
+fn client_stalling_mid_request_is_dropped(mode: Mode) {
+    let root = site();
+    let server = Server::builder(mode, root.path())
+        .args(["--read-timeout", "1"])
+        .start();
+    let mut conn = server.connect();
+    conn.send("GET /a.txt HTTP/1.1\r\nHost: te");
+    assert_dropped_quietly_or_408(&mut conn);
+}
+
+fn idle_keep_alive_connection_is_dropped(mode: Mode) {
+    let root = site();
+    let server = Server::builder(mode, root.path())
+        .args(["--keepalive-timeout", "1", "--read-timeout", "30"])
+        .start();
+    let mut conn = server.connect();
+    assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
+    conn.assert_closed();
+}
+
+fn keep_alive_timeout_not_read_timeout_applies_between_requests(mode: Mode) {
+    let root = site();
+    let server = Server::builder(mode, root.path())
+        .args(["--read-timeout", "1", "--keepalive-timeout", "30"])
+        .start();
+    let mut conn = server.connect();
+    assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
+    thread::sleep(Duration::from_millis(2500));
+    assert_eq!(conn.roundtrip(request("GET", "/b.txt", &[])).status, 200);
+}
+
+fn client_closing_mid_response_does_not_hurt_server(mode: Mode) {
+    let root = site();
+    write_pattern_file(&root.join("big.bin"), 32 << 20);
+    let mut server = Server::start(mode, &root);
+    let mut conn = server.connect();
+    conn.send(request("GET", "/big.bin", &[]));
+    assert_eq!(conn.read_head().status, 200);
+    drop(conn);
+    server.assert_survived("/a.txt");
+}
+
+both_modes!(
+    get_returns_file_contents,
+    ok_response_carries_contract_headers,
+    html_is_text_html_with_charset,
+    unknown_type_is_octet_stream,
+    non_text_type_has_no_charset,
+    head_has_get_headers_and_no_body,
+    options_gets_204_with_allow,
+    other_methods_get_405_with_allow,
+    unknown_method_gets_405_with_allow,
+    absolute_form_target_is_served,
+    http_2_0_gets_505_and_close,
+    http_1_2_is_answered_as_http_1_1,
+    http_3_0_gets_505_and_close,
+    http_1_1_without_host_gets_400,
+    duplicate_host_gets_400,
+    http_1_0_without_host_is_served,
+    http_1_1_connection_is_persistent,
+    http_1_1_connection_close_is_honoured,
+    http_1_0_without_keep_alive_closes,
+    connection_tokens_are_case_insensitive,
+    http_1_0_keep_alive_is_honoured,
+    pipelined_requests_are_answered_in_order,
+    content_length_body_is_discarded,
+    get_with_body_is_served_and_body_discarded,
+    body_arriving_after_the_head_is_discarded,
+    chunked_body_is_discarded,
+    chunked_body_with_extensions_and_trailers_is_discarded,
+    large_request_body_is_discarded,
+    malformed_request_line_gets_400_and_close,
+    header_line_without_colon_gets_400,
+    whitespace_before_header_colon_gets_400,
+    non_numeric_content_length_gets_400,
+    conflicting_content_lengths_get_400,
+    broken_chunked_framing_closes_the_connection,
+    transfer_encoding_not_ending_in_chunked_gets_400,
+    target_over_8192_bytes_gets_414_and_close,
+    target_of_8192_bytes_is_accepted,
+    head_over_16_kib_gets_431_and_close,
+    over_100_header_fields_get_431_and_close,
+    exactly_100_header_fields_are_accepted,
+    not_found_has_error_body,
+    etag_and_last_modified_change_when_file_changes,
+    silent_client_is_dropped_after_read_timeout,
+    client_stalling_mid_request_is_dropped,
+    idle_keep_alive_connection_is_dropped,
+    keep_alive_timeout_not_read_timeout_applies_between_requests,
+    client_closing_mid_response_does_not_hurt_server,
+);
