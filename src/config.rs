@@ -37,6 +37,8 @@ pub struct Config {
     pub cgi_timeout: Duration,
     /// Most CGI scripts running at once.
     pub cgi_max: usize,
+    /// Most connections open at once in standalone mode.
+    pub max_connections: usize,
     /// How long in-flight responses may run after SIGINT/SIGTERM.
     pub shutdown_grace: Duration,
 }
@@ -57,6 +59,7 @@ impl Default for Config {
             send_timeout: Duration::from_secs(30),
             cgi_timeout: Duration::from_secs(30),
             cgi_max: 16,
+            max_connections: 1024,
             shutdown_grace: Duration::from_secs(10),
         }
     }

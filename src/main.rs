@@ -35,6 +35,11 @@ struct Cli {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: Option<u16>,
 
+    /// Most connections open at once (standalone); more wait in the listen
+    /// queue. Default: what the descriptor limit leaves room for.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: Option<u32>,
+
     /// Serve one connection on stdin/stdout, then exit (for tcpserver, tcpsvd, inetd, systemd).
     #[arg(long)]
     inetd: bool,
@@ -121,6 +126,9 @@ impl Cli {
             },
             cgi_timeout: std::time::Duration::from_secs(self.cgi_timeout),
             cgi_max: self.cgi_max as usize,
+            max_connections: self
+                .max_connections
+                .map_or_else(default_max_connections, |n| n as usize),
             log_format: match self.log_format {
                 LogArg::Common => LogFormat::Common,
                 LogArg::Combined => LogFormat::Combined,
@@ -145,6 +153,7 @@ fn main() -> ExitCode {
         group: cli.group.clone(),
         chroot: cli.chroot.clone(),
     };
+    raise_fd_limit();
     let cfg = cli.into_config();
     match run(cfg, privileges) {
         Ok(()) => ExitCode::SUCCESS,
@@ -153,6 +162,30 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Raises the descriptor limit to its hard maximum, as nginx's
+/// worker_rlimit_nofile does: each connection needs one.
+fn raise_fd_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        limit.current = limit.maximum;
+        let _ = setrlimit(Resource::Nofile, limit);
+    }
+}
+
+/// What the descriptor limit leaves for connections beside the open-file
+/// cache, CGI pipes and the listeners.
+fn default_max_connections() -> usize {
+    use rustix::process::{getrlimit, Resource};
+    let nofile = getrlimit(Resource::Nofile)
+        .current
+        .unwrap_or(1 << 20)
+        .min(1 << 20) as usize;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let reserved = 64 + threads * staticd::site::cache::MAX_ENTRIES;
+    nofile.saturating_sub(reserved).max(16)
 }
 
 /// Help and version go to stdout in full; a usage error is one line.

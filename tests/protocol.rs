@@ -202,6 +202,10 @@ fn http_3_0_gets_505_and_close(mode: Mode) {
     assert_version_rejected(mode, "HTTP/3.0");
 }
 
+fn http_0_9_gets_505_and_close(mode: Mode) {
+    assert_version_rejected(mode, "HTTP/0.9");
+}
+
 fn http_1_1_without_host_gets_400(mode: Mode) {
     let root = site();
     let server = Server::start(mode, &root);
@@ -645,6 +649,7 @@ both_modes!(
     http_2_0_gets_505_and_close,
     http_1_2_is_answered_as_http_1_1,
     http_3_0_gets_505_and_close,
+    http_0_9_gets_505_and_close,
     http_1_1_without_host_gets_400,
     duplicate_host_gets_400,
     http_1_0_without_host_is_served,

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::Interest;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 
 use super::cgi_exchange::{self, ClientIo};
 use super::linger_deadline;
@@ -96,24 +96,37 @@ pub fn run(
     site: Arc<Site>,
     listeners: Vec<Vec<std::net::TcpListener>>,
 ) -> io::Result<()> {
-    // Announced only now that everything is ready: tests and scripts wait
-    // for this line.
-    for l in listeners.first().into_iter().flatten() {
-        eprintln!("staticd: listening on {}", l.local_addr()?);
-    }
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let mut workers = Vec::new();
-    for (i, group) in listeners.into_iter().enumerate() {
-        let (cfg, site, stop) = (Arc::clone(&cfg), Arc::clone(&site), stop_rx.clone());
-        let handle = std::thread::Builder::new()
-            .name(format!("staticd-{i}"))
-            .spawn(move || worker(cfg, site, group, stop))?;
-        workers.push(handle);
-    }
+    // Signal handlers first: from the first accepted connection on, SIGTERM
+    // must mean a graceful stop, never the default kill.
     let signals = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    signals.block_on(wait_for_signal())?;
+    let mut stop_signals = signals.block_on(async { StopSignals::register() })?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let conns = Arc::new(Connections {
+        active: AtomicUsize::new(0),
+        max: cfg.max_connections,
+        freed: Notify::new(),
+    });
+    // Announced only when everything is ready: tests and scripts wait for it.
+    for l in listeners.first().into_iter().flatten() {
+        eprintln!("staticd: listening on {}", l.local_addr()?);
+    }
+    let shared = Shared {
+        cfg,
+        site,
+        stop: stop_rx,
+        conns,
+    };
+    let mut workers = Vec::new();
+    for (i, group) in listeners.into_iter().enumerate() {
+        let shared = shared.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("staticd-{i}"))
+            .spawn(move || worker(shared, group))?;
+        workers.push(handle);
+    }
+    signals.block_on(stop_signals.recv());
     let _ = stop_tx.send(true);
     for w in workers {
         let _ = w.join();
@@ -121,23 +134,78 @@ pub fn run(
     Ok(())
 }
 
-async fn wait_for_signal() -> io::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut term = signal(SignalKind::terminate())?;
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
-    }
-    Ok(())
+/// SIGINT and SIGTERM, both meaning: stop gracefully.
+struct StopSignals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
 }
 
-fn worker(
+impl StopSignals {
+    fn register() -> io::Result<StopSignals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(StopSignals {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+        })
+    }
+
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.int.recv() => {}
+            _ = self.term.recv() => {}
+        }
+    }
+}
+
+/// What every connection of the process shares.
+#[derive(Clone)]
+struct Shared {
     cfg: Arc<Config>,
     site: Arc<Site>,
-    group: Vec<std::net::TcpListener>,
     stop: watch::Receiver<bool>,
-) {
+    conns: Arc<Connections>,
+}
+
+/// The process-wide count of open connections, bounded by
+/// `--max-connections`: at the bound, accepting pauses (new clients wait in
+/// the listen queue) until a connection ends.
+struct Connections {
+    active: AtomicUsize,
+    max: usize,
+    freed: Notify,
+}
+
+/// One counted connection; dropping it frees the place.
+struct Slot(Arc<Connections>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::AcqRel);
+        self.0.freed.notify_waiters();
+    }
+}
+
+impl Connections {
+    async fn take_slot(self: &Arc<Self>) -> Slot {
+        loop {
+            let freed = self.freed.notified();
+            let now = self.active.load(Ordering::Acquire);
+            if now < self.max
+                && self
+                    .active
+                    .compare_exchange(now, now + 1, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            {
+                return Slot(Arc::clone(self));
+            }
+            if now >= self.max {
+                freed.await;
+            }
+        }
+    }
+}
+
+fn worker(shared: Shared, group: Vec<std::net::TcpListener>) {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -149,58 +217,36 @@ fn worker(
         }
     };
     rt.block_on(async move {
-        let active = Arc::new(AtomicUsize::new(0));
         let mut accepting = Vec::new();
         for l in group {
             match TcpListener::from_std(l) {
-                Ok(l) => {
-                    let ctx = (
-                        Arc::clone(&cfg),
-                        Arc::clone(&site),
-                        stop.clone(),
-                        Arc::clone(&active),
-                    );
-                    accepting.push(tokio::spawn(accept_loop(l, ctx)));
-                }
+                Ok(l) => accepting.push(tokio::spawn(accept_loop(l, shared.clone()))),
                 Err(e) => eprintln!("staticd: cannot use listener: {}", describe(&e)),
             }
         }
-        let mut stop_wait = stop.clone();
+        let mut stop_wait = shared.stop.clone();
         let _ = stop_wait.wait_for(|s| *s).await;
         for a in &accepting {
             a.abort();
         }
         // Listeners are dropped with their tasks: no new connections.
-        let deadline = Instant::now() + cfg.shutdown_grace;
-        while active.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+        let deadline = Instant::now() + shared.cfg.shutdown_grace;
+        while shared.conns.active.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     });
 }
 
-type Ctx = (
-    Arc<Config>,
-    Arc<Site>,
-    watch::Receiver<bool>,
-    Arc<AtomicUsize>,
-);
-
-async fn accept_loop(listener: TcpListener, (cfg, site, stop, active): Ctx) {
+async fn accept_loop(listener: TcpListener, shared: Shared) {
     let mut last_complaint: Option<Instant> = None;
     loop {
+        let slot = shared.conns.take_slot().await;
         match listener.accept().await {
             Ok((stream, peer)) => {
-                let ctx = (
-                    Arc::clone(&cfg),
-                    Arc::clone(&site),
-                    stop.clone(),
-                    Arc::clone(&active),
-                );
-                active.fetch_add(1, Ordering::AcqRel);
+                let shared = shared.clone();
                 tokio::spawn(async move {
-                    let active = Arc::clone(&ctx.3);
-                    connection(stream, peer, ctx).await;
-                    active.fetch_sub(1, Ordering::AcqRel);
+                    connection(stream, peer, shared).await;
+                    drop(slot);
                 });
             }
             Err(e) if out_of_resources(&e) => {
@@ -225,7 +271,13 @@ fn out_of_resources(e: &io::Error) -> bool {
     )
 }
 
-async fn connection(stream: TcpStream, peer: SocketAddr, (cfg, site, mut stop, _): Ctx) {
+async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
+    let Shared {
+        cfg,
+        site,
+        mut stop,
+        ..
+    } = shared;
     sys::tune_connection(stream.as_fd());
     let mut session = Session::new(peer.ip().to_string());
     loop {

@@ -12,7 +12,7 @@ use super::file::FileSet;
 /// How long a cached lookup is trusted before the file system is asked again.
 const FRESH_FOR: Duration = Duration::from_secs(1);
 /// Most entries per thread; each may hold a few descriptors.
-const MAX_ENTRIES: usize = 512;
+pub const MAX_ENTRIES: usize = 256;
 /// Most file bytes held in memory per thread.
 const MAX_BYTES: usize = 32 * 1024 * 1024;
 

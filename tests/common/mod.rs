@@ -1,0 +1,83 @@
+//! Test harness: start the real `staticd` binary in either mode and talk HTTP to it.
+//!
+//! * [`Docroot`] builds a document root in a temp dir.
+//! * [`Server`] runs `staticd` standalone (one process, ephemeral port) or inetd-style
+//!   (a test-owned listener; every accepted socket is handed to a fresh `staticd --inetd`
+//!   as both stdin and stdout, the way tcpserver does it). Either way it has an address
+//!   to connect to, so behavioural tests run unchanged against both modes.
+//! * [`Conn`] is a raw TCP client with a strict little response reader; [`Client`] wraps
+//!   hyper's HTTP/1 client connection behind a blocking API.
+//!
+//! Every read is bounded by [`IO_TIMEOUT`]; every child process is killed on drop.
+
+// Each test crate uses a different subset of this module and its re-exports.
+#![allow(dead_code, unused_imports)]
+
+// Shared by the submodules below through `use super::*`.
+use std::ffi::{OsStr, OsString};
+use std::fs;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+
+/// Upper bound for any single wait in the tests (a read, a process start, an exit).
+pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Environment variables through which a superserver tells `staticd` the client address.
+const CLIENT_ADDRESS_VARS: [&str; 5] = [
+    "TCPREMOTEIP",
+    "TCPREMOTEPORT",
+    "TCPREMOTEADDR",
+    "REMOTE_HOST",
+    "REMOTE_PORT",
+];
+
+pub fn staticd_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_staticd")
+}
+
+/// Runs each listed `fn(Mode)` as two tests, `NAME::standalone` and `NAME::inetd`.
+#[macro_export]
+macro_rules! both_modes {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn standalone() {
+                    super::$name($crate::common::Mode::Standalone)
+                }
+                #[test]
+                fn inetd() {
+                    super::$name($crate::common::Mode::Inetd)
+                }
+            }
+        )*
+    };
+}
+
+mod client;
+mod docroot;
+mod multipart;
+mod process;
+mod raw;
+mod server;
+
+pub use client::*;
+pub use docroot::*;
+pub use multipart::*;
+pub use process::*;
+pub use raw::*;
+pub use server::*;

@@ -1,0 +1,387 @@
+//! Raw HTTP/1.x over TCP: exact bytes out, a strict response reader in.
+
+use super::*;
+
+/// A parsed HTTP/1.x response, exactly as received.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub version: String,
+    pub status: u16,
+    pub reason: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn header_count(&self, name: &str) -> usize {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .count()
+    }
+
+    pub fn content_length(&self) -> Option<u64> {
+        self.header("content-length")
+            .map(|v| v.trim().parse().expect("numeric Content-Length"))
+    }
+
+    /// Whether a comma-separated header (e.g. `Connection`) has `token`.
+    pub fn has_token(&self, name: &str, token: &str) -> bool {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .flat_map(|(_, v)| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case(token))
+    }
+
+    pub fn body_str(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// A raw client connection with a read buffer; every read times out after [`IO_TIMEOUT`].
+pub struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+/// How a read from the peer ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// Orderly close (FIN).
+    Eof,
+    /// Connection reset (RST).
+    Reset,
+}
+
+impl Conn {
+    pub fn new(stream: TcpStream) -> Conn {
+        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        stream.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+        Conn {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+
+    pub fn send(&mut self, bytes: impl AsRef<[u8]>) {
+        self.stream.write_all(bytes.as_ref()).expect("send request");
+    }
+
+    /// Sends, tolerating that the server may already have closed (it may answer early).
+    pub fn send_lossy(&mut self, bytes: impl AsRef<[u8]>) {
+        let _ = self.stream.write_all(bytes.as_ref());
+    }
+
+    /// `read(2)`, retried when a signal interrupts it (a socket with a receive timeout
+    /// is not restarted automatically).
+    fn read_retrying(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.stream.read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                other => return other,
+            }
+        }
+    }
+
+    /// Reads more bytes into the buffer; `Err` when the connection ended.
+    fn fill(&mut self) -> Result<usize, Ended> {
+        let mut chunk = [0u8; 64 * 1024];
+        match self.read_retrying(&mut chunk) {
+            Ok(0) => Err(Ended::Eof),
+            Ok(n) => {
+                self.buf.extend_from_slice(&chunk[..n]);
+                Ok(n)
+            }
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => Err(Ended::Reset),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                panic!(
+                    "timed out after {IO_TIMEOUT:?} waiting for the server; got so far: {:?}",
+                    String::from_utf8_lossy(&self.buf)
+                )
+            }
+            Err(e) => panic!("read error: {e}"),
+        }
+    }
+
+    /// Reads one response head (status line and fields), leaving the body unread.
+    pub fn read_head(&mut self) -> Response {
+        let end = loop {
+            if let Some(pos) = find(&self.buf, b"\r\n\r\n") {
+                break pos;
+            }
+            if let Err(ended) = self.fill() {
+                panic!(
+                    "connection ended ({ended:?}) before a complete response head; got: {:?}",
+                    String::from_utf8_lossy(&self.buf)
+                );
+            }
+        };
+        let head: Vec<u8> = self.buf.drain(..end + 4).collect();
+        parse_head(&head[..end])
+    }
+
+    fn take_exact(&mut self, n: usize) -> Vec<u8> {
+        while self.buf.len() < n {
+            if let Err(ended) = self.fill() {
+                panic!(
+                    "connection ended ({ended:?}) after {} of {n} body bytes",
+                    self.buf.len()
+                );
+            }
+        }
+        self.buf.drain(..n).collect()
+    }
+
+    fn take_line(&mut self) -> Vec<u8> {
+        loop {
+            if let Some(pos) = find(&self.buf, b"\r\n") {
+                let line: Vec<u8> = self.buf.drain(..pos + 2).collect();
+                return line[..pos].to_vec();
+            }
+            if let Err(ended) = self.fill() {
+                panic!("connection ended ({ended:?}) inside a chunked body");
+            }
+        }
+    }
+
+    fn read_chunked(&mut self) -> Vec<u8> {
+        let mut body = Vec::new();
+        loop {
+            let line = String::from_utf8(self.take_line()).expect("chunk size line");
+            let size = usize::from_str_radix(line.split(';').next().unwrap().trim(), 16)
+                .expect("hex chunk size");
+            if size == 0 {
+                while !self.take_line().is_empty() {}
+                return body;
+            }
+            body.extend(self.take_exact(size));
+            assert_eq!(self.take_exact(2), b"\r\n", "chunk not followed by CRLF");
+        }
+    }
+
+    /// Reads a whole response to a request with the given method.
+    pub fn read_response_to(&mut self, method: &str) -> Response {
+        let mut resp = self.read_head();
+        let bodiless = method == "HEAD"
+            || resp.status == 204
+            || resp.status == 304
+            || (100..200).contains(&resp.status);
+        if bodiless {
+            return resp;
+        }
+        let chunked = resp
+            .header("transfer-encoding")
+            .is_some_and(|te| te.to_ascii_lowercase().contains("chunked"));
+        resp.body = if chunked {
+            self.read_chunked()
+        } else if let Some(len) = resp.content_length() {
+            self.take_exact(len as usize)
+        } else {
+            self.read_to_end().0
+        };
+        resp
+    }
+
+    /// Reads a whole response to a GET (or any method whose response has a body).
+    pub fn read_response(&mut self) -> Response {
+        self.read_response_to("GET")
+    }
+
+    /// Sends `request` and reads the response to it.
+    pub fn roundtrip(&mut self, request: impl AsRef<[u8]>) -> Response {
+        let request = request.as_ref();
+        let method = String::from_utf8_lossy(request)
+            .split(' ')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        self.send(request);
+        self.read_response_to(&method)
+    }
+
+    /// Reads until the server closes; returns the bytes (including anything buffered) and
+    /// how the connection ended. Panics if the server keeps it open past [`IO_TIMEOUT`].
+    pub fn read_to_end(&mut self) -> (Vec<u8>, Ended) {
+        let ended = loop {
+            if let Err(ended) = self.fill() {
+                break ended;
+            }
+        };
+        (std::mem::take(&mut self.buf), ended)
+    }
+
+    /// Reads and discards up to `n` bytes (the body of a large response) without waiting
+    /// for the connection to end; returns how many arrived before it ended.
+    pub fn skip_up_to(&mut self, n: u64) -> u64 {
+        let buffered = (self.buf.len() as u64).min(n);
+        self.buf.drain(..buffered as usize);
+        let mut got = buffered;
+        let mut chunk = vec![0u8; 256 * 1024];
+        while got < n {
+            let want = (n - got).min(chunk.len() as u64) as usize;
+            match self.read_retrying(&mut chunk[..want]) {
+                Ok(0) => break,
+                Ok(k) => got += k as u64,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => break,
+                Err(e) => panic!("{e} after {got} of {n} bytes (timeout {IO_TIMEOUT:?})"),
+            }
+        }
+        got
+    }
+
+    /// Like [`Conn::read_to_end`] but counts bytes instead of keeping them, for large
+    /// bodies.
+    pub fn count_to_end(&mut self) -> (u64, Ended) {
+        let mut total = std::mem::take(&mut self.buf).len() as u64;
+        let mut chunk = vec![0u8; 256 * 1024];
+        loop {
+            match self.read_retrying(&mut chunk) {
+                Ok(0) => return (total, Ended::Eof),
+                Ok(n) => total += n as u64,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+                    return (total, Ended::Reset)
+                }
+                Err(e) => panic!("after {total} bytes: {e} (timeout is {IO_TIMEOUT:?})"),
+            }
+        }
+    }
+
+    /// Asserts that the server closes the connection without sending anything more.
+    pub fn assert_closed(&mut self) {
+        let (rest, _) = self.read_to_end();
+        assert!(
+            rest.is_empty(),
+            "expected the server to close; it sent more: {:?}",
+            String::from_utf8_lossy(&rest)
+        );
+    }
+}
+
+pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+pub fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    find(haystack, needle).is_some()
+}
+
+fn parse_head(head: &[u8]) -> Response {
+    let text = std::str::from_utf8(head).expect("response head is not UTF-8");
+    let mut lines = text.split("\r\n");
+    let status_line = lines.next().unwrap();
+    let mut parts = status_line.splitn(3, ' ');
+    let version = parts.next().unwrap_or_default().to_string();
+    assert!(
+        version == "HTTP/1.1" || version == "HTTP/1.0",
+        "bad status line {status_line:?}"
+    );
+    let status = parts
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+    let reason = parts.next().unwrap_or_default().to_string();
+    let headers = lines
+        .map(|line| {
+            let (name, value) = line
+                .split_once(':')
+                .unwrap_or_else(|| panic!("bad header line {line:?}"));
+            assert!(
+                !name.is_empty() && !name.contains(' '),
+                "bad header name in {line:?}"
+            );
+            (name.to_string(), value.trim().to_string())
+        })
+        .collect();
+    Response {
+        version,
+        status,
+        reason,
+        headers,
+        body: Vec::new(),
+    }
+}
+
+/// A minimal request with a Host header and any extra header lines.
+pub fn request(method: &str, target: &str, extra: &[&str]) -> String {
+    let mut req = format!("{method} {target} HTTP/1.1\r\nHost: test\r\n");
+    for line in extra {
+        req.push_str(line);
+        req.push_str("\r\n");
+    }
+    req.push_str("\r\n");
+    req
+}
+
+/// Checks the contract's error-response shape: `<code> <reason>\n` body, text/plain with
+/// charset, matching Content-Length, Date and Server.
+pub fn assert_error(resp: &Response, code: u16) {
+    assert_eq!(resp.status, code, "status; response: {resp:#?}");
+    let expected = format!("{} {}\n", code, resp.reason);
+    assert!(!resp.reason.is_empty(), "empty reason phrase");
+    assert_eq!(resp.body_str(), expected, "error body");
+    assert_eq!(
+        resp.content_length(),
+        Some(resp.body.len() as u64),
+        "error Content-Length"
+    );
+    assert_eq!(
+        resp.header("content-type").map(str::to_ascii_lowercase),
+        Some("text/plain; charset=utf-8".to_string()),
+        "error Content-Type"
+    );
+    assert_common_headers(resp);
+}
+
+/// Date (a valid IMF-fixdate) and `Server: staticd`, on every response.
+pub fn assert_common_headers(resp: &Response) {
+    let date = resp.header("date").expect("Date header");
+    httpdate::parse_http_date(date).unwrap_or_else(|_| panic!("unparseable Date {date:?}"));
+    assert_eq!(resp.header("server"), Some("staticd"), "Server header");
+}
+
+/// Parses consecutive complete responses (to requests with the given methods) from bytes
+/// captured elsewhere, e.g. the stdout of `staticd --inetd` on a pipe.
+pub fn parse_responses(mut bytes: &[u8], methods: &[&str]) -> Vec<Response> {
+    let mut responses = Vec::new();
+    for method in methods {
+        let end = find(bytes, b"\r\n\r\n").unwrap_or_else(|| {
+            panic!(
+                "no complete response head in {:?}",
+                String::from_utf8_lossy(bytes)
+            )
+        });
+        let mut resp = parse_head(&bytes[..end]);
+        bytes = &bytes[end + 4..];
+        let bodiless = *method == "HEAD" || resp.status == 204 || resp.status == 304;
+        if !bodiless {
+            let len = resp.content_length().expect("Content-Length") as usize;
+            assert!(bytes.len() >= len, "body cut short");
+            resp.body = bytes[..len].to_vec();
+            bytes = &bytes[len..];
+        }
+        responses.push(resp);
+    }
+    assert!(
+        bytes.is_empty(),
+        "unexpected bytes after the responses: {:?}",
+        String::from_utf8_lossy(bytes)
+    );
+    responses
+}

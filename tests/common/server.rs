@@ -1,0 +1,396 @@
+//! The server under test in either mode, and addresses to reach it.
+
+use super::*;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Standalone,
+    Inetd,
+}
+
+/// Options for starting `staticd`; `Server::builder(mode, root)` makes one.
+#[derive(Clone)]
+pub struct Builder {
+    mode: Mode,
+    root: PathBuf,
+    binds: Vec<String>,
+    log_format: String,
+    args: Vec<OsString>,
+    envs: Vec<(OsString, OsString)>,
+    unprivileged: bool,
+    nofile: Option<u64>,
+}
+
+impl Builder {
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Builder {
+        self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    pub fn args<S: AsRef<OsStr>>(mut self, args: impl IntoIterator<Item = S>) -> Builder {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    /// Standalone only: listen on these addresses instead of 127.0.0.1.
+    pub fn bind(mut self, addr: &str) -> Builder {
+        self.binds.push(addr.to_string());
+        self
+    }
+
+    /// `--log-format`; the default here is `off`.
+    pub fn log_format(mut self, format: &str) -> Builder {
+        self.log_format = format.to_string();
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> Builder {
+        self.envs.push((key.into(), value.into()));
+        self
+    }
+
+    /// Runs the server as uid/gid 65534 when the tests run as root, so that file
+    /// permissions apply to it.
+    pub fn unprivileged(mut self) -> Builder {
+        self.unprivileged = true;
+        self
+    }
+
+    /// Lowers RLIMIT_NOFILE (soft and hard) of the server to `n`.
+    pub fn nofile_limit(mut self, n: u64) -> Builder {
+        self.nofile = Some(n);
+        self
+    }
+
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(staticd_bin());
+        cmd.arg("--root").arg(&self.root);
+        match self.mode {
+            Mode::Standalone => {
+                cmd.args(["--port", "0"]);
+                let binds = if self.binds.is_empty() {
+                    vec!["127.0.0.1".to_string()]
+                } else {
+                    self.binds.clone()
+                };
+                for bind in binds {
+                    cmd.arg("--bind").arg(bind);
+                }
+            }
+            Mode::Inetd => {
+                cmd.arg("--inetd");
+            }
+        }
+        cmd.arg("--log-format").arg(&self.log_format);
+        cmd.args(&self.args);
+        for var in CLIENT_ADDRESS_VARS {
+            cmd.env_remove(var);
+        }
+        cmd.envs(self.envs.iter().map(|(k, v)| (k, v)));
+        if self.unprivileged && rustix::process::geteuid().is_root() {
+            cmd.uid(65534).gid(65534);
+        }
+        if let Some(n) = self.nofile {
+            let limit = rustix::process::Rlimit {
+                current: Some(n),
+                maximum: Some(n),
+            };
+            // SAFETY: setrlimit is async-signal-safe and touches no memory of the parent.
+            unsafe {
+                cmd.pre_exec(move || {
+                    rustix::process::setrlimit(rustix::process::Resource::Nofile, limit)
+                        .map_err(io::Error::from)
+                });
+            }
+        }
+        cmd.stderr(Stdio::piped());
+        cmd
+    }
+
+    pub fn start(self) -> Server {
+        match self.mode {
+            Mode::Standalone => self.start_standalone(),
+            Mode::Inetd => self.start_inetd(),
+        }
+    }
+
+    fn start_standalone(self) -> Server {
+        let expected = self.binds.len().max(1);
+        let mut cmd = self.command();
+        cmd.stdin(Stdio::null()).stdout(Stdio::null());
+        let mut child = ChildGuard::new(cmd.spawn().expect("spawn staticd"));
+        let stderr = Lines::default();
+        stderr.drain(child.take_stderr().unwrap());
+
+        let listening = |lines: &[String]| {
+            lines
+                .iter()
+                .filter(|l| l.starts_with("staticd: listening on "))
+                .count()
+        };
+        let deadline = Instant::now() + IO_TIMEOUT;
+        loop {
+            let ready = stderr.wait_for(Duration::from_millis(50), |l| listening(l) >= expected);
+            if ready.is_some() {
+                break;
+            }
+            if let Some(status) = child.try_status() {
+                // Give the drain thread a moment to pick up the last words.
+                thread::sleep(Duration::from_millis(100));
+                panic!(
+                    "staticd exited ({}) before listening; stderr: {:#?}",
+                    describe(status),
+                    stderr.snapshot()
+                );
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "staticd printed no `staticd: listening on` line within {IO_TIMEOUT:?}; stderr: {:#?}",
+                    stderr.snapshot()
+                );
+            }
+        }
+        let addrs = stderr
+            .snapshot()
+            .iter()
+            .filter_map(|l| l.strip_prefix("staticd: listening on "))
+            .map(|a| {
+                a.trim()
+                    .parse::<SocketAddr>()
+                    .unwrap_or_else(|e| panic!("bad address in listening line {a:?}: {e}"))
+            })
+            .collect();
+        Server {
+            mode: Mode::Standalone,
+            addrs,
+            stderr,
+            standalone: Some(child),
+            inetd: None,
+        }
+    }
+
+    fn start_inetd(self) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind test listener");
+        let addr = listener.local_addr().unwrap();
+        let stderr = Lines::default();
+        let children: Arc<Mutex<Vec<ChildGuard>>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (stderr, children, stop) = (stderr.clone(), children.clone(), stop.clone());
+            thread::spawn(move || loop {
+                let Ok((socket, _)) = listener.accept() else {
+                    break;
+                };
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                match self.spawn_inetd(socket, &stderr) {
+                    Ok(child) => children.lock().unwrap().push(child),
+                    Err(e) => stderr.push(format!("harness: cannot spawn staticd --inetd: {e}")),
+                }
+            })
+        };
+        Server {
+            mode: Mode::Inetd,
+            addrs: vec![addr],
+            stderr,
+            standalone: None,
+            inetd: Some(Acceptor {
+                addr,
+                stop,
+                children,
+                thread: Some(thread),
+            }),
+        }
+    }
+
+    /// Hands one accepted socket to a new `staticd --inetd` as stdin and stdout. The
+    /// `Command` (holding the parent's copies of the socket) is dropped on return, so the
+    /// child owns the connection alone.
+    fn spawn_inetd(&self, socket: TcpStream, stderr: &Lines) -> io::Result<ChildGuard> {
+        let write_half = socket.try_clone()?;
+        let mut cmd = self.command();
+        cmd.stdin(Stdio::from(OwnedFd::from(socket)))
+            .stdout(Stdio::from(OwnedFd::from(write_half)));
+        let mut child = cmd.spawn()?;
+        stderr.drain(child.stderr.take().unwrap());
+        Ok(ChildGuard::new(child))
+    }
+}
+
+struct Acceptor {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    children: Arc<Mutex<Vec<ChildGuard>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for Acceptor {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the blocking accept().
+        let _ = TcpStream::connect_timeout(&self.addr, IO_TIMEOUT);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        self.children.lock().unwrap().clear();
+    }
+}
+
+/// A running `staticd` (standalone), or the machinery that starts one per connection
+/// (inetd). Dropping it kills every process it started.
+pub struct Server {
+    pub mode: Mode,
+    addrs: Vec<SocketAddr>,
+    stderr: Lines,
+    standalone: Option<ChildGuard>,
+    inetd: Option<Acceptor>,
+}
+
+impl Server {
+    pub fn builder(mode: Mode, root: &Path) -> Builder {
+        Builder {
+            mode,
+            root: root.to_path_buf(),
+            binds: Vec::new(),
+            log_format: "off".to_string(),
+            args: Vec::new(),
+            envs: Vec::new(),
+            unprivileged: false,
+            nofile: None,
+        }
+    }
+
+    pub fn start(mode: Mode, root: &Docroot) -> Server {
+        Server::builder(mode, root.path()).start()
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addrs[0]
+    }
+
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr(), path)
+    }
+
+    pub fn stderr(&self) -> &Lines {
+        &self.stderr
+    }
+
+    pub fn connect(&self) -> Conn {
+        Conn::new(TcpStream::connect_timeout(&self.addr(), IO_TIMEOUT).expect("connect"))
+    }
+
+    /// A raw connection whose source address is `source` (any 127.0.0.0/8 address).
+    pub fn connect_from(&self, source: IpAddr) -> Conn {
+        Conn::new(connect_from(source, self.addr()))
+    }
+
+    pub fn client(&self) -> Client {
+        Client::new(TcpStream::connect_timeout(&self.addr(), IO_TIMEOUT).expect("connect"))
+    }
+
+    /// One request on a fresh hyper connection.
+    pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> HResponse {
+        self.client().request(method, path, headers)
+    }
+
+    pub fn get(&self, path: &str) -> HResponse {
+        self.request("GET", path, &[])
+    }
+
+    /// The standalone process. Panics in inetd mode.
+    pub fn process(&mut self) -> &mut ChildGuard {
+        self.standalone
+            .as_mut()
+            .expect("only a standalone server has a single process")
+    }
+
+    /// Inetd mode: waits until `n` per-connection processes have been started and have
+    /// exited, and returns their exit statuses in start order.
+    pub fn wait_inetd_exits(&self, n: usize) -> Vec<ExitStatus> {
+        let acceptor = self.inetd.as_ref().expect("only in inetd mode");
+        let deadline = Instant::now() + IO_TIMEOUT;
+        loop {
+            {
+                let mut children = acceptor.children.lock().unwrap();
+                let statuses: Vec<ExitStatus> =
+                    children.iter_mut().filter_map(|c| c.try_status()).collect();
+                if statuses.len() >= n {
+                    return statuses;
+                }
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "fewer than {n} staticd --inetd processes exited within {IO_TIMEOUT:?}; stderr: {:#?}",
+                    self.stderr.snapshot()
+                );
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// After a connection ended abnormally: check that the server is still healthy. In
+    /// standalone mode the process must still be running and serve a new request; in inetd
+    /// mode the connection's process must have exited, and not by a signal.
+    pub fn assert_survived(&mut self, probe_path: &str) {
+        match self.mode {
+            Mode::Standalone => {
+                if let Some(status) = self.process().try_status() {
+                    panic!("staticd died: {}", describe(status));
+                }
+                let resp = self.get(probe_path);
+                assert_eq!(resp.status, 200, "server no longer serves {probe_path}");
+            }
+            Mode::Inetd => {
+                let statuses = self.wait_inetd_exits(1);
+                assert!(
+                    statuses[0].signal().is_none(),
+                    "staticd --inetd {}",
+                    describe(statuses[0])
+                );
+            }
+        }
+    }
+}
+
+pub fn connect_from(source: IpAddr, dest: SocketAddr) -> TcpStream {
+    use rustix::net::{AddressFamily, SocketType};
+    let family = if source.is_ipv4() {
+        AddressFamily::INET
+    } else {
+        AddressFamily::INET6
+    };
+    let fd = rustix::net::socket(family, SocketType::STREAM, None).expect("socket");
+    rustix::net::bind(&fd, &SocketAddr::new(source, 0)).expect("bind source address");
+    rustix::net::connect(&fd, &dest).expect("connect");
+    TcpStream::from(fd)
+}
+
+/// Binds 127.0.0.1:0, notes the port and frees it again.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Finds a program on PATH, or fails the test naming the package that provides it.
+pub fn require_program(program: &str, package: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "`{program}` not found on PATH: install the Debian package `{package}` \
+                 (apt-get install {package}); .ci/run is expected to do so"
+            )
+        })
+}

@@ -1,0 +1,80 @@
+//! End-to-end checks with curl, in both modes.
+
+#[macro_use]
+mod common;
+
+use std::process::{Command, Output};
+
+use common::*;
+
+fn site() -> Docroot {
+    let root = Docroot::new();
+    root.file("a.txt", "alpha\n");
+    root.file("b.txt", "bravo bravo\n");
+    root
+}
+
+/// `curl -sv --max-time 10 ARGS`; fails the test if curl is not installed.
+fn curl(args: &[&str]) -> Output {
+    let curl = require_program("curl", "curl");
+    let output = Command::new(curl)
+        .args(["-sv", "--max-time", "10"])
+        .args(args)
+        .output()
+        .expect("run curl");
+    assert!(
+        output.status.success(),
+        "curl {args:?} failed ({}): {}",
+        describe(output.status),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+fn curl_gets_a_file_with_its_headers(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let output = curl(&[&server.url("/a.txt")]);
+    assert_eq!(output.stdout, b"alpha\n");
+    let trace = String::from_utf8_lossy(&output.stderr).to_ascii_lowercase();
+    for expected in [
+        "< http/1.1 200",
+        "< content-type: text/plain; charset=utf-8",
+        "< content-length: 6",
+        "< accept-ranges: bytes",
+        "< server: staticd",
+    ] {
+        assert!(
+            trace.contains(expected),
+            "curl saw no {expected:?}:\n{trace}"
+        );
+    }
+}
+
+fn curl_reuses_one_connection_for_two_urls(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let output = curl(&[&server.url("/a.txt"), &server.url("/b.txt")]);
+    assert_eq!(output.stdout, b"alpha\nbravo bravo\n");
+    let trace = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        trace.contains("Re-using existing") || trace.contains("Reusing existing"),
+        "curl did not reuse the connection:\n{trace}"
+    );
+}
+
+fn curl_range_request_gets_the_bytes(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    let output = curl(&["-r", "2-4", &server.url("/a.txt")]);
+    assert_eq!(output.stdout, b"pha");
+    let trace = String::from_utf8_lossy(&output.stderr).to_ascii_lowercase();
+    assert!(trace.contains("< http/1.1 206"), "{trace}");
+    assert!(trace.contains("< content-range: bytes 2-4/6"), "{trace}");
+}
+
+both_modes!(
+    curl_gets_a_file_with_its_headers,
+    curl_reuses_one_connection_for_two_urls,
+    curl_range_request_gets_the_bytes,
+);

@@ -1,0 +1,303 @@
+//! Standalone mode only: start-up line and errors, flags, signals, listeners, file
+//! descriptor exhaustion, concurrency, access log.
+
+mod common;
+
+use std::ffi::OsString;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, TcpListener};
+use std::thread;
+use std::time::Duration;
+
+use common::*;
+use rustix::process::Signal;
+
+const STANDALONE: Mode = Mode::Standalone;
+
+fn site() -> Docroot {
+    let root = Docroot::new();
+    root.file("a.txt", "alpha\n");
+    root
+}
+
+fn root_args(root: &Docroot) -> Vec<OsString> {
+    vec!["--root".into(), root.path().into()]
+}
+
+#[test]
+fn startup_line_names_the_listening_address() {
+    let root = site();
+    let server = Server::start(STANDALONE, &root);
+    let addr = server.addr();
+    assert_eq!(addr.ip(), IpAddr::V4(Ipv4Addr::LOCALHOST));
+    assert_ne!(
+        addr.port(),
+        0,
+        "the line must name the real (ephemeral) port"
+    );
+    let lines = server.stderr().snapshot();
+    assert_eq!(
+        lines,
+        vec![format!("staticd: listening on 127.0.0.1:{}", addr.port())],
+        "with --log-format off nothing else is printed at start"
+    );
+    assert_eq!(server.get("/a.txt").body, b"alpha\n");
+}
+
+#[test]
+fn sigterm_lets_the_in_flight_response_finish_and_exits_zero() {
+    const BIG: u64 = 64 << 20;
+    let root = site();
+    write_pattern_file(&root.join("big.bin"), BIG);
+    let mut server = Server::start(STANDALONE, &root);
+    let mut conn = server.connect();
+    conn.send(request("GET", "/big.bin", &["Connection: close"]));
+    let head = conn.read_head();
+    assert_eq!(head.content_length(), Some(BIG));
+    server.process().signal(Signal::TERM);
+    let received = conn.skip_up_to(BIG);
+    let status = server
+        .process()
+        .wait_timeout(Duration::from_secs(20))
+        .expect("staticd still running 20 s after SIGTERM");
+    assert_eq!(
+        received,
+        BIG,
+        "the in-flight response was cut short; staticd: {}",
+        describe(status)
+    );
+    assert_eq!(status.code(), Some(0), "{}", describe(status));
+}
+
+#[test]
+fn sigint_on_an_idle_server_exits_zero() {
+    let root = site();
+    let mut server = Server::start(STANDALONE, &root);
+    assert_eq!(server.get("/a.txt").status, 200);
+    server.process().signal(Signal::INT);
+    let status = server
+        .process()
+        .wait_timeout(IO_TIMEOUT)
+        .expect("staticd still running after SIGINT");
+    assert_eq!(status.code(), Some(0), "{}", describe(status));
+}
+
+#[test]
+fn sigterm_with_an_idle_keep_alive_connection_exits_zero_within_the_grace() {
+    let root = site();
+    let mut server = Server::start(STANDALONE, &root);
+    let mut conn = server.connect();
+    assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
+    server.process().signal(Signal::TERM);
+    let status = server
+        .process()
+        .wait_timeout(Duration::from_secs(20))
+        .expect("an idle keep-alive connection kept staticd alive past the 10 s grace");
+    assert_eq!(status.code(), Some(0), "{}", describe(status));
+}
+
+#[test]
+fn port_in_use_fails_with_one_line() {
+    let root = site();
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let mut args = root_args(&root);
+    args.extend(["--port", &port, "--bind", "127.0.0.1"].map(OsString::from));
+    let outcome = run_to_exit(&args);
+    assert_startup_failure(&outcome, 1, &["in use", &port]);
+}
+
+#[test]
+fn missing_root_fails_naming_the_path() {
+    let outcome = run_to_exit(&[
+        "--root",
+        "/nonexistent/staticd-test-root",
+        "--port",
+        "0",
+        "--bind",
+        "127.0.0.1",
+    ]);
+    assert_startup_failure(&outcome, 1, &["/nonexistent/staticd-test-root"]);
+}
+
+#[test]
+fn root_that_is_a_file_fails_naming_the_path() {
+    let root = site();
+    let file = root.join("a.txt");
+    let outcome = run_to_exit(&[
+        "--root".as_ref(),
+        file.as_os_str(),
+        "--port".as_ref(),
+        "0".as_ref(),
+        "--bind".as_ref(),
+        "127.0.0.1".as_ref(),
+    ]);
+    assert_startup_failure(&outcome, 1, &[file.to_str().unwrap()]);
+}
+
+#[test]
+fn unknown_flag_is_a_usage_error_with_one_line() {
+    let outcome = run_to_exit(&["--bogus-flag"]);
+    assert_startup_failure(&outcome, 2, &["--bogus-flag"]);
+}
+
+#[test]
+fn non_numeric_port_is_a_usage_error_with_one_line() {
+    let outcome = run_to_exit(&["--port", "eighty"]);
+    assert_startup_failure(&outcome, 2, &["eighty"]);
+}
+
+#[test]
+fn version_flag_prints_the_version() {
+    let outcome = run_to_exit(&["--version"]);
+    assert_eq!(outcome.status.code(), Some(0));
+    assert!(
+        outcome.stdout.contains(env!("CARGO_PKG_VERSION")),
+        "{outcome:?}"
+    );
+}
+
+#[test]
+fn help_flag_lists_the_options() {
+    let outcome = run_to_exit(&["--help"]);
+    assert_eq!(outcome.status.code(), Some(0));
+    for flag in [
+        "--root",
+        "--port",
+        "--bind",
+        "--threads",
+        "--inetd",
+        "--index",
+        "--log-format",
+        "--read-timeout",
+        "--keepalive-timeout",
+        "--send-timeout",
+    ] {
+        assert!(outcome.stdout.contains(flag), "--help lacks {flag}");
+    }
+}
+
+fn ipv6_loopback_configured() -> bool {
+    std::fs::read_to_string("/proc/net/if_inet6")
+        .map(|t| {
+            t.lines()
+                .any(|l| l.starts_with("00000000000000000000000000000001"))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn ipv6_loopback_listener_works() {
+    if let Err(e) = TcpListener::bind((Ipv6Addr::LOCALHOST, 0)) {
+        assert!(
+            !ipv6_loopback_configured(),
+            "::1 is configured but the test cannot bind it: {e}"
+        );
+        eprintln!("environment limit: no IPv6 loopback ({e}); nothing to test");
+        return;
+    }
+    let root = site();
+    let server = Server::builder(STANDALONE, root.path()).bind("::1").start();
+    let addr = server.addr();
+    assert_eq!(addr.ip(), IpAddr::V6(Ipv6Addr::LOCALHOST));
+    assert!(
+        server
+            .stderr()
+            .snapshot()
+            .contains(&format!("staticd: listening on [::1]:{}", addr.port())),
+        "{:?}",
+        server.stderr().snapshot()
+    );
+    assert_eq!(server.get("/a.txt").body, b"alpha\n");
+}
+
+#[test]
+fn every_bind_address_gets_a_listener() {
+    let root = site();
+    let server = Server::builder(STANDALONE, root.path())
+        .bind("127.0.0.1")
+        .bind("127.0.0.2")
+        .start();
+    let ips: Vec<IpAddr> = server.addrs().iter().map(|a| a.ip()).collect();
+    assert_eq!(
+        ips,
+        vec![
+            IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)),
+            IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2))
+        ]
+    );
+    for addr in server.addrs() {
+        let mut conn = Conn::new(std::net::TcpStream::connect_timeout(addr, IO_TIMEOUT).unwrap());
+        assert_eq!(
+            conn.roundtrip(request("GET", "/a.txt", &[])).body,
+            b"alpha\n",
+            "{addr}"
+        );
+    }
+}
+
+#[test]
+fn running_out_of_file_descriptors_neither_crashes_nor_spins() {
+    let root = site();
+    // A fixed thread count keeps the server's own descriptor use independent of the cores.
+    let mut server = Server::builder(STANDALONE, root.path())
+        .args(["--threads", "2"])
+        .nofile_limit(24)
+        .start();
+    let mut conns: Vec<Conn> = (0..40)
+        .map(|_| {
+            let mut conn = server.connect();
+            conn.send_lossy(request("GET", "/a.txt", &[]));
+            conn
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(500));
+    let before = server.process().cpu_time();
+    thread::sleep(Duration::from_secs(2));
+    let used = server.process().cpu_time() - before;
+    if let Some(status) = server.process().try_status() {
+        panic!(
+            "staticd died at the fd limit: {}; stderr: {:#?}",
+            describe(status),
+            server.stderr().snapshot()
+        );
+    }
+    assert!(
+        used < Duration::from_secs(1),
+        "staticd burned {used:?} of CPU in 2 s while out of file descriptors: it spins"
+    );
+    conns.clear();
+    let resp = server.get("/a.txt");
+    assert_eq!(resp.status, 200);
+    assert!(server.process().try_status().is_none());
+}
+
+#[test]
+fn a_stalled_client_does_not_block_others_on_one_thread() {
+    let root = site();
+    write_pattern_file(&root.join("big.bin"), 64 << 20);
+    let server = Server::builder(STANDALONE, root.path())
+        .args(["--threads", "1"])
+        .start();
+    let mut not_reading = server.connect();
+    not_reading.send(request("GET", "/big.bin", &[]));
+    let _silent = server.connect();
+    let mut half_request = server.connect();
+    half_request.send("GET /a.txt HTTP/1.1\r\nHo");
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(server.get("/a.txt").body, b"alpha\n");
+}
+
+#[test]
+fn access_log_common_format_names_the_peer() {
+    let root = site();
+    let server = Server::builder(STANDALONE, root.path())
+        .log_format("common")
+        .start();
+    let mut conn = server.connect();
+    assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
+    let line = server
+        .stderr()
+        .wait_line(|l| l.contains("\"GET /a.txt HTTP/1.1\""));
+    assert!(line.starts_with("127.0.0.1 - - ["), "{line}");
+    assert!(line.ends_with("\"GET /a.txt HTTP/1.1\" 200 6"), "{line}");
+}

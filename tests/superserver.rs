@@ -1,0 +1,166 @@
+//! `staticd --inetd` behind real superservers: ucspi-tcp's tcpserver and busybox tcpsvd.
+
+mod common;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// A running superserver that starts `staticd --inetd --log-format common` per connection.
+struct Superserver {
+    addr: SocketAddr,
+    stderr: Lines,
+    _process: ChildGuard,
+    _root: Docroot,
+}
+
+impl Superserver {
+    /// `PROGRAM ARGS... 127.0.0.1 PORT staticd --inetd --root DIR --log-format common`,
+    /// on a free port (a few tries, in case another test takes the port meanwhile).
+    fn start(program: PathBuf, args: &[&str]) -> Superserver {
+        let root = Docroot::new();
+        root.file("a.txt", "alpha\n");
+        root.file("b.txt", "bravo bravo\n");
+        let mut failures = Vec::new();
+        for _ in 0..3 {
+            match Self::try_start(&program, args, &root) {
+                Ok((process, stderr, addr)) => {
+                    return Superserver {
+                        addr,
+                        stderr,
+                        _process: process,
+                        _root: root,
+                    }
+                }
+                Err(why) => failures.push(why),
+            }
+        }
+        panic!("{} did not start: {failures:#?}", program.display());
+    }
+
+    fn try_start(
+        program: &Path,
+        args: &[&str],
+        root: &Docroot,
+    ) -> Result<(ChildGuard, Lines, SocketAddr), String> {
+        let port = free_port();
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .args(["127.0.0.1", &port.to_string(), staticd_bin()])
+            .args(["--inetd", "--log-format", "common", "--root"])
+            .arg(root.path())
+            .env_remove("TCPREMOTEIP")
+            .env_remove("TCPREMOTEADDR")
+            .env_remove("REMOTE_HOST")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut process = ChildGuard::new(cmd.spawn().expect("spawn superserver"));
+        let stderr = Lines::default();
+        stderr.drain(process.take_stderr().unwrap());
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let deadline = Instant::now() + IO_TIMEOUT;
+        while TcpStream::connect_timeout(&addr, IO_TIMEOUT).is_err() {
+            if let Some(status) = process.try_status() {
+                thread::sleep(Duration::from_millis(100));
+                return Err(format!(
+                    "exited ({}): {:?}",
+                    describe(status),
+                    stderr.snapshot()
+                ));
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("not listening on {addr} within {IO_TIMEOUT:?}"));
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        Ok((process, stderr, addr))
+    }
+
+    fn connect_from(&self, source: [u8; 4]) -> Conn {
+        Conn::new(connect_from(IpAddr::V4(Ipv4Addr::from(source)), self.addr))
+    }
+}
+
+fn tcpserver() -> Superserver {
+    let program = require_program("tcpserver", "ucspi-tcp");
+    Superserver::start(program, &["-RHl0"])
+}
+
+fn busybox_tcpsvd() -> Superserver {
+    let busybox = require_program("busybox", "busybox");
+    let list = Command::new(&busybox)
+        .arg("--list")
+        .output()
+        .expect("busybox --list");
+    let applets = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        applets.lines().any(|a| a == "tcpsvd"),
+        "{} has no `tcpsvd` applet: Debian's busybox and busybox-static packages are built \
+         without it; .ci/run builds Debian's busybox source with CONFIG_TCPSVD=y into \
+         /usr/local/bin/busybox (run it, or install any busybox that has tcpsvd)",
+        busybox.display()
+    );
+    Superserver::start(busybox, &["tcpsvd"])
+}
+
+fn serves_a_get(server: Superserver) {
+    let mut conn = server.connect_from([127, 0, 0, 1]);
+    let resp = conn.roundtrip(request("GET", "/a.txt", &[]));
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.body, b"alpha\n");
+    assert_eq!(resp.header("server"), Some("staticd"));
+}
+
+fn serves_a_keep_alive_pair(server: Superserver) {
+    let mut conn = server.connect_from([127, 0, 0, 1]);
+    let first = conn.roundtrip(request("GET", "/a.txt", &[]));
+    assert_eq!(first.body, b"alpha\n");
+    assert!(!first.has_token("connection", "close"));
+    let second = conn.roundtrip(request("GET", "/b.txt", &["Connection: close"]));
+    assert_eq!(second.body, b"bravo bravo\n");
+    conn.assert_closed();
+}
+
+fn logs_the_client_ip(server: Superserver) {
+    // A source address other than 127.0.0.1 shows the address really is the client's.
+    let mut conn = server.connect_from([127, 0, 0, 2]);
+    assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
+    let line = server.stderr.wait_line(|l| l.contains("\"GET /a.txt "));
+    assert!(line.starts_with("127.0.0.2 - - ["), "{line}");
+    assert!(line.ends_with("\"GET /a.txt HTTP/1.1\" 200 6"), "{line}");
+}
+
+#[test]
+fn tcpserver_serves_a_get() {
+    serves_a_get(tcpserver());
+}
+
+#[test]
+fn tcpserver_serves_a_keep_alive_pair() {
+    serves_a_keep_alive_pair(tcpserver());
+}
+
+#[test]
+fn tcpserver_log_names_the_client_ip() {
+    logs_the_client_ip(tcpserver());
+}
+
+#[test]
+fn busybox_tcpsvd_serves_a_get() {
+    serves_a_get(busybox_tcpsvd());
+}
+
+#[test]
+fn busybox_tcpsvd_serves_a_keep_alive_pair() {
+    serves_a_keep_alive_pair(busybox_tcpsvd());
+}
+
+#[test]
+fn busybox_tcpsvd_log_names_the_client_ip() {
+    logs_the_client_ip(busybox_tcpsvd());
+}
