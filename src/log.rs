@@ -1,6 +1,9 @@
 //! Access-log lines. Formatting is pure; `emit` is the one write to stderr.
 
-use std::io::Write;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::config::LogFormat;
@@ -130,9 +133,58 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
-/// Writes one line to stderr in a single write, so lines from several
+/// Where access-log lines go: stderr unless `--log-file` names a file.
+static ACCESS_LOG: Mutex<Option<AccessFile>> = Mutex::new(None);
+
+struct AccessFile {
+    path: PathBuf,
+    file: File,
+}
+
+/// Sends access-log lines to `path` (appending) instead of stderr.
+pub fn open_file(path: &Path) -> io::Result<()> {
+    let file = OpenOptions::new().create(true).append(true).open(path)?;
+    let mut slot = ACCESS_LOG
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    *slot = Some(AccessFile {
+        path: path.to_path_buf(),
+        file,
+    });
+    Ok(())
+}
+
+/// Opens the log file again under its name (after SIGHUP), so rotation by
+/// renaming works. On failure the old file stays in use.
+pub fn reopen() -> io::Result<()> {
+    let mut slot = ACCESS_LOG
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(current) = slot.as_mut() {
+        current.file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&current.path)?;
+    }
+    Ok(())
+}
+
+/// Writes one access-log line in a single write, so lines from several
 /// threads never interleave.
 pub fn emit(line: &str) {
+    let mut slot = ACCESS_LOG
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    match slot.as_mut() {
+        Some(f) => {
+            let _ = f.file.write_all(line.as_bytes());
+        }
+        None => diagnostic(line),
+    }
+}
+
+/// Writes a line about the server itself (not a request) to stderr.
+pub fn diagnostic(line: &str) {
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 

@@ -80,7 +80,11 @@ struct Cli {
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
     cgi_max: u32,
 
-    /// Access-log format, written to stderr.
+    /// Append the access log to this file instead of stderr; SIGHUP reopens it.
+    #[arg(long, value_name = "PATH")]
+    log_file: Option<PathBuf>,
+
+    /// Access-log format, written to stderr (or --log-file).
     #[arg(long, value_name = "FORMAT", value_enum, default_value_t = LogArg::Common)]
     log_format: LogArg,
 
@@ -154,6 +158,16 @@ fn main() -> ExitCode {
         chroot: cli.chroot.clone(),
     };
     raise_fd_limit();
+    if let Some(path) = &cli.log_file {
+        if let Err(e) = staticd::log::open_file(path) {
+            eprintln!(
+                "staticd: log file {}: {}",
+                path.display(),
+                site::describe(&e)
+            );
+            return ExitCode::FAILURE;
+        }
+    }
     let cfg = cli.into_config();
     match run(cfg, privileges) {
         Ok(()) => ExitCode::SUCCESS,

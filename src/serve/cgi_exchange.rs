@@ -434,7 +434,7 @@ impl<'a> Pump<'a> {
     /// `status`; after, the connection is cut.
     fn abort(self, status: Status, why: &str) -> Ended {
         if let Some(s) = &self.sending {
-            log::emit(&format!(
+            log::diagnostic(&format!(
                 "staticd: cgi {}: {why}\n",
                 self.job.script.script_name
             ));
@@ -469,7 +469,7 @@ enum Abort {
 
 /// Answers with an error of our own and logs why.
 fn fail(job: &CgiJob, io: ClientIo, cfg: &Config, status: Status, why: &str) -> Ended {
-    log::emit(&format!("staticd: cgi {}: {why}\n", job.script.script_name));
+    log::diagnostic(&format!("staticd: cgi {}: {why}\n", job.script.script_name));
     let response = respond::cgi_failure(job, status);
     let body_len = response.body_len;
     let _ = send_blocking(

@@ -134,10 +134,12 @@ pub fn run(
     Ok(())
 }
 
-/// SIGINT and SIGTERM, both meaning: stop gracefully.
+/// SIGINT and SIGTERM, both meaning: stop gracefully; and SIGHUP, which
+/// reopens the access-log file.
 struct StopSignals {
     int: tokio::signal::unix::Signal,
     term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
 }
 
 impl StopSignals {
@@ -146,13 +148,22 @@ impl StopSignals {
         Ok(StopSignals {
             int: signal(SignalKind::interrupt())?,
             term: signal(SignalKind::terminate())?,
+            hup: signal(SignalKind::hangup())?,
         })
     }
 
+    /// Returns once a stop is asked for; handles SIGHUP meanwhile.
     async fn recv(&mut self) {
-        tokio::select! {
-            _ = self.int.recv() => {}
-            _ = self.term.recv() => {}
+        loop {
+            tokio::select! {
+                _ = self.int.recv() => return,
+                _ = self.term.recv() => return,
+                _ = self.hup.recv() => {
+                    if let Err(e) = log::reopen() {
+                        log::diagnostic(&format!("staticd: cannot reopen the log file: {}\n", describe(&e)));
+                    }
+                }
+            }
         }
     }
 }
