@@ -30,7 +30,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, WaitOptions};
@@ -522,11 +522,46 @@ pub fn spawn(p: &CgiParams, timeout: Duration, permit: Permit) -> io::Result<Scr
     };
     if let Some(stderr) = stderr {
         let name = p.script_name.to_string();
+        let forwarding = Forwarding::start();
         std::thread::Builder::new()
             .name("cgi-stderr".to_string())
-            .spawn(move || forward_stderr(&name, stderr, io::stderr()))?;
+            .spawn(move || {
+                forward_stderr(&name, stderr, io::stderr());
+                drop(forwarding);
+            })?;
     }
     Ok(script)
+}
+
+/// How many stderr forwarders are still copying, so that a process about to
+/// exit (inetd mode) can let them finish instead of losing the last lines.
+static FORWARDERS: (Mutex<usize>, Condvar) = (Mutex::new(0), Condvar::new());
+
+/// One running stderr forwarder; dropping it says it is done.
+struct Forwarding;
+
+impl Forwarding {
+    fn start() -> Forwarding {
+        *FORWARDERS.0.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        Forwarding
+    }
+}
+
+impl Drop for Forwarding {
+    fn drop(&mut self) {
+        let mut n = FORWARDERS.0.lock().unwrap_or_else(|p| p.into_inner());
+        *n -= 1;
+        FORWARDERS.1.notify_all();
+    }
+}
+
+/// Waits (at most `limit`) until every script's stderr has been copied to
+/// the server's. Scripts are dead by then, so their pipes reach EOF at once
+/// unless a process escaped the group; the limit covers that case.
+pub fn finish_stderr(limit: Duration) {
+    let (lock, done) = &FORWARDERS;
+    let n = lock.lock().unwrap_or_else(|p| p.into_inner());
+    let _ = done.wait_timeout_while(n, limit, |n| *n > 0);
 }
 
 impl Script {

@@ -9,16 +9,27 @@ use std::time::{Duration, Instant};
 use super::cgi_exchange::{self, ClientIo};
 use super::linger_deadline;
 use super::writer::{send_blocking, ResponseWriter};
+use crate::cgi;
 use crate::config::Config;
 use crate::log;
 use crate::session::{Session, Step};
 use crate::site::Site;
 use crate::sys;
 
+/// How long an exiting inetd process waits for CGI stderr to drain.
+const STDERR_GRACE: Duration = Duration::from_secs(2);
+
 /// How much is read per call.
 const READ_CHUNK: usize = 16 * 1024;
 
 pub fn run(cfg: &Config, site: &Site) -> io::Result<()> {
+    let served = serve(cfg, site);
+    // The process exits next: let CGI scripts' last stderr lines through.
+    cgi::finish_stderr(STDERR_GRACE);
+    served
+}
+
+fn serve(cfg: &Config, site: &Site) -> io::Result<()> {
     // SAFETY: fd 0 and fd 1 are open for the life of the process; inetd,
     // tcpserver or the shell gave them to us.
     let (input, output) = unsafe { (BorrowedFd::borrow_raw(0), BorrowedFd::borrow_raw(1)) };
@@ -68,6 +79,7 @@ pub fn run(cfg: &Config, site: &Site) -> io::Result<()> {
             linger(input);
         }
     }
+
     Ok(())
 }
 

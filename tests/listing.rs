@@ -1,0 +1,629 @@
+//! Directory listings (`--listing`): HTML5 and JSON, ordering, escaping, validators.
+//! Every test runs in both modes.
+
+#[macro_use]
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::*;
+
+/// Funny name: must be HTML-escaped in the text and %-encoded in the href.
+const FUNNY: &str = "a <&>.txt";
+
+/// `/d/` with two directories, three files (one with a funny name) and a hidden file.
+/// `b.txt` is the newest entry; the directory itself is older.
+fn site() -> Docroot {
+    let root = Docroot::new();
+    root.file("d/b.txt", "bee");
+    root.file(format!("d/{FUNNY}").as_str(), "funny!");
+    root.file("d/Z.txt", "zed zed");
+    root.file("d/.hidden", "secret");
+    root.file("d/sub/inner.txt", "inner");
+    root.dir("d/abc");
+    set_mtime(&root.join("d/b.txt"), newest());
+    for dir in ["d/sub", "d/abc", "d"] {
+        set_dir_mtime(&root.join(dir), rfc_example_time());
+    }
+    root
+}
+
+fn newest() -> SystemTime {
+    rfc_example_time() + Duration::from_secs(1000)
+}
+
+fn set_dir_mtime(dir: &Path, when: SystemTime) {
+    fs::File::open(dir).unwrap().set_modified(when).unwrap();
+}
+
+fn unix_secs(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).unwrap().as_secs()
+}
+
+fn listing_server(mode: Mode, root: &Docroot) -> Server {
+    Server::builder(mode, root.path()).arg("--listing").start()
+}
+
+/// Every `<a href="HREF">TEXT</a>` in the page, in order, as written (still escaped).
+fn anchors(page: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = page;
+    while let Some(start) = rest.find("<a href=\"") {
+        rest = &rest[start + "<a href=\"".len()..];
+        let href_end = rest.find('"').expect("closing quote of href");
+        let href = rest[..href_end].to_string();
+        rest = &rest[href_end..];
+        let text_start = rest.find('>').expect("end of <a> tag") + 1;
+        let text_end = rest.find("</a>").expect("</a>");
+        out.push((href, rest[text_start..text_end].to_string()));
+        rest = &rest[text_end..];
+    }
+    out
+}
+
+fn html_unescape(s: &str) -> String {
+    s.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&#x27;", "'")
+        .replace("&amp;", "&")
+}
+
+fn percent_decode(s: &str) -> Vec<u8> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap();
+            out.push(u8::from_str_radix(hex, 16).expect("hex escape"));
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The page text between the anchor for `href` and the next anchor, with tags removed.
+fn row_text(page: &str, href: &str) -> String {
+    let start = page
+        .find(&format!("<a href=\"{href}\""))
+        .unwrap_or_else(|| panic!("no anchor {href:?} in {page}"));
+    let after = &page[start..];
+    let after = &after[after.find("</a>").unwrap() + 4..];
+    let end = after.find("<a href=").unwrap_or(after.len());
+    let mut text = String::new();
+    let mut in_tag = false;
+    for c in after[..end].chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => {
+                in_tag = false;
+                text.push(' ');
+            }
+            c if !in_tag => text.push(c),
+            _ => {}
+        }
+    }
+    text
+}
+
+fn get_listing(server: &Server, path: &str) -> HResponse {
+    let resp = server.get(path);
+    assert_eq!(resp.status, 200, "{resp:#?}");
+    resp
+}
+
+fn html_listing_is_an_html5_page_with_title(mode: Mode) {
+    let root = site();
+    let server = listing_server(mode, &root);
+    let resp = get_listing(&server, "/d/");
+    let content_type = resp.header("content-type").unwrap().to_ascii_lowercase();
+    assert!(content_type.starts_with("text/html"), "{content_type}");
+    let page = resp.body_str();
+    assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
+    assert!(page.contains("<title>Index of /d/</title>"), "{page}");
+    assert_eq!(
+        resp.header("content-length"),
+        Some(resp.body.len().to_string().as_str())
+    );
+}
+
+fn html_listing_has_dirs_first_then_files_sorted(mode: Mode) {
+    let root = site();
+    let server = listing_server(mode, &root);
+    let page = get_listing(&server, "/d/").body_str();
+    let texts: Vec<String> = anchors(&page)
+        .into_iter()
+        .map(|(_, text)| html_unescape(&text))
+        .collect();
+    assert_eq!(
+        texts,
+        ["../", "abc/", "sub/", "Z.txt", FUNNY, "b.txt"],
+        "{page}"
+    );
+}
+
+fn html_listing_escapes_names_and_encodes_hrefs(mode: Mode) {
+    let root = site();
+    let server = listing_server(mode, &root);
+    let page = get_listing(&server, "/d/").body_str();
+    let (href, text) = anchors(&page)
+        .into_iter()
+        .find(|(_, text)| html_unescape(text) == FUNNY)
+        .unwrap_or_else(|| panic!("no anchor for {FUNNY:?}: {page}"));
+    assert_eq!(text, "a &lt;&amp;&gt;.txt", "escaped link text");
+    assert!(!page.contains(FUNNY), "raw name in the page: {page}");
+    let href = html_unescape(&href);
+    assert!(
+        !href.contains([' ', '<', '>']),
+        "href not %-encoded: {href:?}"
+    );
+    assert_eq!(percent_decode(&href), FUNNY.as_bytes(), "href {href:?}");
+}
+
+fn html_listing_links_directories_with_a_slash(mode: Mode) {
+    let root = site();
+    let server = listing_server(mode, &root);
+    let page = get_listing(&server, "/d/").body_str();
+    let links = anchors(&page);
+    assert!(
+        links.contains(&("sub/".to_string(), "sub/".to_string())),
+        "{page}"
+    );
+    assert!(
+        links.contains(&("../".to_string(), "../".to_string())),
+        "{page}"
+    );
+    assert!(
+        links.contains(&("b.txt".to_string(), "b.txt".to_string())),
+        "{page}"
+    );
+}
+
+fn html_listing_shows_sizes_and_dates(mode: Mode) {
+    let root = site();
+    let server = listing_server(mode, &root);
+    let page = get_listing(&server, "/d/").body_str();
+    let row = row_text(&page, "b.txt");
+    assert!(
+        row.split_whitespace().any(|w| w == "3"),
+        "size 3 in {row:?}"
+    );
+    assert!(row.contains(&http_date(newest())), "date in {row:?}");
+    let row = row_text(&page, "Z.txt");
+    assert!(
+        row.split_whitespace().any(|w| w == "7"),
+        "size 7 in {row:?}"
+    );
+    assert!(row.contains(&http_date(rfc_example_time())), "{row:?}");
+}
+
+fn hidden_entries_are_not_listed(mode: Mode) {
+    let root = site();
+    let server = listing_server(mode, &root);
+    let page = get_listing(&server, "/d/").body_str();
+    assert!(!page.contains(".hidden"), "{page}");
+    let json = get_json(&server, "/d/");
+    assert!(!json.contains(".hidden"), "{json}");
+}
+
+fn root_listing_has_no_parent_link(mode: Mode) {
+    let root = Docroot::new();
+    root.file("top.txt", "top");
+    let server = listing_server(mode, &root);
+    let page = get_listing(&server, "/").body_str();
+    assert!(page.contains("<title>Index of /</title>"), "{page}");
+    let hrefs: Vec<String> = anchors(&page).into_iter().map(|(h, _)| h).collect();
+    assert_eq!(hrefs, ["top.txt"], "{page}");
+}
+
+fn listing_has_vary_strong_etag_and_newest_last_modified(mode: Mode) {
+    let root = site();
+    let server = listing_server(mode, &root);
+    let resp = get_listing(&server, "/d/");
+    let vary = resp.header_all("vary").join(",").to_ascii_lowercase();
+    assert!(
+        vary.split(',').any(|t| t.trim() == "accept"),
+        "Vary: {vary:?}"
+    );
+    let etag = resp.header("etag").expect("ETag");
+    assert!(
+        etag.starts_with('"') && etag.ends_with('"'),
+        "strong ETag {etag}"
+    );
+    assert_eq!(
+        resp.header("last-modified"),
+        Some(http_date(newest()).as_str())
+    );
+}
+
+fn listing_etag_changes_when_the_directory_changes(mode: Mode) {
+    let root = site();
+    let server = listing_server(mode, &root);
+    let before = get_listing(&server, "/d/");
+    root.file("d/new.txt", "new");
+    let after = get_listing(&server, "/d/");
+    assert!(after.body_str().contains("new.txt"), "{after:#?}");
+    assert_ne!(before.header("etag"), after.header("etag"));
+}
+
+fn head_gets_the_listing_headers_and_no_body(mode: Mode) {
+    let root = site();
+    let server = listing_server(mode, &root);
+    let get = get_listing(&server, "/d/");
+    let head = server.request("HEAD", "/d/", &[]);
+    assert_eq!(head.status, 200, "{head:#?}");
+    assert!(head.body.is_empty());
+    for field in [
+        "content-type",
+        "content-length",
+        "etag",
+        "last-modified",
+        "vary",
+    ] {
+        assert_eq!(head.header(field), get.header(field), "{field}");
+    }
+}
+
+fn if_none_match_with_the_listing_etag_gets_304(mode: Mode) {
+    let root = site();
+    let server = listing_server(mode, &root);
+    let etag = get_listing(&server, "/d/")
+        .header("etag")
+        .unwrap()
+        .to_string();
+    let resp = server.request("GET", "/d/", &[("if-none-match", &etag)]);
+    assert_eq!(resp.status, 304, "{resp:#?}");
+    assert!(resp.body.is_empty());
+    assert_eq!(resp.header("etag"), Some(etag.as_str()));
+}
+
+fn without_listing_flag_a_directory_without_index_is_404(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    assert_error_h(&server.get("/d/"), 404);
+    assert_error_h(
+        &server.request("GET", "/d/", &[("accept", "application/json")]),
+        404,
+    );
+}
+
+fn directory_with_index_still_serves_the_index(mode: Mode) {
+    let root = site();
+    root.file("withindex/index.html", "<p>the index</p>\n");
+    root.file("withindex/other.txt", "other");
+    let server = listing_server(mode, &root);
+    let resp = server.get("/withindex/");
+    assert_eq!(resp.status, 200, "{resp:#?}");
+    assert_eq!(resp.body_str(), "<p>the index</p>\n");
+}
+
+fn directory_without_slash_still_redirects(mode: Mode) {
+    let root = site();
+    let server = listing_server(mode, &root);
+    let resp = server.get("/d");
+    assert_eq!(resp.status, 301, "{resp:#?}");
+    assert_eq!(resp.header("location"), Some("/d/"));
+}
+
+// --- JSON ---------------------------------------------------------------------------
+
+fn get_json(server: &Server, path: &str) -> String {
+    let resp = server.request("GET", path, &[("accept", "application/json")]);
+    assert_eq!(resp.status, 200, "{resp:#?}");
+    let content_type = resp.header("content-type").unwrap().to_ascii_lowercase();
+    assert!(
+        content_type.starts_with("application/json"),
+        "{content_type}"
+    );
+    resp.body_str()
+}
+
+fn json_listing_has_path_and_entries_in_order(mode: Mode) {
+    let root = site();
+    let server = listing_server(mode, &root);
+    let text = get_json(&server, "/d/");
+    let doc = json::parse(&text);
+    assert_eq!(doc.get("path").as_str(), "/d/", "{text}");
+    let entries = doc.get("entries").as_array();
+    let names: Vec<&str> = entries.iter().map(|e| e.get("name").as_str()).collect();
+    assert_eq!(names, ["abc", "sub", "Z.txt", FUNNY, "b.txt"], "{text}");
+    let types: Vec<&str> = entries.iter().map(|e| e.get("type").as_str()).collect();
+    assert_eq!(
+        types,
+        ["directory", "directory", "file", "file", "file"],
+        "{text}"
+    );
+}
+
+fn json_listing_has_sizes_and_unix_mtimes(mode: Mode) {
+    let root = site();
+    let server = listing_server(mode, &root);
+    let text = get_json(&server, "/d/");
+    let doc = json::parse(&text);
+    let entries = doc.get("entries").as_array();
+    let entry = |name: &str| {
+        entries
+            .iter()
+            .find(|e| e.get("name").as_str() == name)
+            .unwrap_or_else(|| panic!("no entry {name:?} in {text}"))
+    };
+    assert_eq!(entry("b.txt").get("size").as_u64(), 3);
+    assert_eq!(entry("b.txt").get("modified").as_u64(), unix_secs(newest()));
+    assert_eq!(entry(FUNNY).get("size").as_u64(), 6);
+    assert_eq!(
+        entry("Z.txt").get("modified").as_u64(),
+        unix_secs(rfc_example_time())
+    );
+    // Directories have a size too (whatever the file system says).
+    entry("sub").get("size").as_u64();
+}
+
+fn json_is_chosen_only_when_preferred_to_html(mode: Mode) {
+    let root = site();
+    let server = listing_server(mode, &root);
+    let json = server.request(
+        "GET",
+        "/d/",
+        &[("accept", "text/html;q=0.5, application/json")],
+    );
+    assert!(json
+        .header("content-type")
+        .unwrap()
+        .starts_with("application/json"));
+    let html = server.request(
+        "GET",
+        "/d/",
+        &[("accept", "text/html, application/json;q=0.9")],
+    );
+    assert!(html
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/html"));
+    let html = server.request("GET", "/d/", &[("accept", "*/*")]);
+    assert!(html
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/html"));
+}
+
+fn json_listing_escapes_quotes(mode: Mode) {
+    let root = Docroot::new();
+    root.file("q/say \"hi\".txt", "hi");
+    let server = listing_server(mode, &root);
+    let text = get_json(&server, "/q/");
+    let doc = json::parse(&text);
+    let entries = doc.get("entries").as_array();
+    assert_eq!(entries[0].get("name").as_str(), "say \"hi\".txt", "{text}");
+}
+
+/// Just enough JSON to check a listing (no dependency on a JSON crate).
+mod json {
+    #[derive(Debug, Clone, PartialEq)]
+    pub enum Value {
+        Null,
+        Bool(bool),
+        Number(f64),
+        String(String),
+        Array(Vec<Value>),
+        Object(Vec<(String, Value)>),
+    }
+
+    impl Value {
+        pub fn get(&self, key: &str) -> &Value {
+            match self {
+                Value::Object(fields) => fields
+                    .iter()
+                    .find(|(k, _)| k == key)
+                    .map(|(_, v)| v)
+                    .unwrap_or_else(|| panic!("no key {key:?} in {self:?}")),
+                _ => panic!("not an object: {self:?}"),
+            }
+        }
+
+        pub fn as_str(&self) -> &str {
+            match self {
+                Value::String(s) => s,
+                _ => panic!("not a string: {self:?}"),
+            }
+        }
+
+        pub fn as_array(&self) -> &[Value] {
+            match self {
+                Value::Array(items) => items,
+                _ => panic!("not an array: {self:?}"),
+            }
+        }
+
+        pub fn as_u64(&self) -> u64 {
+            match self {
+                Value::Number(n) if *n >= 0.0 && n.fract() == 0.0 => *n as u64,
+                _ => panic!("not a non-negative integer: {self:?}"),
+            }
+        }
+    }
+
+    /// Parses a whole document; panics (naming the offset) on anything invalid.
+    pub fn parse(text: &str) -> Value {
+        let mut p = Parser {
+            s: text.as_bytes(),
+            i: 0,
+        };
+        let v = p.value();
+        p.ws();
+        assert_eq!(p.i, p.s.len(), "trailing bytes after JSON: {text}");
+        v
+    }
+
+    struct Parser<'a> {
+        s: &'a [u8],
+        i: usize,
+    }
+
+    impl Parser<'_> {
+        fn ws(&mut self) {
+            while self.i < self.s.len() && b" \t\r\n".contains(&self.s[self.i]) {
+                self.i += 1;
+            }
+        }
+
+        fn peek(&mut self) -> u8 {
+            self.ws();
+            *self
+                .s
+                .get(self.i)
+                .unwrap_or_else(|| panic!("JSON ends early"))
+        }
+
+        fn expect(&mut self, b: u8) {
+            assert_eq!(
+                self.peek(),
+                b,
+                "JSON: expected {:?} at {}",
+                b as char,
+                self.i
+            );
+            self.i += 1;
+        }
+
+        fn literal(&mut self, word: &str, v: Value) -> Value {
+            assert!(
+                self.s[self.i..].starts_with(word.as_bytes()),
+                "JSON: bad literal at {}",
+                self.i
+            );
+            self.i += word.len();
+            v
+        }
+
+        fn value(&mut self) -> Value {
+            match self.peek() {
+                b'{' => self.object(),
+                b'[' => self.array(),
+                b'"' => Value::String(self.string()),
+                b't' => self.literal("true", Value::Bool(true)),
+                b'f' => self.literal("false", Value::Bool(false)),
+                b'n' => self.literal("null", Value::Null),
+                _ => self.number(),
+            }
+        }
+
+        fn object(&mut self) -> Value {
+            self.expect(b'{');
+            let mut fields = Vec::new();
+            if self.peek() == b'}' {
+                self.i += 1;
+                return Value::Object(fields);
+            }
+            loop {
+                let key = self.string();
+                self.expect(b':');
+                fields.push((key, self.value()));
+                match self.peek() {
+                    b',' => self.i += 1,
+                    b'}' => {
+                        self.i += 1;
+                        return Value::Object(fields);
+                    }
+                    other => panic!("JSON: unexpected {:?} at {}", other as char, self.i),
+                }
+            }
+        }
+
+        fn array(&mut self) -> Value {
+            self.expect(b'[');
+            let mut items = Vec::new();
+            if self.peek() == b']' {
+                self.i += 1;
+                return Value::Array(items);
+            }
+            loop {
+                items.push(self.value());
+                match self.peek() {
+                    b',' => self.i += 1,
+                    b']' => {
+                        self.i += 1;
+                        return Value::Array(items);
+                    }
+                    other => panic!("JSON: unexpected {:?} at {}", other as char, self.i),
+                }
+            }
+        }
+
+        fn string(&mut self) -> String {
+            self.expect(b'"');
+            let mut out: Vec<u8> = Vec::new();
+            loop {
+                let b = self.s[self.i];
+                self.i += 1;
+                match b {
+                    b'"' => return String::from_utf8(out).expect("UTF-8 string"),
+                    b'\\' => {
+                        let e = self.s[self.i];
+                        self.i += 1;
+                        let c = match e {
+                            b'"' => '"',
+                            b'\\' => '\\',
+                            b'/' => '/',
+                            b'b' => '\u{8}',
+                            b'f' => '\u{c}',
+                            b'n' => '\n',
+                            b'r' => '\r',
+                            b't' => '\t',
+                            b'u' => {
+                                let hex = std::str::from_utf8(&self.s[self.i..self.i + 4]).unwrap();
+                                self.i += 4;
+                                char::from_u32(u32::from_str_radix(hex, 16).unwrap())
+                                    .expect("\\u escape of a scalar value")
+                            }
+                            _ => panic!("JSON: bad escape at {}", self.i),
+                        };
+                        let mut buf = [0; 4];
+                        out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                    }
+                    b if b < 0x20 => panic!("JSON: raw control byte in string at {}", self.i),
+                    b => out.push(b),
+                }
+            }
+        }
+
+        fn number(&mut self) -> Value {
+            let start = self.i;
+            while self.i < self.s.len() && b"+-0123456789.eE".contains(&self.s[self.i]) {
+                self.i += 1;
+            }
+            let text = std::str::from_utf8(&self.s[start..self.i]).unwrap();
+            Value::Number(
+                text.parse()
+                    .unwrap_or_else(|_| panic!("JSON: bad number {text:?} at {start}")),
+            )
+        }
+    }
+}
+
+both_modes!(
+    html_listing_is_an_html5_page_with_title,
+    html_listing_has_dirs_first_then_files_sorted,
+    html_listing_escapes_names_and_encodes_hrefs,
+    html_listing_links_directories_with_a_slash,
+    html_listing_shows_sizes_and_dates,
+    hidden_entries_are_not_listed,
+    root_listing_has_no_parent_link,
+    listing_has_vary_strong_etag_and_newest_last_modified,
+    listing_etag_changes_when_the_directory_changes,
+    head_gets_the_listing_headers_and_no_body,
+    if_none_match_with_the_listing_etag_gets_304,
+    without_listing_flag_a_directory_without_index_is_404,
+    directory_with_index_still_serves_the_index,
+    directory_without_slash_still_redirects,
+    json_listing_has_path_and_entries_in_order,
+    json_listing_has_sizes_and_unix_mtimes,
+    json_is_chosen_only_when_preferred_to_html,
+    json_listing_escapes_quotes,
+);

@@ -1,0 +1,172 @@
+//! Redirecting symlinks (always on): a symlink whose target starts with `http://`,
+//! `https://` or `/` answers 301 to that target plus the rest of the request path;
+//! `=URL` means exactly URL. Every test runs in both modes.
+
+#[macro_use]
+mod common;
+
+use common::*;
+
+/// `GET target HTTP/1.1` with the given Host, on a fresh connection.
+fn get_with_host(server: &Server, host: &str, target: &str) -> Response {
+    server
+        .connect()
+        .roundtrip(format!("GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n"))
+}
+
+fn get(server: &Server, target: &str) -> Response {
+    server.connect().roundtrip(request("GET", target, &[]))
+}
+
+fn assert_redirect(resp: &Response, location: &str) {
+    assert_eq!(resp.status, 301, "{resp:#?}");
+    assert_eq!(resp.header_count("location"), 1, "{resp:#?}");
+    assert_eq!(resp.header("location"), Some(location), "{resp:#?}");
+    assert_common_headers(resp);
+}
+
+fn vhost_symlink_redirects_to_the_other_site(mode: Mode) {
+    let root = Docroot::new();
+    root.file("default/index.html", "default\n");
+    root.symlink("www.qux.test", "http://www.baz.test/");
+    let server = Server::builder(mode, root.path()).arg("--vhosts").start();
+    let resp = get_with_host(&server, "www.qux.test", "/blub.html");
+    assert_redirect(&resp, "http://www.baz.test/blub.html");
+}
+
+fn vhost_symlink_redirect_keeps_the_query(mode: Mode) {
+    let root = Docroot::new();
+    root.symlink("www.qux.test", "http://www.baz.test/");
+    let server = Server::builder(mode, root.path()).arg("--vhosts").start();
+    let resp = get_with_host(&server, "www.qux.test", "/a/b.html?x=1&y=2");
+    assert_redirect(&resp, "http://www.baz.test/a/b.html?x=1&y=2");
+}
+
+fn file_symlink_to_url_redirects_exactly_there(mode: Mode) {
+    let root = Docroot::new();
+    root.symlink("old.html", "https://x.test/y");
+    let server = Server::start(mode, &root);
+    assert_redirect(&get(&server, "/old.html"), "https://x.test/y");
+}
+
+fn directory_symlink_to_path_appends_rest_and_query(mode: Mode) {
+    let root = Docroot::new();
+    root.symlink("olddir", "/new");
+    let server = Server::start(mode, &root);
+    let resp = get(&server, "/olddir/a/b.txt?x=1");
+    assert_redirect(&resp, "/new/a/b.txt?x=1");
+}
+
+fn symlink_in_a_subdirectory_redirects(mode: Mode) {
+    let root = Docroot::new();
+    root.dir("docs");
+    root.symlink("docs/moved", "http://docs.test/");
+    let server = Server::start(mode, &root);
+    assert_redirect(
+        &get(&server, "/docs/moved/page.html"),
+        "http://docs.test/page.html",
+    );
+}
+
+fn exact_target_ignores_rest_and_query(mode: Mode) {
+    let root = Docroot::new();
+    root.symlink("only", "=http://exact.test/only");
+    let server = Server::start(mode, &root);
+    assert_redirect(&get(&server, "/only"), "http://exact.test/only");
+    assert_redirect(
+        &get(&server, "/only/more/stuff?q=1"),
+        "http://exact.test/only",
+    );
+}
+
+/// Reads one complete response to a `Connection: close` request as raw bytes and returns
+/// its head lines (status line first).
+fn raw_head_lines(server: &Server, target: &str) -> Vec<String> {
+    let mut conn = server.connect();
+    conn.send(request("GET", target, &["Connection: close"]));
+    let (bytes, _) = conn.read_to_end();
+    let end = find(&bytes, b"\r\n\r\n").expect("a complete response head");
+    let head = &bytes[..end];
+    // Every line break in the head is CRLF: no bare CR or LF slipped in.
+    let text = String::from_utf8_lossy(head).replace("\r\n", "\u{0}");
+    assert!(
+        !text.contains('\r') && !text.contains('\n'),
+        "bare CR or LF inside the response head: {:?}",
+        String::from_utf8_lossy(head)
+    );
+    text.split('\u{0}').map(str::to_string).collect()
+}
+
+fn target_with_space_cr_lf_is_percent_encoded(mode: Mode) {
+    let root = Docroot::new();
+    root.symlink("evil", "http://a.test/x y\r\nSet-Cookie: injected=1");
+    let server = Server::start(mode, &root);
+    let lines = raw_head_lines(&server, "/evil");
+    assert!(lines[0].starts_with("HTTP/1.1 301 "), "{lines:#?}");
+    let locations: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.to_ascii_lowercase().starts_with("location:"))
+        .collect();
+    assert_eq!(locations.len(), 1, "exactly one Location line: {lines:#?}");
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.to_ascii_lowercase().starts_with("set-cookie")),
+        "injected header: {lines:#?}"
+    );
+    let location = locations[0]["location:".len()..].trim();
+    assert!(
+        location.eq_ignore_ascii_case("http://a.test/x%20y%0D%0ASet-Cookie:%20injected=1"),
+        "Location {location:?}"
+    );
+}
+
+fn target_with_quotes_and_angle_brackets_is_percent_encoded(mode: Mode) {
+    let root = Docroot::new();
+    root.symlink("odd", "/to/\"a\"<b>{c}");
+    let server = Server::start(mode, &root);
+    let resp = get(&server, "/odd");
+    assert_eq!(resp.status, 301, "{resp:#?}");
+    let location = resp.header("location").unwrap();
+    assert!(
+        location.eq_ignore_ascii_case("/to/%22a%22%3Cb%3E%7Bc%7D"),
+        "Location {location:?}"
+    );
+}
+
+fn relative_symlink_inside_root_is_served_as_content(mode: Mode) {
+    let root = Docroot::new();
+    root.file("real.txt", "real content\n");
+    root.file("realdir/inner.txt", "inner\n");
+    root.symlink("alias.txt", "real.txt");
+    root.symlink("aliasdir", "realdir");
+    let server = Server::start(mode, &root);
+    let resp = get(&server, "/alias.txt");
+    assert_eq!(resp.status, 200, "{resp:#?}");
+    assert_eq!(resp.body_str(), "real content\n");
+    let resp = get(&server, "/aliasdir/inner.txt");
+    assert_eq!(resp.status, 200, "{resp:#?}");
+    assert_eq!(resp.body_str(), "inner\n");
+}
+
+fn symlink_to_other_scheme_is_not_a_redirect(mode: Mode) {
+    let root = Docroot::new();
+    root.symlink("ftp", "ftp://files.test/x");
+    let server = Server::start(mode, &root);
+    let resp = get(&server, "/ftp");
+    assert_error(&resp, 404);
+    assert_eq!(resp.header("location"), None);
+}
+
+both_modes!(
+    vhost_symlink_redirects_to_the_other_site,
+    vhost_symlink_redirect_keeps_the_query,
+    file_symlink_to_url_redirects_exactly_there,
+    directory_symlink_to_path_appends_rest_and_query,
+    symlink_in_a_subdirectory_redirects,
+    exact_target_ignores_rest_and_query,
+    target_with_space_cr_lf_is_percent_encoded,
+    target_with_quotes_and_angle_brackets_is_percent_encoded,
+    relative_symlink_inside_root_is_served_as_content,
+    symlink_to_other_scheme_is_not_a_redirect,
+);
