@@ -295,6 +295,10 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
         let stopping = *stop.borrow();
         match session.step(&cfg, &site, stopping) {
             Step::Read { deadline, idle } => {
+                if idle {
+                    // Nothing buffered: hold no buffer while the client is quiet.
+                    buffers::give_back(std::mem::take(session.input()));
+                }
                 let read = read_some(&stream, session.input());
                 let timed = tokio::time::timeout_at(deadline.into(), read);
                 let outcome = if idle {
@@ -376,6 +380,9 @@ async fn run_cgi(
 async fn read_some(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<bool> {
     loop {
         stream.readable().await?;
+        if buf.capacity() == 0 {
+            *buf = buffers::take();
+        }
         // Reads into spare capacity: no zero-filling, and a buffer that
         // already has room is reused as it is.
         buf.reserve(READ_CHUNK);
@@ -384,6 +391,40 @@ async fn read_some(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<bool> {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// Read buffers of idle connections, kept per thread for the next
+/// connection that has something to read, so that quiet keep-alive
+/// connections hold no buffer at all.
+mod buffers {
+    use std::cell::RefCell;
+
+    use super::READ_CHUNK;
+
+    /// Buffers kept for reuse per thread; more are freed.
+    const KEEP: usize = 64;
+
+    thread_local! {
+        static POOL: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    }
+
+    pub fn take() -> Vec<u8> {
+        POOL.with(|p| p.borrow_mut().pop())
+            .unwrap_or_else(|| Vec::with_capacity(READ_CHUNK))
+    }
+
+    pub fn give_back(mut buf: Vec<u8>) {
+        if buf.capacity() == 0 || buf.capacity() > 4 * READ_CHUNK {
+            return;
+        }
+        buf.clear();
+        POOL.with(|p| {
+            let mut pool = p.borrow_mut();
+            if pool.len() < KEEP {
+                pool.push(buf);
+            }
+        });
     }
 }
 
