@@ -122,12 +122,10 @@ pub fn tune_connection(fd: BorrowedFd<'_>) {
     let _ = rustix::net::sockopt::set_tcp_nodelay(fd, true);
 }
 
-pub fn set_send_timeout(fd: BorrowedFd<'_>, timeout: Duration) {
-    let _ = rustix::net::sockopt::set_socket_timeout(
-        fd,
-        rustix::net::sockopt::Timeout::Send,
-        Some(timeout),
-    );
+/// Makes writes (and reads) on `fd` return at once instead of blocking:
+/// waiting is then poll(2)'s job, with the send timeout as its bound.
+pub fn set_nonblocking(fd: BorrowedFd<'_>) {
+    let _ = rustix::io::ioctl_fionbio(fd, true);
 }
 
 pub fn shutdown_write(fd: BorrowedFd<'_>) {

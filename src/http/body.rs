@@ -34,6 +34,10 @@ enum State {
         digits: usize,
         in_ext: bool,
     },
+    /// A chunk-size line ended with CR: LF must follow.
+    SizeLineCr {
+        size: u64,
+    },
     ChunkData {
         remaining: u64,
     },
@@ -98,7 +102,9 @@ impl BodySkipper {
                                 State::ChunkData { remaining: *size }
                             };
                         }
-                        b'\r' => {}
+                        // A CR ends the line: only LF may follow it.
+                        b'\r' if *digits > 0 => self.state = State::SizeLineCr { size: *size },
+                        b'\r' => return Skip::Invalid,
                         _ if *in_ext => {}
                         b';' | b' ' | b'\t' => *in_ext = true,
                         _ => {
@@ -113,6 +119,18 @@ impl BodySkipper {
                             *size = *size * 16 + d;
                         }
                     }
+                }
+                State::SizeLineCr { size } => {
+                    let b = input[i];
+                    i += 1;
+                    if b != b'\n' {
+                        return Skip::Invalid;
+                    }
+                    self.state = if *size == 0 {
+                        State::Trailer { line_len: 0 }
+                    } else {
+                        State::ChunkData { remaining: *size }
+                    };
                 }
                 State::ChunkData { remaining } => {
                     let take = (*remaining).min((input.len() - i) as u64);
@@ -214,6 +232,7 @@ mod tests {
     fn chunked_garbage_is_invalid() {
         assert_eq!(skip_all(BodyFraming::Chunked, b"zz\r\n"), Skip::Invalid);
         assert_eq!(skip_all(BodyFraming::Chunked, b"\r\n"), Skip::Invalid);
+        assert_eq!(skip_all(BodyFraming::Chunked, b"1\r0\r\n"), Skip::Invalid);
         assert_eq!(
             skip_all(BodyFraming::Chunked, b"1\r\nab\r\n"),
             Skip::Invalid

@@ -144,11 +144,15 @@ fn version_error(buf: &[u8]) -> Parsed {
         [b'H', b'T', b'T', b'P', b'/', major, b'.', minor]
             if major.is_ascii_digit() && minor.is_ascii_digit() =>
         {
-            if *major == b'1' {
+            // HTTP/1.0 and 1.1 were refused for another reason (a space
+            // in the target, say): that request is malformed.
+            if *major == b'1' && *minor >= b'2' {
                 let mut patched = buf.to_vec();
                 let minor_at = line.len() - 1;
                 patched[minor_at] = b'1';
                 parse(&patched)
+            } else if *major == b'1' {
+                Parsed::Error(ParseError::Malformed)
             } else {
                 Parsed::Error(ParseError::UnsupportedVersion)
             }
@@ -178,6 +182,7 @@ fn build_request(req: &httparse::Request) -> Result<Request, ParseError> {
     let mut chunked = false;
     let mut transfer_encoding = false;
     let mut expect_continue = false;
+    let mut chunked_count = 0;
     for h in req.headers.iter() {
         let value = std::str::from_utf8(h.value).map_err(|_| ParseError::Malformed)?;
         let name = h.name;
@@ -201,6 +206,10 @@ fn build_request(req: &httparse::Request) -> Result<Request, ParseError> {
                 .rsplit(',')
                 .find(|c| !c.trim().is_empty())
                 .is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked"));
+            chunked_count += value
+                .split(',')
+                .filter(|c| c.trim().eq_ignore_ascii_case("chunked"))
+                .count();
         } else if name.eq_ignore_ascii_case("expect") {
             expect_continue = value.trim().eq_ignore_ascii_case("100-continue");
         } else if name.eq_ignore_ascii_case("range") {
@@ -226,6 +235,10 @@ fn build_request(req: &httparse::Request) -> Result<Request, ParseError> {
         }
     }
     if minor_version >= 1 && out.host.is_none() {
+        return Err(ParseError::Malformed);
+    }
+    // Chunked applied twice is a framing no sender may produce (RFC 9112 §7).
+    if chunked_count > 1 {
         return Err(ParseError::Malformed);
     }
     out.framing = match (transfer_encoding, content_length) {
@@ -337,6 +350,19 @@ mod tests {
         );
         assert_eq!(ok("GET / HTTP/1.2\r\nHost: a\r\n\r\n").minor_version, 1);
         assert_eq!(err("GET / FTP/1.0\r\n\r\n"), ParseError::Malformed);
+        // Refused by httparse for another reason: no endless re-parse.
+        assert_eq!(
+            err("GET /a b HTTP/1.1\r\nHost: a\r\n\r\n"),
+            ParseError::Malformed
+        );
+        assert_eq!(
+            err("GET /a b HTTP/1.2\r\nHost: a\r\n\r\n"),
+            ParseError::Malformed
+        );
+        assert_eq!(
+            err("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, chunked\r\n\r\n"),
+            ParseError::Malformed
+        );
     }
 
     #[test]

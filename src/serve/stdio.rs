@@ -36,7 +36,11 @@ fn serve(cfg: &Config, site: &Site) -> io::Result<()> {
     let out_socket = sys::is_socket(output);
     if out_socket {
         sys::tune_connection(output);
-        sys::set_send_timeout(output, cfg.send_timeout);
+        // A blocking sendfile(2) returns only when the socket buffer stays
+        // full for the whole SO_SNDTIMEO, and then with a partial count, so
+        // a stalled client could hold on for several timeouts. Non-blocking
+        // writes with poll(2) give it exactly one.
+        sys::set_nonblocking(output);
     }
     let mut session = Session::new(client_address(input));
     loop {

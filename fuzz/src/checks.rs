@@ -1,0 +1,487 @@
+//! The invariants the fuzz targets check, one public function per target.
+//!
+//! Each function takes the raw fuzz input, feeds it to staticd's pure code
+//! and panics (a libFuzzer crash) when an invariant breaks. The same file is
+//! compiled into `tests/fuzz_corpus.rs`, so a plain `cargo test` replays the
+//! committed corpus (fuzz/corpus/<target>/) against exactly these checks.
+//!
+//! Inputs are bytes; text-taking functions get them through
+//! `String::from_utf8_lossy`, so no input is wasted on a UTF-8 check.
+
+use std::time::{Duration, SystemTime};
+
+use staticd::cgi::{self, CgiHead, HeaderBlock, Location};
+use staticd::http::body::{BodySkipper, Skip};
+use staticd::http::conditional::{self, Validators};
+use staticd::http::limits::{MAX_HEAD_BYTES, MAX_RANGES, MAX_TARGET_BYTES};
+use staticd::http::parse::{self, BodyFraming, Parsed, Request};
+use staticd::http::range::{self, ByteRange, RangeOutcome};
+use staticd::site::negotiate;
+use staticd::site::path::{self, SitePath};
+use staticd::site::vhost;
+
+/// `parse_request`: a request head, then whatever follows it on the wire.
+///
+/// * `head_len` never exceeds the input, nor the head limit;
+/// * the head alone (without what follows) parses to the same length;
+/// * the target is within its limit and holds no whitespace or controls;
+/// * no header value staticd keeps holds CR, LF or NUL (they reach logs
+///   and CGI environments);
+/// * HTTP/1.1 requests have a Host;
+/// * the body skipper's verdict on the rest does not depend on how the rest
+///   is split into reads (see [`body`]).
+pub fn parse_request(data: &[u8]) {
+    let Parsed::Complete { request, head_len } = parse::parse(data) else {
+        return;
+    };
+    assert!(head_len <= data.len(), "head_len {head_len} > input");
+    assert!(head_len <= MAX_HEAD_BYTES, "head_len {head_len} > limit");
+    assert!(head_len > 0);
+    match parse::parse(&data[..head_len]) {
+        Parsed::Complete {
+            head_len: again, ..
+        } => {
+            assert_eq!(again, head_len, "the head alone parses differently")
+        }
+        other => panic!("the head alone does not parse: {other:?}"),
+    }
+    let target = &request.target;
+    assert!(!target.is_empty() && target.len() <= MAX_TARGET_BYTES);
+    assert!(
+        !target
+            .bytes()
+            .any(|b| b.is_ascii_whitespace() || b.is_ascii_control()),
+        "target {target:?}"
+    );
+    assert!(request.minor_version <= 1);
+    if request.minor_version == 1 {
+        assert!(request.host.is_some(), "HTTP/1.1 without Host accepted");
+    }
+    for value in kept_values(&request) {
+        assert!(
+            !value.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)),
+            "CR, LF or NUL in a header value: {value:?}"
+        );
+    }
+    if let BodyFraming::Length(0) = request.framing {
+        panic!("Content-Length: 0 must mean no body to skip");
+    }
+    body(request.framing, &data[head_len..]);
+}
+
+fn kept_values(r: &Request) -> impl Iterator<Item = &String> {
+    [
+        &r.host,
+        &r.range,
+        &r.if_range,
+        &r.if_match,
+        &r.if_none_match,
+        &r.if_modified_since,
+        &r.if_unmodified_since,
+        &r.user_agent,
+        &r.referer,
+        &r.accept,
+        &r.accept_encoding,
+    ]
+    .into_iter()
+    .flatten()
+}
+
+/// Skips a body framed as `framing` from `rest`, fed whole, in pieces and a
+/// byte at a time: the outcome (where the body ends, or that the framing is
+/// broken) must be the same, since the transports read in arbitrary pieces.
+/// A fixed-length body ends exactly at its length; a chunked one ends with
+/// a LF.
+pub fn body(framing: BodyFraming, rest: &[u8]) {
+    let Some(mut whole) = BodySkipper::new(framing) else {
+        assert_eq!(framing, BodyFraming::None);
+        return;
+    };
+    let outcome = whole.feed(rest);
+    match (&outcome, framing) {
+        (Skip::Done { consumed }, BodyFraming::Length(n)) => {
+            assert_eq!(*consumed as u64, n, "fixed-length body ended early or late")
+        }
+        (Skip::NeedMore, BodyFraming::Length(n)) => {
+            assert!((rest.len() as u64) < n, "fixed-length body never ended")
+        }
+        (Skip::Invalid, BodyFraming::Length(_)) => panic!("a fixed-length body is never invalid"),
+        (Skip::Done { consumed }, _) => {
+            assert!(*consumed >= 3 && *consumed <= rest.len(), "{consumed}");
+            assert_eq!(rest[consumed - 1], b'\n', "chunked body ends mid-line");
+        }
+        _ => {}
+    }
+    let piece = 1 + rest.first().map_or(0, |&b| usize::from(b % 13));
+    for size in [piece, 1] {
+        if rest.len() > 4096 && size == 1 {
+            break;
+        }
+        let Some(mut skipper) = BodySkipper::new(framing) else {
+            unreachable!()
+        };
+        assert_eq!(
+            outcome,
+            feed_in_pieces(&mut skipper, rest, size),
+            "pieces of {size}"
+        );
+    }
+}
+
+/// Feeds `input` in pieces of `size`, and reports the outcome as if it had
+/// been fed at once.
+fn feed_in_pieces(skipper: &mut BodySkipper, input: &[u8], size: usize) -> Skip {
+    let mut offset = 0;
+    for piece in input.chunks(size) {
+        match skipper.feed(piece) {
+            Skip::Done { consumed } => {
+                assert!(consumed <= piece.len());
+                return Skip::Done {
+                    consumed: offset + consumed,
+                };
+            }
+            Skip::Invalid => return Skip::Invalid,
+            Skip::NeedMore => offset += piece.len(),
+        }
+    }
+    if input.is_empty() {
+        return skipper.feed(input);
+    }
+    Skip::NeedMore
+}
+
+/// `range`: three lines, `LEN\nRANGE\nIF-RANGE`. LEN is a decimal length
+/// (anything else becomes a small length derived from its bytes).
+///
+/// * a Range header yields ranges only for a non-empty representation;
+/// * every range lies within `[0, len)`, there are at most `MAX_RANGES`;
+/// * no two ranges overlap or touch (they were coalesced), so the bytes
+///   served never exceed the length;
+/// * a header whose unit is not `bytes` is ignored;
+/// * If-Range: a weak tag never holds; a strong tag holds exactly when it
+///   equals the ETag; a date holds exactly when it equals Last-Modified.
+pub fn range(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let mut lines = text.splitn(3, '\n');
+    let len_line = lines.next().unwrap_or("");
+    let header = lines.next().unwrap_or("");
+    let if_range = lines.next().unwrap_or("");
+    let len = len_line.trim().parse::<u64>().unwrap_or_else(|_| {
+        let hash = len_line
+            .bytes()
+            .fold(0u64, |n, b| n.wrapping_mul(31).wrapping_add(u64::from(b)));
+        hash % 4099
+    });
+    check_ranges(header, len);
+    check_if_range(if_range);
+}
+
+/// The range invariants for one header and length; shared with the
+/// property tests.
+pub fn check_ranges(header: &str, len: u64) -> RangeOutcome {
+    let outcome = range::evaluate(header, len);
+    let is_bytes = header
+        .split_once('=')
+        .is_some_and(|(unit, _)| unit.trim().eq_ignore_ascii_case("bytes"));
+    if !is_bytes {
+        assert_eq!(
+            outcome,
+            RangeOutcome::Whole,
+            "{header:?} is not a byte range"
+        );
+    }
+    if let RangeOutcome::Ranges(ranges) = &outcome {
+        assert!(len > 0, "ranges of an empty representation");
+        assert!(!ranges.is_empty() && ranges.len() <= MAX_RANGES);
+        for r in ranges {
+            assert!(r.start <= r.end && r.end < len, "{r:?} outside 0..{len}");
+        }
+        let mut sorted: Vec<ByteRange> = ranges.clone();
+        sorted.sort_by_key(|r| r.start);
+        for w in sorted.windows(2) {
+            assert!(
+                w[0].end + 1 < w[1].start,
+                "{:?} and {:?} not coalesced",
+                w[0],
+                w[1]
+            );
+        }
+        let total: u64 = ranges.iter().map(ByteRange::len).sum();
+        assert!(total <= len, "{total} bytes of a {len}-byte representation");
+    }
+    outcome
+}
+
+fn check_if_range(value: &str) {
+    let epoch = SystemTime::UNIX_EPOCH;
+    let v = Validators {
+        etag: "\"5f1.0-2a-7\"".to_string(),
+        last_modified: epoch + Duration::from_secs(784_111_777),
+    };
+    assert!(conditional::if_range_holds(None, &v));
+    // The other conditionals only need not panic on the same text.
+    let req = Request {
+        if_match: Some(value.to_string()),
+        if_none_match: Some(value.to_string()),
+        if_modified_since: Some(value.to_string()),
+        if_unmodified_since: Some(value.to_string()),
+        ..Request::default()
+    };
+    let _ = conditional::evaluate(&req, &v);
+    let holds = conditional::if_range_holds(Some(value), &v);
+    if value.starts_with("W/") {
+        assert!(!holds, "weak If-Range {value:?} held");
+        return;
+    }
+    if value.starts_with('"') {
+        assert_eq!(holds, value == v.etag, "If-Range {value:?}");
+        let same = Validators {
+            etag: value.to_string(),
+            ..v.clone()
+        };
+        assert!(conditional::if_range_holds(Some(value), &same));
+        return;
+    }
+    match httpdate::parse_http_date(value.trim()) {
+        Ok(date) => {
+            assert_eq!(holds, date == v.last_modified, "If-Range date {value:?}");
+            let at = Validators {
+                last_modified: date,
+                ..v.clone()
+            };
+            assert!(conditional::if_range_holds(Some(value), &at));
+            let later = Validators {
+                last_modified: date + Duration::from_secs(1),
+                ..v
+            };
+            assert!(!conditional::if_range_holds(Some(value), &later));
+        }
+        Err(_) => assert!(!holds, "If-Range {value:?} is neither tag nor date"),
+    }
+}
+
+/// `path`: a request-target.
+///
+/// * a resolved path never holds a `..`, `.` or empty component, never
+///   starts or ends with `/` and never holds NUL, so joined to the root it
+///   cannot name anything outside it;
+/// * no component is hidden (starts with `.`) except a leading
+///   `.well-known`;
+/// * `directory_url` is a local absolute path (never `//host`), with only
+///   URI characters, and resolves back to the same path.
+pub fn path(data: &[u8]) {
+    let target = String::from_utf8_lossy(data);
+    let _ = path::authority(&target);
+    if let Ok(p) = SitePath::from_target(&target) {
+        check_site_path(&p);
+    }
+}
+
+/// The invariants of a resolved path; shared with the property tests.
+pub fn check_site_path(p: &SitePath) {
+    let rel = &p.rel;
+    assert!(!rel.starts_with(b"/"), "leading slash in {rel:?}");
+    assert!(!rel.ends_with(b"/"), "trailing slash in {rel:?}");
+    assert!(!rel.contains(&0), "NUL in {rel:?}");
+    if !rel.is_empty() {
+        for (i, c) in rel.split(|&b| b == b'/').enumerate() {
+            assert!(!c.is_empty(), "empty component in {rel:?}");
+            assert!(c != b"." && c != b"..", "dot component in {rel:?}");
+            let well_known = i == 0 && c == b".well-known";
+            assert!(!c.starts_with(b".") || well_known, "hidden {rel:?}");
+        }
+    }
+    let url = p.directory_url_without_query();
+    assert!(url.starts_with('/') && url.ends_with('/'), "{url:?}");
+    assert!(!url.starts_with("//"), "{url:?} names another host");
+    assert!(
+        url.bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'?' && b != b'#'),
+        "{url:?}"
+    );
+    let again = SitePath::from_target(&url).expect("directory_url resolves");
+    assert_eq!(again.rel, p.rel, "{url:?} resolves elsewhere");
+    assert!(again.trailing_slash && again.query.is_none());
+    match &p.query {
+        Some(q) => assert_eq!(p.directory_url(), format!("{url}?{q}")),
+        None => assert_eq!(p.directory_url(), url),
+    }
+}
+
+/// `vhost`: a Host header value.
+///
+/// * candidates end with `default`, at most three;
+/// * each is a plain directory entry name: non-empty, at most 255 bytes, not
+///   hidden, no `/`, `\`, NUL or control byte, lower case;
+/// * a Host holding `/`, `\` or NUL is refused.
+pub fn vhost(data: &[u8]) {
+    let host = String::from_utf8_lossy(data);
+    assert_eq!(vhost::candidates(None).unwrap(), ["default"]);
+    // Err(BadHost) is a refusal: nothing more to check.
+    if let Ok(names) = vhost::candidates(Some(&host)) {
+        assert!(!names.is_empty() && names.len() <= 3);
+        assert_eq!(names.last().map(String::as_str), Some("default"));
+        for name in &names {
+            assert!(!name.is_empty() && name.len() <= 255, "{name:?}");
+            assert!(name != "." && name != ".." && !name.starts_with('.'));
+            assert!(
+                !name
+                    .bytes()
+                    .any(|b| b == b'/' || b == b'\\' || b.is_ascii_control()),
+                "{name:?}"
+            );
+            assert_eq!(*name, name.to_ascii_lowercase());
+        }
+    }
+    if host.trim().contains(['/', '\\', '\0']) {
+        assert!(vhost::candidates(Some(&host)).is_err(), "{host:?} accepted");
+    }
+}
+
+/// `negotiate`: the first line is Accept-Encoding, the rest Accept.
+///
+/// * codings are distinct, and each was named (or covered by `*`);
+/// * a coding named with `q=0` alone, and no `*`, is never chosen;
+/// * image formats are distinct and named explicitly;
+/// * JSON is preferred only when named.
+pub fn negotiate(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let (accept_encoding, accept) = text.split_once('\n').unwrap_or((&text, ""));
+    let ae = accept_encoding.to_ascii_lowercase();
+    let codings = negotiate::acceptable_codings(Some(accept_encoding));
+    assert!(codings.len() <= negotiate::CODINGS.len());
+    for (i, c) in codings.iter().enumerate() {
+        assert!(!codings[..i].contains(c), "{c:?} twice");
+        let named = ae.contains(c.token) || (c.token == "gzip" && ae.contains("x-gzip"));
+        assert!(named || ae.contains('*'), "{c:?} not asked for in {ae:?}");
+    }
+    if !ae.contains(',') && !ae.contains('*') && last_q_is_zero(&ae) {
+        assert!(codings.is_empty(), "{ae:?} refuses, yet got {codings:?}");
+    }
+    let accept_lower = accept.to_ascii_lowercase();
+    let images = negotiate::acceptable_images(Some(accept));
+    for (i, f) in images.iter().enumerate() {
+        assert!(!images[..i].contains(f));
+        assert!(
+            accept_lower.contains(f.mime),
+            "{f:?} not named in {accept:?}"
+        );
+    }
+    if negotiate::prefers_json(Some(accept)) {
+        assert!(accept_lower.contains("application/json"));
+    }
+    assert!(negotiate::acceptable_codings(None).is_empty());
+    assert!(negotiate::acceptable_images(None).is_empty());
+    assert!(!negotiate::prefers_json(None));
+    let _ = negotiate::is_replaceable_image(accept);
+}
+
+/// Whether a single `token;params` item's last `q` parameter is zero.
+fn last_q_is_zero(item: &str) -> bool {
+    let q = item
+        .split(';')
+        .skip(1)
+        .filter_map(|p| p.split_once('='))
+        .filter(|(k, _)| k.trim() == "q")
+        .last();
+    q.is_some_and(|(_, v)| {
+        let v = v.trim();
+        let frac = v
+            .strip_prefix("0.")
+            .unwrap_or(if v == "0" { "" } else { "x" });
+        frac.len() <= 3 && frac.bytes().all(|b| b == b'0')
+    })
+}
+
+/// `cgi_header`: a CGI script's output.
+///
+/// * a complete block ends with a LF within the input and within
+///   `cgi::MAX_HEAD`, and parsing only that much gives the same head;
+/// * `eof` turns Incomplete into Malformed and changes nothing else;
+/// * the status is 200..=999; every value that reaches the response head is
+///   free of CR, LF and other controls; passed-on names are tokens and never
+///   a field the server owns; a local redirect is a local path;
+/// * a document without Content-Type is a redirect or has no body.
+pub fn cgi_header(data: &[u8]) {
+    let open = cgi::parse_header_block(data, false);
+    let closed = cgi::parse_header_block(data, true);
+    match (&open, &closed) {
+        (HeaderBlock::Incomplete, HeaderBlock::Malformed(_)) => {
+            assert!(data.len() < cgi::MAX_HEAD)
+        }
+        (HeaderBlock::Incomplete, other) => panic!("eof turned Incomplete into {other:?}"),
+        (a, b) => assert_eq!(a, b, "eof changed a finished verdict"),
+    }
+    if let HeaderBlock::Complete(head, body_start) = open {
+        assert!(body_start <= data.len() && body_start <= cgi::MAX_HEAD);
+        assert_eq!(data[body_start - 1], b'\n');
+        assert_eq!(
+            cgi::parse_header_block(&data[..body_start], false),
+            HeaderBlock::Complete(clone_head(&head), body_start)
+        );
+        check_cgi_head(&head);
+    }
+}
+
+fn clone_head(h: &CgiHead) -> CgiHead {
+    CgiHead {
+        status: h.status,
+        reason: h.reason.clone(),
+        location: h.location.as_ref().map(|l| match l {
+            Location::Local(s) => Location::Local(s.clone()),
+            Location::Client(s) => Location::Client(s.clone()),
+        }),
+        content_type: h.content_type.clone(),
+        content_length: h.content_length,
+        other: h.other.clone(),
+    }
+}
+
+fn check_cgi_head(h: &CgiHead) {
+    assert!((200..=999).contains(&h.status), "status {}", h.status);
+    let safe = |s: &str| !s.bytes().any(|b| b != b'\t' && (b.is_ascii_control()));
+    assert!(safe(&h.reason), "{:?}", h.reason);
+    if let Some(ct) = &h.content_type {
+        assert!(safe(ct), "{ct:?}");
+    }
+    match &h.location {
+        Some(Location::Local(t)) => {
+            assert!(t.starts_with('/') && !t.starts_with("//"), "{t:?}");
+            assert!(safe(t));
+        }
+        Some(Location::Client(t)) => assert!(safe(t) && !t.is_empty(), "{t:?}"),
+        None => assert!(
+            h.content_type.is_some() || matches!(h.status, 204 | 304),
+            "a document without Content-Type"
+        ),
+    }
+    const OWNED: [&str; 13] = [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "te",
+        "trailer",
+        "upgrade",
+        "date",
+        "server",
+        "status",
+        "location",
+        "content-type",
+        "content-length",
+    ];
+    for (name, value) in &h.other {
+        assert!(
+            !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)),
+            "{name:?} is no token"
+        );
+        assert!(
+            !OWNED.iter().any(|o| name.eq_ignore_ascii_case(o)),
+            "{name:?} passed through"
+        );
+        assert!(safe(value), "{name}: {value:?}");
+    }
+}
