@@ -210,9 +210,15 @@ fn usage_error(e: clap::Error) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let rendered = e.render().to_string();
-    let first = rendered.lines().next().unwrap_or("invalid arguments");
+    let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("invalid arguments");
     let first = first.strip_prefix("error: ").unwrap_or(first);
-    eprintln!("staticd: {first} (see --help)");
+    // "...were not provided:" names the arguments on the next line.
+    let detail = match (first.ends_with(':'), lines.next()) {
+        (true, Some(next)) => format!(" {next}"),
+        _ => String::new(),
+    };
+    eprintln!("staticd: {first}{detail} (see --help)");
     ExitCode::from(2)
 }
 

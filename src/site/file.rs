@@ -108,7 +108,11 @@ impl FileSet {
         let Ok(meta) = file.metadata() else {
             return;
         };
-        let fresh = meta.is_file() && meta.modified().unwrap_or(UNIX_EPOCH) >= self.original.mtime;
+        // Whole seconds: `brotli -k` keeps only the seconds of the original's
+        // mtime, and a variant made from it is not older for that.
+        let secs = |t: SystemTime| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let mtime = meta.modified().unwrap_or(UNIX_EPOCH);
+        let fresh = meta.is_file() && secs(mtime) >= secs(self.original.mtime);
         if fresh {
             if let Ok(v) = variant(file, &meta, ct, kind) {
                 self.alternatives.push(v);
