@@ -141,16 +141,30 @@ pub fn peer_addr(fd: BorrowedFd<'_>) -> Option<SocketAddr> {
 /// own listener on the same address, so the kernel spreads connections
 /// across threads without waking them all.
 pub fn listener(addr: SocketAddr, reuse_port: bool) -> io::Result<std::net::TcpListener> {
+    let fd = bound_socket(addr, reuse_port, rustix::net::SocketFlags::NONBLOCK)?;
+    rustix::net::listen(&fd, 4096)?;
+    Ok(std::net::TcpListener::from(fd))
+}
+
+/// Whether the port is free for a plain bind: SO_REUSEPORT listeners would
+/// happily share a port with another staticd, so this probe comes first.
+pub fn check_port_free(addr: SocketAddr) -> io::Result<()> {
+    bound_socket(addr, false, rustix::net::SocketFlags::empty()).map(drop)
+}
+
+/// A TCP socket bound to `addr`; an IPv6 one serves IPv6 only, so that
+/// `0.0.0.0` and `[::]` can be bound side by side.
+fn bound_socket(
+    addr: SocketAddr,
+    reuse_port: bool,
+    flags: rustix::net::SocketFlags,
+) -> io::Result<OwnedFd> {
     let family = match addr {
         SocketAddr::V4(_) => rustix::net::AddressFamily::INET,
         SocketAddr::V6(_) => rustix::net::AddressFamily::INET6,
     };
-    let fd = rustix::net::socket_with(
-        family,
-        rustix::net::SocketType::STREAM,
-        rustix::net::SocketFlags::CLOEXEC | rustix::net::SocketFlags::NONBLOCK,
-        None,
-    )?;
+    let flags = flags | rustix::net::SocketFlags::CLOEXEC;
+    let fd = rustix::net::socket_with(family, rustix::net::SocketType::STREAM, flags, None)?;
     rustix::net::sockopt::set_socket_reuseaddr(&fd, true)?;
     if reuse_port {
         rustix::net::sockopt::set_socket_reuseport(&fd, true)?;
@@ -159,27 +173,5 @@ pub fn listener(addr: SocketAddr, reuse_port: bool) -> io::Result<std::net::TcpL
         rustix::net::sockopt::set_ipv6_v6only(&fd, true)?;
     }
     rustix::net::bind(&fd, &addr)?;
-    rustix::net::listen(&fd, 4096)?;
-    Ok(std::net::TcpListener::from(fd))
-}
-
-/// Whether the port is free for a plain bind: SO_REUSEPORT listeners would
-/// happily share a port with another staticd, so this probe comes first.
-pub fn check_port_free(addr: SocketAddr) -> io::Result<()> {
-    let family = match addr {
-        SocketAddr::V4(_) => rustix::net::AddressFamily::INET,
-        SocketAddr::V6(_) => rustix::net::AddressFamily::INET6,
-    };
-    let fd = rustix::net::socket_with(
-        family,
-        rustix::net::SocketType::STREAM,
-        rustix::net::SocketFlags::CLOEXEC,
-        None,
-    )?;
-    rustix::net::sockopt::set_socket_reuseaddr(&fd, true)?;
-    if addr.is_ipv6() {
-        rustix::net::sockopt::set_ipv6_v6only(&fd, true)?;
-    }
-    rustix::net::bind(&fd, &addr)?;
-    Ok(())
+    Ok(fd)
 }
