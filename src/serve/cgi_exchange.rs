@@ -547,18 +547,9 @@ fn server_identity(req: &Request, input: BorrowedFd<'_>) -> (String, u16) {
         let name = local.map_or_else(|| "localhost".to_string(), |a| a.ip().to_string());
         return (name, local_port);
     };
-    let name_end = if host.starts_with('[') {
-        host.find(']').map_or(host.len(), |i| i + 1)
-    } else {
-        0
-    };
-    match host[name_end..].rfind(':') {
-        Some(i) => {
-            let port = host[name_end + i + 1..].parse().unwrap_or(local_port);
-            (host[..name_end + i].to_string(), port)
-        }
-        None => (host.to_string(), local_port),
-    }
+    let (name, port) = crate::site::vhost::split_port(host);
+    let port = port.and_then(|p| p.parse().ok()).unwrap_or(local_port);
+    (name.to_string(), port)
 }
 
 /// The query string of a target (without `?`), and the rest.

@@ -29,7 +29,7 @@ pub fn candidates(host: Option<&str>) -> Result<Vec<String>, BadHost> {
 }
 
 /// `example.com:8080` -> (`example.com`, `8080`); `[::1]:80` -> (`[::1]`, `80`).
-fn split_port(host: &str) -> (&str, Option<&str>) {
+pub fn split_port(host: &str) -> (&str, Option<&str>) {
     let name_end = if host.starts_with('[') {
         host.find(']').map_or(host.len(), |i| i + 1)
     } else {
