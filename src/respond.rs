@@ -32,6 +32,12 @@ pub struct Response {
 /// A piece of a response body.
 pub enum Chunk {
     Bytes(Vec<u8>),
+    /// Part of a file held in memory by the open-file cache.
+    Shared {
+        bytes: Arc<[u8]>,
+        offset: usize,
+        len: usize,
+    },
     File {
         file: Arc<File>,
         offset: u64,
@@ -47,9 +53,11 @@ fn slice(source: &Source, offset: u64, len: u64) -> Chunk {
             offset,
             len,
         },
-        Source::Memory(bytes) => {
-            Chunk::Bytes(bytes[offset as usize..(offset + len) as usize].to_vec())
-        }
+        Source::Memory(bytes) => Chunk::Shared {
+            bytes: Arc::clone(bytes),
+            offset: offset as usize,
+            len: len as usize,
+        },
     }
 }
 
@@ -443,10 +451,14 @@ impl Reply {
     ) -> Response {
         let mut head = h.finish(self.persistence);
         // A body already in memory rides in the same write as the head.
-        if body.iter().all(|c| matches!(c, Chunk::Bytes(_))) {
+        if body.iter().all(|c| !matches!(c, Chunk::File { .. })) {
             for chunk in body.drain(..) {
-                if let Chunk::Bytes(bytes) = chunk {
-                    head.extend_from_slice(&bytes);
+                match chunk {
+                    Chunk::Bytes(bytes) => head.extend_from_slice(&bytes),
+                    Chunk::Shared { bytes, offset, len } => {
+                        head.extend_from_slice(&bytes[offset..offset + len])
+                    }
+                    Chunk::File { .. } => {}
                 }
             }
         }

@@ -64,6 +64,12 @@ impl ResponseWriter {
                 self.advance(n as u64, bytes.len() as u64);
                 n
             }
+            Chunk::Shared { bytes, offset, len } => {
+                let part = &bytes[offset + self.chunk_done as usize..offset + len];
+                let n = self.write_bytes(out, part, !last)?;
+                self.advance(n as u64, *len as u64);
+                n
+            }
             Chunk::File { file, offset, len } => {
                 let (file, offset, len) = (file.clone(), *offset, *len);
                 let n =
