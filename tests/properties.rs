@@ -422,6 +422,9 @@ fn wire_bytes(answer: Answer) -> Vec<u8> {
     for chunk in resp.body {
         match chunk {
             Chunk::Bytes(b) => out.extend_from_slice(&b),
+            Chunk::Shared { bytes, offset, len } => {
+                out.extend_from_slice(&bytes[offset..offset + len])
+            }
             Chunk::File { file, offset, len } => {
                 let mut buf = vec![0; len as usize];
                 file.read_exact_at(&mut buf, offset).unwrap();
