@@ -151,6 +151,7 @@ impl Reply {
             Err(SiteError::BadHost | SiteError::BadRequest) => reply.error(Status::BadRequest),
             Err(SiteError::NotFound) => reply.error(Status::NotFound),
             Err(SiteError::Forbidden) => reply.error(Status::Forbidden),
+            Err(SiteError::NoDescriptors) => reply.error(Status::ServiceUnavailable),
             Err(SiteError::Io) => reply.error(Status::InternalServerError),
         }
     }

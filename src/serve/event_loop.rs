@@ -25,6 +25,9 @@ use crate::sys;
 
 /// How much is read per call.
 const READ_CHUNK: usize = 16 * 1024;
+/// How long a worker keeps the last free connection place while its own
+/// listener has nobody waiting.
+const LAST_PLACE_HOLD: Duration = Duration::from_millis(50);
 /// How long accepting pauses when the process is out of descriptors.
 const EMFILE_PAUSE: Duration = Duration::from_millis(100);
 
@@ -252,7 +255,22 @@ async fn accept_loop(listener: TcpListener, shared: Shared) {
     let mut last_complaint: Option<Instant> = None;
     loop {
         let slot = shared.conns.take_slot().await;
-        match listener.accept().await {
+        let accepted = if shared.conns.active.load(Ordering::Acquire) >= shared.conns.max {
+            // This worker holds the last free place, but the next client
+            // may be queued on another worker's listener: give the place
+            // back now and then so that worker can take it.
+            match tokio::time::timeout(LAST_PLACE_HOLD, listener.accept()).await {
+                Ok(accepted) => accepted,
+                Err(_) => {
+                    drop(slot);
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+            }
+        } else {
+            listener.accept().await
+        };
+        match accepted {
             Ok((stream, peer)) => {
                 let shared = shared.clone();
                 tokio::spawn(async move {
@@ -262,7 +280,9 @@ async fn accept_loop(listener: TcpListener, shared: Shared) {
             }
             Err(e) if out_of_resources(&e) => {
                 // Out of descriptors: the pending connection stays queued;
-                // pause instead of spinning on the same error.
+                // pause instead of spinning on the same error, and close
+                // what the open-file cache holds.
+                crate::site::cache::clear();
                 if last_complaint.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
                     eprintln!("staticd: accept: {} (pausing)", describe(&e));
                     last_complaint = Some(Instant::now());

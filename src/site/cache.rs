@@ -49,6 +49,15 @@ pub fn get(key: &Key, now: Instant) -> Option<Arc<FileSet>> {
     })
 }
 
+/// Forgets every entry of this thread, closing their descriptors.
+pub fn clear() {
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        c.entries.clear();
+        c.bytes = 0;
+    });
+}
+
 /// Remembers a fresh lookup. When a bound would be passed, the cache starts
 /// over: simple, and a hot set refills within a second.
 pub fn put(key: Key, set: Arc<FileSet>, now: Instant) {

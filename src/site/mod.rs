@@ -80,6 +80,8 @@ pub enum SiteError {
     BadHost,
     NotFound,
     Forbidden,
+    /// The process is out of file descriptors: a 503, try again later.
+    NoDescriptors,
     /// Any other failure: a 500.
     Io,
 }
@@ -139,7 +141,13 @@ impl Site {
         if let Some(set) = cache::get(&key, now) {
             return Ok(Resource::File(set));
         }
-        let resolved = self.resolve_uncached(q);
+        let mut resolved = self.resolve_uncached(q);
+        if matches!(resolved, Err(SiteError::NoDescriptors)) {
+            // The cache's descriptors count against the same limit as the
+            // connections: give them back and try once more.
+            cache::clear();
+            resolved = self.resolve_uncached(q);
+        }
         if let Ok(Resource::File(set)) = &resolved {
             cache::put(key, Arc::clone(set), now);
         }
@@ -369,6 +377,7 @@ impl SiteError {
                 SiteError::NotFound
             }
             Some(Errno::ACCESS | Errno::PERM) => SiteError::Forbidden,
+            Some(Errno::MFILE | Errno::NFILE) => SiteError::NoDescriptors,
             _ => SiteError::Io,
         }
     }

@@ -1,0 +1,1138 @@
+//! Fault injection: a file that changes under a response in flight, SIGTERM in the middle
+//! of 100 downloads, log rotation with SIGHUP, descriptor exhaustion under 1000 clients,
+//! `--max-connections`, and CGI scripts that flood, die early, cut their body short or
+//! leave a child behind. Tests that can run in both modes do; the others are standalone
+//! only (signals, descriptor limits, the connection bound and `--log-file` belong to the
+//! one long-running process).
+//!
+//! Every wait is bounded (a read by `IO_TIMEOUT`, a whole body by `BODY_LIMIT`, a process
+//! by `IO_TIMEOUT` or 20 s), everything runs on loopback, and nothing here measures speed.
+
+#[macro_use]
+mod common;
+
+use std::fs;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+use rustix::process::Signal;
+
+const STANDALONE: Mode = Mode::Standalone;
+
+/// The large file of the mid-response tests.
+const BIG: u64 = 64 << 20;
+/// How much of it is read (slowly) before the file is changed.
+const READ_BEFORE_CHANGE: u64 = 4 << 20;
+/// The pace of that first part, bytes per second.
+const SLOW_RATE: u64 = 8 << 20;
+/// Longest a whole body may take to reach its end once the file was changed.
+const BODY_LIMIT: Duration = Duration::from_secs(20);
+/// Bytes asked for per read(2).
+const READ_CHUNK: usize = 64 * 1024;
+/// The period of `common::pattern`.
+const PERIOD: u64 = 23;
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------
+
+/// Compares body bytes with the `pattern` content the file had at their offsets.
+struct Expected {
+    table: Vec<u8>,
+}
+
+impl Expected {
+    fn new() -> Expected {
+        Expected {
+            table: pattern(PERIOD as usize + READ_CHUNK),
+        }
+    }
+
+    /// `bytes` (at most `READ_CHUNK` long) found at body offset `offset`.
+    fn check(&self, offset: u64, bytes: &[u8]) -> Result<(), String> {
+        let start = (offset % PERIOD) as usize;
+        let want = &self.table[start..start + bytes.len()];
+        if want == bytes {
+            return Ok(());
+        }
+        let i = bytes.iter().zip(want).position(|(a, b)| a != b).unwrap();
+        Err(format!(
+            "wrong byte at body offset {}: got {:#04x}, the file had {:#04x} there",
+            offset + i as u64,
+            bytes[i],
+            want[i]
+        ))
+    }
+}
+
+/// How a connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Eof,
+    Reset,
+}
+
+/// Keeps a reader at or below `rate` bytes per second.
+struct Pace {
+    start: Instant,
+    from: u64,
+    rate: u64,
+}
+
+impl Pace {
+    fn new(from: u64, rate: u64) -> Pace {
+        Pace {
+            start: Instant::now(),
+            from,
+            rate,
+        }
+    }
+
+    fn wait(&self, now_at: u64) {
+        let due = Duration::from_secs_f64((now_at - self.from) as f64 / self.rate as f64);
+        let elapsed = self.start.elapsed();
+        if due > elapsed {
+            thread::sleep(due - elapsed);
+        }
+    }
+}
+
+/// A GET of a [`pattern`] file (with `Connection: close`) whose body is checked byte for
+/// byte as it arrives and never kept. Errors are strings so that threads can report them.
+struct Download {
+    stream: TcpStream,
+    head: Response,
+    length: u64,
+    got: u64,
+    expected: Expected,
+    buf: Vec<u8>,
+}
+
+impl Download {
+    /// Sends the request on `stream` and reads the response head.
+    fn start(stream: TcpStream, path: &str) -> Result<Download, String> {
+        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        stream.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+        (&stream)
+            .write_all(request("GET", path, &["Connection: close"]).as_bytes())
+            .map_err(|e| format!("sending the request: {e}"))?;
+        let mut raw = Vec::new();
+        let mut chunk = vec![0u8; READ_CHUNK];
+        let end = loop {
+            if let Some(pos) = find(&raw, b"\r\n\r\n") {
+                break pos + 4;
+            }
+            match read_retrying(&stream, &mut chunk) {
+                Ok(0) => {
+                    return Err(format!(
+                        "connection closed before a complete response head: {:?}",
+                        String::from_utf8_lossy(&raw)
+                    ))
+                }
+                Ok(n) => raw.extend_from_slice(&chunk[..n]),
+                Err(e) => return Err(format!("reading the response head: {e}")),
+            }
+        };
+        let head = parse_responses(&raw[..end], &["HEAD"]).remove(0);
+        let length = head
+            .content_length()
+            .ok_or_else(|| format!("no Content-Length: {head:#?}"))?;
+        let mut download = Download {
+            stream,
+            head,
+            length,
+            got: 0,
+            expected: Expected::new(),
+            buf: chunk,
+        };
+        download.accept(&raw[end..])?;
+        Ok(download)
+    }
+
+    fn accept(&mut self, bytes: &[u8]) -> Result<(), String> {
+        if self.got + bytes.len() as u64 > self.length {
+            return Err(format!(
+                "more bytes than Content-Length {}: {} after {}",
+                self.length,
+                bytes.len(),
+                self.got
+            ));
+        }
+        for piece in bytes.chunks(READ_CHUNK) {
+            self.expected.check(self.got, piece)?;
+            self.got += piece.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// One read(2); `Some` when the connection ended.
+    fn read_once(&mut self) -> Result<Option<Stop>, String> {
+        let mut buf = std::mem::take(&mut self.buf);
+        let result = read_retrying(&self.stream, &mut buf);
+        let outcome = match result {
+            Ok(0) => Ok(Some(Stop::Eof)),
+            Ok(n) => self.accept(&buf[..n]).map(|()| None),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => Ok(Some(Stop::Reset)),
+            Err(e) if timed_out(&e) => Err(format!(
+                "hung: no byte and no close for {IO_TIMEOUT:?} after {} of {} body bytes",
+                self.got, self.length
+            )),
+            Err(e) => Err(format!(
+                "read error after {} of {} body bytes: {e}",
+                self.got, self.length
+            )),
+        };
+        self.buf = buf;
+        outcome
+    }
+
+    /// Reads until at least `target` body bytes have arrived, at most `rate` bytes per
+    /// second; `Some` if the connection ended first.
+    fn read_up_to(&mut self, target: u64, rate: u64) -> Result<Option<Stop>, String> {
+        let pace = Pace::new(self.got, rate);
+        while self.got < target {
+            if let Some(stop) = self.read_once()? {
+                return Ok(Some(stop));
+            }
+            pace.wait(self.got);
+        }
+        Ok(None)
+    }
+
+    /// Reads until the server ends the connection (within `limit`), at most `rate` bytes
+    /// per second when given.
+    fn read_to_close(&mut self, limit: Duration, rate: Option<u64>) -> Result<Stop, String> {
+        let deadline = Instant::now() + limit;
+        let pace = rate.map(|r| Pace::new(self.got, r));
+        loop {
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "hung: the connection was still open {limit:?} later, after {} of {} body bytes",
+                    self.got, self.length
+                ));
+            }
+            if let Some(stop) = self.read_once()? {
+                return Ok(stop);
+            }
+            if let Some(pace) = &pace {
+                pace.wait(self.got);
+            }
+        }
+    }
+}
+
+/// How a read with a receive timeout reports the timeout.
+fn timed_out(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+fn read_retrying(mut stream: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match stream.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
+/// A connection with a small receive buffer (no autotuning), so that most of a large
+/// body is still unsent while the client reads slowly.
+fn connect_small_window(addr: SocketAddr) -> TcpStream {
+    use rustix::net::{sockopt, AddressFamily, SocketType};
+    let fd = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).expect("socket");
+    sockopt::set_socket_recv_buffer_size(&fd, 128 * 1024).expect("SO_RCVBUF");
+    rustix::net::connect(&fd, &addr).expect("connect");
+    TcpStream::from(fd)
+}
+
+/// Polls `done` every 20 ms for up to `limit`; panics naming `what` after that.
+fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The state letter of a process (`R`, `S`, `Z`, ...), or None when it is gone.
+fn process_state(pid: u32) -> Option<char> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+}
+
+fn gone_or_zombie(pid: u32) -> bool {
+    matches!(process_state(pid), None | Some('Z' | 'X'))
+}
+
+/// The pid a script wrote to `file` (waits for the write).
+fn pid_from(file: &Path) -> u32 {
+    let mut pid = None;
+    wait_until(&format!("a pid in {}", file.display()), IO_TIMEOUT, || {
+        pid = fs::read_to_string(file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok());
+        pid.is_some()
+    });
+    pid.unwrap()
+}
+
+/// No staticd process (standalone, or any inetd one) panicked or died by a signal.
+fn assert_no_panic(server: &Server) {
+    let lines = server.stderr().snapshot();
+    assert!(
+        !lines.iter().any(|l| l.contains("panicked")),
+        "staticd panicked: {lines:#?}"
+    );
+}
+
+/// The server serves a small file correctly; in standalone mode the process is still
+/// the same, running one.
+fn assert_still_serving(server: &mut Server) {
+    if server.mode == STANDALONE {
+        if let Some(status) = server.process().try_status() {
+            panic!(
+                "staticd died: {}; stderr: {:#?}",
+                describe(status),
+                server.stderr().snapshot()
+            );
+        }
+    }
+    let resp = server.connect().roundtrip(request("GET", "/a.txt", &[]));
+    assert_eq!(resp.status, 200, "{resp:#?}");
+    assert_eq!(resp.body, b"alpha\n");
+    assert_no_panic(server);
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. A large file changed while it is being sent
+// ---------------------------------------------------------------------------------------
+
+enum Change {
+    /// Truncate to this many bytes.
+    Truncate(u64),
+    /// Truncate to this many bytes past the body bytes the client has read.
+    TruncatePastRead(u64),
+    /// Rename a different file (1 MiB of `Z`) over it.
+    RenameOver,
+    /// Unlink it.
+    Unlink,
+}
+
+/// Starts a download of a 64 MiB pattern file, reads its head and 4 MiB of body slowly,
+/// applies `change` to the file, then reads to the end. The client must get either the
+/// whole Content-Length of the OLD content, or a prefix of it followed by EOF or reset:
+/// never a wrong byte, never a byte too many, never a hang.
+fn change_while_sent(mode: Mode, change: Change) {
+    let root = Docroot::new();
+    root.file("a.txt", "alpha\n");
+    let big = root.join("big.bin");
+    write_pattern_file(&big, BIG);
+    let mut server = Server::start(mode, &root);
+
+    let mut download = Download::start(connect_small_window(server.addr()), "/big.bin")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(download.head.status, 200, "{:#?}", download.head);
+    assert_eq!(download.length, BIG);
+    let early = download
+        .read_up_to(READ_BEFORE_CHANGE, SLOW_RATE)
+        .unwrap_or_else(|e| panic!("before the change: {e}"));
+    assert_eq!(
+        early, None,
+        "the connection ended after {} bytes, before the file was changed",
+        download.got
+    );
+
+    let truncate = |len: u64| {
+        fs::File::options()
+            .write(true)
+            .open(&big)
+            .unwrap()
+            .set_len(len)
+            .unwrap()
+    };
+    match change {
+        Change::Truncate(len) => truncate(len),
+        Change::TruncatePastRead(past) => truncate(download.got + past),
+        Change::RenameOver => {
+            let other = root.join("other.bin");
+            fs::write(&other, vec![b'Z'; 1 << 20]).unwrap();
+            fs::set_permissions(&other, fs::Permissions::from_mode(0o644)).unwrap();
+            fs::rename(&other, &big).unwrap();
+        }
+        Change::Unlink => fs::remove_file(&big).unwrap(),
+    }
+    let at_change = download.got;
+
+    let stop = download
+        .read_to_close(BODY_LIMIT, None)
+        .unwrap_or_else(|e| panic!("after the change (at {at_change} bytes): {e}"));
+    // Every byte received was checked against the old content, and there were never
+    // more than Content-Length of them; whole or short, the connection has ended.
+    eprintln!(
+        "{mode:?}: changed at {at_change} bytes; received {} of {BIG}, then {stop:?}",
+        download.got
+    );
+    drop(download);
+    match mode {
+        Mode::Standalone => assert_still_serving(&mut server),
+        Mode::Inetd => server.assert_survived("/a.txt"),
+    }
+    assert_no_panic(&server);
+}
+
+/// Truncated well past the part already sent: the response stops at the new end.
+fn file_truncated_while_sent_never_sends_wrong_bytes(mode: Mode) {
+    change_while_sent(mode, Change::Truncate((16 << 20) + 1234));
+}
+
+/// Truncated 65 KiB past what the client has read, inside the bytes the server has
+/// already handed to the kernel (sent, not yet received): the truncation zeroes the page
+/// (folio) that holds the new end of file past that end, and those zeros must not reach
+/// the client in place of the file's bytes.
+fn file_truncated_inside_the_bytes_in_flight_never_sends_wrong_bytes(mode: Mode) {
+    change_while_sent(mode, Change::TruncatePastRead((64 << 10) + 1234));
+}
+
+/// Written out instead of `both_modes!` to carry the `ignore`.
+mod file_truncated_inside_the_bytes_in_flight_never_sends_wrong_bytes {
+    #[test]
+    #[ignore = "server bug: zero-copy sendfile(2) queues page-cache pages; the truncation \
+                zeroes the folio past the new end of file and those zeros reach the client \
+                (body offset = new size, got 0x00)"]
+    fn standalone() {
+        super::file_truncated_inside_the_bytes_in_flight_never_sends_wrong_bytes(
+            crate::common::Mode::Standalone,
+        )
+    }
+
+    #[test]
+    #[ignore = "server bug: zero-copy sendfile(2) queues page-cache pages; the truncation \
+                zeroes the folio past the new end of file and those zeros reach the client \
+                (body offset = new size, got 0x00)"]
+    fn inetd() {
+        super::file_truncated_inside_the_bytes_in_flight_never_sends_wrong_bytes(
+            crate::common::Mode::Inetd,
+        )
+    }
+}
+
+/// Truncated below the part the client has already read.
+fn file_truncated_below_the_part_already_read_never_sends_wrong_bytes(mode: Mode) {
+    change_while_sent(mode, Change::Truncate((1 << 20) + 1234));
+}
+
+fn file_renamed_over_while_sent_never_sends_wrong_bytes(mode: Mode) {
+    change_while_sent(mode, Change::RenameOver);
+}
+
+fn file_unlinked_while_sent_never_sends_wrong_bytes(mode: Mode) {
+    change_while_sent(mode, Change::Unlink);
+}
+
+both_modes!(
+    file_truncated_while_sent_never_sends_wrong_bytes,
+    file_truncated_below_the_part_already_read_never_sends_wrong_bytes,
+    file_renamed_over_while_sent_never_sends_wrong_bytes,
+    file_unlinked_while_sent_never_sends_wrong_bytes,
+);
+
+// ---------------------------------------------------------------------------------------
+// 2. SIGTERM with 100 downloads in flight (standalone)
+// ---------------------------------------------------------------------------------------
+
+/// A new connection after the stop: refused, or closed without a byte of response.
+fn refused_or_closed_unanswered(addr: SocketAddr) -> Result<&'static str, String> {
+    let mut stream = match TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
+        Err(_) => return Ok("refused"),
+        Ok(s) => s,
+    };
+    stream
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    let _ = stream.write_all(request("GET", "/a.txt", &[]).as_bytes());
+    let mut buf = [0u8; 4096];
+    match read_retrying(&stream, &mut buf) {
+        Ok(0) => Ok("closed"),
+        Ok(n) => Err(format!(
+            "a connection made after SIGTERM was answered: {:?}",
+            String::from_utf8_lossy(&buf[..n])
+        )),
+        Err(e) if timed_out(&e) => {
+            Err("a connection made after SIGTERM was neither refused nor closed within 3 s".into())
+        }
+        Err(_) => Ok("reset"),
+    }
+}
+
+#[test]
+fn sigterm_lets_100_slow_downloads_finish_and_refuses_newcomers() {
+    const CLIENTS: usize = 100;
+    const SIZE: u64 = 8 << 20;
+    /// Each client's steady pace: the rest of its 8 MiB takes about 4 s of the 10 s grace.
+    const RATE: u64 = 2 << 20;
+    /// Body read by every client before the signal.
+    const BEFORE: u64 = 256 << 10;
+
+    let root = Docroot::new();
+    root.file("a.txt", "alpha\n");
+    write_pattern_file(&root.join("big.bin"), SIZE);
+    let mut server = Server::start(STANDALONE, &root);
+    let addr = server.addr();
+
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+    let mut go = Vec::new();
+    let mut clients = Vec::new();
+    for i in 0..CLIENTS {
+        let ready_tx = ready_tx.clone();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        go.push(go_tx);
+        clients.push(thread::spawn(move || -> Result<(u64, Stop), String> {
+            let first = (|| {
+                let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)
+                    .map_err(|e| format!("client {i}: connect: {e}"))?;
+                let mut d = Download::start(stream, "/big.bin")?;
+                if d.head.status != 200 || d.length != SIZE {
+                    return Err(format!("client {i}: {:#?}", d.head));
+                }
+                if let Some(stop) = d.read_up_to(BEFORE, RATE)? {
+                    return Err(format!("client {i}: {stop:?} after {} bytes", d.got));
+                }
+                Ok(d)
+            })();
+            let mut d = match first {
+                Ok(d) => {
+                    let _ = ready_tx.send(Ok(()));
+                    d
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e.clone()));
+                    return Err(e);
+                }
+            };
+            go_rx
+                .recv_timeout(Duration::from_secs(20))
+                .map_err(|_| format!("client {i}: never told to go on"))?;
+            let stop = d
+                .read_to_close(Duration::from_secs(20), Some(RATE))
+                .map_err(|e| format!("client {i}: {e}"))?;
+            Ok((d.got, stop))
+        }));
+    }
+    drop(ready_tx);
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for _ in 0..CLIENTS {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match ready_rx.recv_timeout(left) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => panic!("before SIGTERM: {e}"),
+            Err(_) => panic!("the {CLIENTS} downloads did not all start within 20 s"),
+        }
+    }
+
+    server.process().signal(Signal::TERM);
+    let signalled = Instant::now();
+    for g in &go {
+        let _ = g.send(());
+    }
+
+    // While the downloads go on: the listeners must be gone.
+    thread::sleep(Duration::from_secs(1));
+    let mut newcomers = Vec::new();
+    for _ in 0..3 {
+        newcomers.push(refused_or_closed_unanswered(addr).unwrap_or_else(|e| panic!("{e}")));
+    }
+
+    let mut failures = Vec::new();
+    let mut last_done = Duration::ZERO;
+    for client in clients {
+        match client.join() {
+            Ok(Ok((got, _))) if got == SIZE => last_done = signalled.elapsed(),
+            Ok(Ok((got, stop))) => failures.push(format!(
+                "cut short: {got} of {SIZE} bytes, then {stop:?} ({:?} after SIGTERM)",
+                signalled.elapsed()
+            )),
+            Ok(Err(e)) => failures.push(e),
+            Err(_) => failures.push("client thread panicked".into()),
+        }
+    }
+    let status = server
+        .process()
+        .wait_timeout(Duration::from_secs(20))
+        .expect("staticd still running 20 s after SIGTERM");
+    assert!(
+        failures.is_empty(),
+        "{} of {CLIENTS} downloads failed after SIGTERM (staticd: {}): {failures:#?}",
+        failures.len(),
+        describe(status)
+    );
+    eprintln!(
+        "all {CLIENTS} downloads complete {last_done:?} after SIGTERM; newcomers: {newcomers:?}"
+    );
+    assert_eq!(status.code(), Some(0), "staticd: {}", describe(status));
+    assert_no_panic(&server);
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. --log-file and SIGHUP (standalone)
+// ---------------------------------------------------------------------------------------
+
+fn read_or_empty(path: &Path) -> String {
+    fs::read_to_string(path).unwrap_or_default()
+}
+
+#[test]
+fn log_file_is_reopened_on_sighup_after_rotation() {
+    let root = Docroot::new();
+    root.file("a.txt", "alpha\n");
+    root.file("first.txt", "first\n");
+    root.file("second.txt", "second\n");
+    let logs = tempfile::tempdir().unwrap();
+    let path = logs.path().join("access.log");
+    let rotated = logs.path().join("access.log.1");
+    let mut server = Server::builder(STANDALONE, root.path())
+        .log_format("common")
+        .arg("--log-file")
+        .arg(&path)
+        .start();
+
+    let first = "\"GET /first.txt HTTP/1.1\" 200 6";
+    let second = "\"GET /second.txt HTTP/1.1\" 200 7";
+    assert_eq!(
+        server
+            .connect()
+            .roundtrip(request("GET", "/first.txt", &[]))
+            .status,
+        200
+    );
+    wait_until(
+        "the first request's line in the log file",
+        IO_TIMEOUT,
+        || read_or_empty(&path).contains(first),
+    );
+
+    fs::rename(&path, &rotated).unwrap();
+    server.process().signal(Signal::HUP);
+    // The reopen creates the file again under its name: from then on lines go there.
+    wait_until(
+        "a new log file at the old name after SIGHUP",
+        IO_TIMEOUT,
+        || path.exists(),
+    );
+    assert_eq!(
+        server
+            .connect()
+            .roundtrip(request("GET", "/second.txt", &[]))
+            .status,
+        200
+    );
+    wait_until(
+        "the second request's line in the new log file",
+        IO_TIMEOUT,
+        || read_or_empty(&path).contains(second),
+    );
+
+    let old = read_or_empty(&rotated);
+    let new = read_or_empty(&path);
+    assert!(old.contains(first), "rotated file: {old:?}");
+    assert!(
+        !old.contains(second),
+        "a line written after SIGHUP went to the rotated file: {old:?}"
+    );
+    assert!(
+        !new.contains(first),
+        "the new file has the old line: {new:?}"
+    );
+    assert_eq!(new.lines().count(), 1, "new file: {new:?}");
+    let stderr = server.stderr().snapshot();
+    assert!(
+        !stderr.iter().any(|l| l.contains("GET /")),
+        "access lines went to stderr despite --log-file: {stderr:#?}"
+    );
+    assert_still_serving(&mut server);
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. Descriptor exhaustion and --max-connections (standalone)
+// ---------------------------------------------------------------------------------------
+
+/// Size of the files of the descriptor tests: over the open-file cache's 32 KiB, so it
+/// keeps a descriptor for each rather than its bytes.
+const CACHED_BY_DESCRIPTOR: usize = 40_000;
+
+/// A docroot with `a.txt`, `fresh.txt` and `files` files `fN.bin` of [`pattern`] content.
+fn many_files_site(files: usize) -> Docroot {
+    let root = Docroot::new();
+    root.file("a.txt", "alpha\n");
+    root.file("fresh.txt", "fresh\n");
+    let content = pattern(CACHED_BY_DESCRIPTOR);
+    for i in 0..files {
+        root.file(&format!("f{i}.bin"), &content);
+    }
+    root
+}
+
+/// The body `path` has in [`many_files_site`].
+fn expected_body(path: &str) -> Vec<u8> {
+    match path {
+        "/a.txt" => b"alpha\n".to_vec(),
+        "/fresh.txt" => b"fresh\n".to_vec(),
+        _ => pattern(CACHED_BY_DESCRIPTOR),
+    }
+}
+
+/// `GET path` on a new connection must be answered (within `IO_TIMEOUT`) with 200 and
+/// the file's bytes.
+fn assert_answers(server: &Server, path: &str, when: &str) {
+    let stream = TcpStream::connect_timeout(&server.addr(), IO_TIMEOUT).expect("connect");
+    (&stream)
+        .write_all(request("GET", path, &[]).as_bytes())
+        .unwrap();
+    assert_eq!(
+        answer_within(&stream, IO_TIMEOUT),
+        Answer::Answered,
+        "GET {path} {when}"
+    );
+    let resp = Conn::new(stream).read_response();
+    assert_eq!(resp.status, 200, "GET {path} {when}: {resp:#?}");
+    assert_eq!(resp.body, expected_body(path), "GET {path} {when}");
+}
+
+/// 1000 clients connect at once (four threads) to a server at RLIMIT_NOFILE 64, each
+/// sending one request for `targets[i % len]`, every other one with `Connection: close`
+/// and the rest keep-alive (they hold their places). Two seconds for answers, then
+/// whatever arrived is checked: a 200 must carry the right bytes (as far as they came),
+/// an overloaded server may answer 500 or 503; unanswered and refused clients are fine.
+/// Then every client closes, and the server must still run and answer `GET /a.txt` and
+/// `GET /fresh.txt` (a file nobody asked for before) correctly.
+fn thousand_clients_at_64_descriptors(root: &Docroot, args: &[&str], targets: Vec<String>) {
+    const THREADS: usize = 4;
+    const PER_THREAD: usize = 250;
+    let mut server = Server::builder(STANDALONE, root.path())
+        .args(["--threads", "2"])
+        .args(args)
+        .nofile_limit(64)
+        .start();
+    let addr = server.addr();
+
+    let targets = std::sync::Arc::new(targets);
+    let connect_until = Instant::now() + Duration::from_secs(6);
+    let connectors: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let targets = targets.clone();
+            thread::spawn(move || {
+                let mut streams = Vec::new();
+                let mut failed = 0;
+                for j in 0..PER_THREAD {
+                    let i = t * PER_THREAD + j;
+                    if Instant::now() > connect_until {
+                        failed += 1;
+                        continue;
+                    }
+                    let path = targets[i % targets.len()].clone();
+                    let extra: &[&str] = if i.is_multiple_of(2) {
+                        &["Connection: close"]
+                    } else {
+                        &[]
+                    };
+                    match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+                        Ok(mut s) => {
+                            s.set_write_timeout(Some(Duration::from_secs(1))).unwrap();
+                            let _ = s.write_all(request("GET", &path, extra).as_bytes());
+                            streams.push((s, path));
+                        }
+                        Err(_) => failed += 1,
+                    }
+                }
+                (streams, failed)
+            })
+        })
+        .collect();
+    let mut streams = Vec::new();
+    let mut not_connected = 0;
+    for c in connectors {
+        let (s, failed) = c.join().unwrap();
+        streams.extend(s);
+        not_connected += failed;
+    }
+
+    // The short timeout: two seconds for answers to arrive, then whatever is there.
+    thread::sleep(Duration::from_secs(2));
+    let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
+    let (mut unanswered, mut incomplete_head) = (0, 0);
+    for (s, path) in &streams {
+        s.set_nonblocking(true).unwrap();
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; READ_CHUNK];
+        loop {
+            match read_retrying(s, &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        if got.is_empty() {
+            unanswered += 1;
+            continue;
+        }
+        let Some(end) = find(&got, b"\r\n\r\n") else {
+            assert!(
+                got.starts_with(b"HTTP/1.1 "),
+                "GET {path}: not a response: {:?}",
+                String::from_utf8_lossy(&got)
+            );
+            incomplete_head += 1;
+            continue;
+        };
+        let head = parse_responses(&got[..end + 4], &["HEAD"]).remove(0);
+        let body = &got[end + 4..];
+        match head.status {
+            200 => {
+                let want = expected_body(path);
+                assert_eq!(head.content_length(), Some(want.len() as u64), "GET {path}");
+                assert!(
+                    want.starts_with(body),
+                    "GET {path}: 200 with bytes that are not the file's"
+                );
+            }
+            500 | 503 => {
+                let mut resp = head.clone();
+                if body.len() as u64 == head.content_length().unwrap_or(0) {
+                    resp.body = body.to_vec();
+                    assert_error(&resp, head.status);
+                }
+            }
+            other => panic!("GET {path}: status {other} under descriptor exhaustion: {head:#?}"),
+        }
+        *statuses.entry(head.status).or_default() += 1;
+    }
+    eprintln!(
+        "{} connected ({not_connected} not): statuses {statuses:?}, {incomplete_head} with a \
+         partial head, {unanswered} not answered yet",
+        streams.len()
+    );
+    drop(streams);
+
+    if let Some(status) = server.process().try_status() {
+        panic!(
+            "staticd died under 1000 clients at RLIMIT_NOFILE 64: {}; stderr: {:#?}",
+            describe(status),
+            server.stderr().snapshot()
+        );
+    }
+    // Now alone (the abandoned connections may still be queued for a moment).
+    assert_answers(&server, "/a.txt", "after the 1000 clients closed");
+    assert_answers(&server, "/fresh.txt", "after the 1000 clients closed");
+    assert_still_serving(&mut server);
+}
+
+#[test]
+fn thousand_clients_at_a_64_descriptor_limit_leave_the_server_serving() {
+    let root = many_files_site(0);
+    thousand_clients_at_64_descriptors(&root, &[], vec!["/a.txt".into()]);
+}
+
+/// `--max-connections 1000` lifts the bound the server derives from the descriptor
+/// limit, so accept(2) itself runs into EMFILE.
+#[test]
+fn thousand_clients_past_the_descriptor_limit_leave_the_server_serving() {
+    let root = many_files_site(0);
+    thousand_clients_at_64_descriptors(
+        &root,
+        &["--max-connections", "1000"],
+        vec!["/a.txt".into()],
+    );
+}
+
+/// The same storm spread over 200 different files.
+#[test]
+fn thousand_clients_asking_for_200_files_at_a_64_descriptor_limit_leave_the_server_serving() {
+    let root = many_files_site(200);
+    let targets = (0..200).map(|i| format!("/f{i}.bin")).collect();
+    thousand_clients_at_64_descriptors(&root, &[], targets);
+}
+
+/// No concurrency at all: 100 different files, one request at a time, at RLIMIT_NOFILE
+/// 64. Each must be served; descriptors kept by the open-file cache must not starve the
+/// server.
+#[test]
+fn open_file_cache_does_not_use_up_a_64_descriptor_limit() {
+    let root = many_files_site(100);
+    let mut server = Server::builder(STANDALONE, root.path())
+        .args(["--threads", "2"])
+        .nofile_limit(64)
+        .start();
+    for i in 0..100 {
+        assert_answers(
+            &server,
+            &format!("/f{i}.bin"),
+            &format!("(file {i} of 100)"),
+        );
+    }
+    assert_answers(&server, "/fresh.txt", "after 100 files");
+    assert_still_serving(&mut server);
+}
+
+/// What a connection that sent a request shows within a time limit.
+#[derive(Debug, PartialEq, Eq)]
+enum Answer {
+    /// Response bytes are waiting to be read (they are left unread).
+    Answered,
+    /// The server closed or reset the connection without a byte.
+    Closed,
+    /// Nothing at all yet.
+    Silent,
+}
+
+fn answer_within(stream: &TcpStream, limit: Duration) -> Answer {
+    stream.set_read_timeout(Some(limit)).unwrap();
+    let mut byte = [0u8; 1];
+    loop {
+        match stream.peek(&mut byte) {
+            Ok(0) => return Answer::Closed,
+            Ok(_) => return Answer::Answered,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if timed_out(&e) => return Answer::Silent,
+            Err(_) => return Answer::Closed,
+        }
+    }
+}
+
+/// A new connection with `GET /a.txt` sent on it.
+fn send_get(server: &Server) -> TcpStream {
+    let stream = TcpStream::connect_timeout(&server.addr(), IO_TIMEOUT).expect("connect");
+    (&stream)
+        .write_all(request("GET", "/a.txt", &[]).as_bytes())
+        .unwrap();
+    stream
+}
+
+/// Reads the (already arriving) answer to `GET /a.txt` and keeps the connection.
+fn take_answer(stream: TcpStream) -> Conn {
+    let mut conn = Conn::new(stream);
+    let resp = conn.read_response();
+    assert_eq!(resp.status, 200, "{resp:#?}");
+    assert_eq!(resp.body, b"alpha\n");
+    conn
+}
+
+/// `--max-connections 10` with two workers (each has its own SO_REUSEPORT listener; the
+/// default on a 2-core machine, explicit so that every machine runs the same thing).
+/// Ten idle keep-alive connections are served and held; an eleventh is not answered
+/// while they are open, and is answered once one of them closes. Four rounds, because
+/// which worker's queue a connection lands in depends on its source port.
+#[test]
+fn max_connections_holds_the_eleventh_until_one_of_ten_closes() {
+    let root = Docroot::new();
+    root.file("a.txt", "alpha\n");
+    let mut server = Server::builder(STANDALONE, root.path())
+        .args(["--max-connections", "10", "--threads", "2"])
+        .args(["--keepalive-timeout", "60", "--read-timeout", "60"])
+        .start();
+
+    let mut held: Vec<Conn> = (1..=10)
+        .map(|i| {
+            let stream = send_get(&server);
+            let answer = answer_within(&stream, IO_TIMEOUT);
+            assert_eq!(
+                answer,
+                Answer::Answered,
+                "connection {i} of 10 (with {} open and served) under --max-connections 10",
+                i - 1
+            );
+            take_answer(stream)
+        })
+        .collect();
+
+    for round in 1..=4 {
+        let waiting = send_get(&server);
+        let early = answer_within(&waiting, Duration::from_secs(1));
+        assert_eq!(
+            early,
+            Answer::Silent,
+            "round {round}: the 11th connection, while 10 are open"
+        );
+        drop(held.remove(0));
+        let late = answer_within(&waiting, IO_TIMEOUT);
+        assert_eq!(
+            late,
+            Answer::Answered,
+            "round {round}: the 11th connection, after one of the 10 closed"
+        );
+        held.push(take_answer(waiting));
+    }
+    // The ten open now are all still served on their connections.
+    for conn in &mut held {
+        let resp = conn.roundtrip(request("GET", "/a.txt", &[]));
+        assert_eq!(resp.body, b"alpha\n");
+    }
+    drop(held);
+    assert_still_serving(&mut server);
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. CGI scripts that misbehave (both modes)
+// ---------------------------------------------------------------------------------------
+
+/// Writes an executable `/bin/sh` script.
+fn script(root: &Docroot, rel: &str, body: &str) -> PathBuf {
+    let path = root.file(rel, format!("#!/bin/sh\n{body}"));
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn cgi_server(mode: Mode, root: &Docroot) -> Server {
+    Server::builder(mode, root.path())
+        .args(["--cgi", "--cgi-timeout", "2"])
+        .start()
+}
+
+/// Inetd mode: every connection's process must have ended normally.
+fn assert_inetd_processes_exited_cleanly(server: &Server, connections: usize) {
+    if server.mode == Mode::Inetd {
+        for status in server.wait_inetd_exits(connections) {
+            assert!(
+                status.signal().is_none(),
+                "staticd --inetd {}",
+                describe(status)
+            );
+        }
+    }
+}
+
+fn flooding_script_is_killed_when_its_client_leaves(mode: Mode) {
+    let root = Docroot::new();
+    root.file("a.txt", "alpha\n");
+    let scratch = tempfile::tempdir().unwrap();
+    let pid_file = scratch.path().join("flood.pid");
+    script(
+        &root,
+        "flood.cgi",
+        &format!(
+            "echo $$ > '{}'\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\nexec yes\n",
+            pid_file.display()
+        ),
+    );
+    let mut server = cgi_server(mode, &root);
+
+    let mut conn = server.connect();
+    conn.send(request("GET", "/flood.cgi", &[]));
+    let head = conn.read_head();
+    assert_eq!(head.status, 200, "{head:#?}");
+    assert_eq!(
+        conn.skip_up_to(64 << 10),
+        64 << 10,
+        "the flood stopped early"
+    );
+    let pid = pid_from(&pid_file);
+    // The pid is the flood's (unless --cgi-timeout already ended it on a very slow
+    // machine, in which case it is gone and the wait below passes at once).
+    if let Ok(comm) = fs::read_to_string(format!("/proc/{pid}/comm")) {
+        if !gone_or_zombie(pid) {
+            assert_eq!(comm.trim(), "yes", "process {pid} is not the script");
+        }
+    }
+    // Meanwhile another client is served.
+    assert_still_serving(&mut server);
+
+    drop(conn);
+    wait_until(
+        &format!("flooding script {pid} killed after its client closed"),
+        IO_TIMEOUT,
+        || gone_or_zombie(pid),
+    );
+    assert_still_serving(&mut server);
+    assert_inetd_processes_exited_cleanly(&server, 3);
+}
+
+fn script_exiting_without_output_gets_502(mode: Mode) {
+    let root = Docroot::new();
+    root.file("a.txt", "alpha\n");
+    script(&root, "silent.cgi", "exit 3\n");
+    let mut server = cgi_server(mode, &root);
+    let resp = server
+        .connect()
+        .roundtrip(request("GET", "/silent.cgi", &[]));
+    assert_error(&resp, 502);
+    server
+        .stderr()
+        .wait_line(|l| l.starts_with("staticd: cgi /silent.cgi: "));
+    assert_still_serving(&mut server);
+    assert_inetd_processes_exited_cleanly(&server, 2);
+}
+
+fn script_exiting_before_its_content_length_cuts_the_response(mode: Mode) {
+    let root = Docroot::new();
+    root.file("a.txt", "alpha\n");
+    script(
+        &root,
+        "short.cgi",
+        "printf 'Content-Type: text/plain\\r\\nContent-Length: 1000\\r\\n\\r\\n'\nprintf 'only-this'\nexit 0\n",
+    );
+    let mut server = cgi_server(mode, &root);
+    let mut conn = server.connect();
+    conn.send(request("GET", "/short.cgi", &[]));
+    let head = conn.read_head();
+    assert_eq!(head.status, 200, "{head:#?}");
+    assert_eq!(head.content_length(), Some(1000));
+    let (body, _) = conn.read_to_end();
+    assert_eq!(
+        body, b"only-this",
+        "the body of a script that promised 1000 bytes and wrote 9 (then the connection \
+         must close)"
+    );
+    drop(conn);
+    assert_still_serving(&mut server);
+    assert_inetd_processes_exited_cleanly(&server, 2);
+}
+
+fn lingering_child_of_a_finished_script_is_killed(mode: Mode) {
+    let root = Docroot::new();
+    root.file("a.txt", "alpha\n");
+    let scratch = tempfile::tempdir().unwrap();
+    let pid_file = scratch.path().join("lingering.pid");
+    // No Content-Length: the chunked response ends only when the server sees the end of
+    // the script's output, which the child (stdout closed) does not hold.
+    script(
+        &root,
+        "linger.cgi",
+        &format!(
+            "sleep 100 >&- &\necho $! > '{}'\nprintf 'Content-Type: text/plain\\r\\n\\r\\nhello\\n'\nexit 0\n",
+            pid_file.display()
+        ),
+    );
+    let mut server = cgi_server(mode, &root);
+    let mut conn = server.connect();
+    let resp = conn.roundtrip(request("GET", "/linger.cgi", &[]));
+    assert_eq!(resp.status, 200, "{resp:#?}");
+    assert_eq!(resp.body, b"hello\n");
+    // Chunked framing keeps the connection usable.
+    let next = conn.roundtrip(request("GET", "/a.txt", &[]));
+    assert_eq!(next.body, b"alpha\n");
+
+    let pid = pid_from(&pid_file);
+    wait_until(
+        &format!("the script's lingering child {pid} killed"),
+        IO_TIMEOUT,
+        || gone_or_zombie(pid),
+    );
+    drop(conn);
+    assert_still_serving(&mut server);
+    assert_inetd_processes_exited_cleanly(&server, 2);
+}
+
+both_modes!(
+    flooding_script_is_killed_when_its_client_leaves,
+    script_exiting_without_output_gets_502,
+    script_exiting_before_its_content_length_cuts_the_response,
+    lingering_child_of_a_finished_script_is_killed,
+);
