@@ -1,0 +1,604 @@
+//! `cargo bench --bench compare [-- --quick]`: staticd side by side with
+//! nginx, lighttpd, apache2 and h2o (whichever are installed) and with a
+//! do-nothing "ceiling" server, on loopback, under wrk and ab. Writes
+//! target/compare/{table.txt,results.json,chart.svg}. See benches/README.md.
+
+mod ceiling;
+mod docroot;
+mod load;
+mod procstat;
+mod reaper;
+mod report;
+mod servers;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use load::{Mode, Run, Tool};
+use report::{Host, Measurement, Report, Settings, Skipped};
+use servers::{Kind, Server, Setup};
+
+const USAGE: &str = "\
+cargo bench --bench compare [-- OPTIONS]
+
+  --quick                 reduced matrix: 1 KB, 100 KB, 1 MB; 50 connections;
+                          keep-alive and close; 2 s cells; no ab
+  --sizes LIST            e.g. 1,1k,28k,1m (default: all ten sizes)
+  --connections LIST      e.g. 1,50 (default: 1,50,500,2000)
+  --modes LIST            keep-alive,close (default: both)
+  --duration SECS         measured seconds per cell at 50 connections (default 1;
+                          quick 2); x0.5 below 10 connections, x1.25 up to 1000,
+                          x1.5 above (more connections take longer to settle)
+  --warmup SECS           warm-up seconds before each cell (default 0.2; quick 0.5)
+  --client-threads N      wrk threads (default: number of cores)
+  --servers LIST          only these, e.g. staticd,nginx,ceiling
+  --ab / --no-ab          ab pass (default: on, off with --quick)
+  --ab-connections N      ab concurrency (default 50)
+  --ab-duration SECS      ab seconds per cell (default 0.5)
+  --out DIR               output directory (default: <target>/compare)
+
+Unknown arguments (cargo passes --bench) are ignored.";
+
+struct Options {
+    quick: bool,
+    sizes: Vec<u64>,
+    connections: Vec<u32>,
+    modes: Vec<Mode>,
+    duration: Duration,
+    warmup: Duration,
+    client_threads: u32,
+    servers: Option<Vec<String>>,
+    ab: bool,
+    ab_connections: u32,
+    ab_duration: Duration,
+    out: PathBuf,
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn parse_args(args: &[String]) -> Result<Options, String> {
+    let quick = args.iter().any(|a| a == "--quick");
+    let mut o = Options {
+        quick,
+        sizes: if quick {
+            docroot::QUICK_SIZES.to_vec()
+        } else {
+            docroot::ALL_SIZES.to_vec()
+        },
+        connections: if quick {
+            vec![50]
+        } else {
+            vec![1, 50, 500, 2000]
+        },
+        modes: vec![Mode::KeepAlive, Mode::Close],
+        duration: Duration::from_secs_f64(if quick { 2.0 } else { 1.0 }),
+        warmup: Duration::from_secs_f64(if quick { 0.5 } else { 0.2 }),
+        client_threads: cores() as u32,
+        servers: None,
+        ab: !quick,
+        ab_connections: 50,
+        ab_duration: Duration::from_secs_f64(0.5),
+        // The target directory is the parent of CARGO_TARGET_TMPDIR.
+        out: PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .parent()
+            .map_or_else(|| PathBuf::from("target"), PathBuf::from)
+            .join("compare"),
+    };
+    let mut i = 0;
+    while i < args.len() {
+        let (flag, inline) = match args[i].split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (args[i].clone(), None),
+        };
+        let takes_value = [
+            "--sizes",
+            "--connections",
+            "--concurrency",
+            "--modes",
+            "--duration",
+            "--warmup",
+            "--client-threads",
+            "--servers",
+            "--ab-connections",
+            "--ab-duration",
+            "--out",
+        ]
+        .contains(&flag.as_str());
+        let value = if takes_value {
+            match inline {
+                Some(v) => v,
+                None => {
+                    i += 1;
+                    args.get(i)
+                        .cloned()
+                        .ok_or_else(|| format!("{flag} needs a value"))?
+                }
+            }
+        } else {
+            String::new()
+        };
+        let secs = |v: &str| -> Result<Duration, String> {
+            v.parse::<f64>()
+                .ok()
+                .filter(|s| *s > 0.0 && *s < 3600.0)
+                .map(Duration::from_secs_f64)
+                .ok_or_else(|| format!("{flag}: not a number of seconds: {v}"))
+        };
+        let list = |v: &str| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
+        match flag.as_str() {
+            "--quick" => {}
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            "--sizes" => {
+                o.sizes = list(&value)
+                    .iter()
+                    .map(|s| {
+                        docroot::parse_size(s).ok_or_else(|| format!("--sizes: not a size: {s}"))
+                    })
+                    .collect::<Result<_, _>>()?;
+                o.sizes.sort_unstable();
+                o.sizes.dedup();
+            }
+            "--connections" | "--concurrency" => {
+                o.connections = list(&value)
+                    .iter()
+                    .map(|s| s.parse::<u32>().ok().filter(|&n| (1..=10_000).contains(&n)))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| format!("{flag}: not a list of 1..10000: {value}"))?;
+            }
+            "--modes" => {
+                o.modes = list(&value)
+                    .iter()
+                    .map(|m| match m.as_str() {
+                        "keep-alive" | "keepalive" => Ok(Mode::KeepAlive),
+                        "close" => Ok(Mode::Close),
+                        _ => Err(format!("--modes: keep-alive or close, not {m}")),
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
+            "--duration" => o.duration = secs(&value)?,
+            "--warmup" => o.warmup = secs(&value)?,
+            "--ab-duration" => o.ab_duration = secs(&value)?,
+            "--client-threads" => {
+                o.client_threads = value
+                    .parse()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or("--client-threads: a positive number")?
+            }
+            "--ab-connections" => {
+                o.ab_connections = value
+                    .parse()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or("--ab-connections: a positive number")?
+            }
+            "--servers" => {
+                let names = list(&value);
+                for n in &names {
+                    if !servers::ALL.iter().any(|k| k.name() == n) {
+                        return Err(format!("--servers: unknown server {n}"));
+                    }
+                }
+                o.servers = Some(names);
+            }
+            "--ab" => o.ab = true,
+            "--no-ab" => o.ab = false,
+            "--out" => o.out = PathBuf::from(value),
+            "--bench" => {}
+            other => eprintln!("compare: ignoring argument {other}"),
+        }
+        i += 1;
+    }
+    if o.sizes.is_empty() || o.connections.is_empty() || o.modes.is_empty() {
+        return Err("nothing to measure: empty --sizes, --connections or --modes".into());
+    }
+    Ok(o)
+}
+
+/// Set by SIGINT/SIGTERM/SIGHUP: finish the current run, stop every
+/// server, write what was measured.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn install_signal_handlers() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(sig, &action, std::ptr::null_mut());
+        }
+    }
+}
+
+/// 2,000 connections need more descriptors than the usual soft limit; the
+/// servers and clients inherit the raised limit.
+fn raise_fd_limit() {
+    // SAFETY: getrlimit/setrlimit on a struct we own.
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+fn host() -> Host {
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+            })
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    Host {
+        cores: cores(),
+        kernel,
+        cpu,
+    }
+}
+
+fn compact(rps: f64) -> String {
+    if rps >= 10_000.0 {
+        format!("{:.1}k", rps / 1000.0)
+    } else {
+        format!("{rps:.0}")
+    }
+}
+
+fn clock(d: Duration) -> String {
+    let s = d.as_secs();
+    format!("{}:{:02}", s / 60, s % 60)
+}
+
+/// One cell of the matrix.
+struct Cell {
+    tool: Tool,
+    size: u64,
+    connections: u32,
+    mode: Mode,
+    duration: Duration,
+    warmup: Option<Duration>,
+}
+
+/// Cells with many connections run longer: connecting them all takes a
+/// while, and large responses to all of them take longer still to finish.
+fn duration_scale(connections: u32) -> f64 {
+    match connections {
+        0..10 => 0.5,
+        10..=100 => 1.0,
+        101..=1000 => 1.25,
+        _ => 1.5,
+    }
+}
+
+/// Longest wait for a server to go quiet after a load.
+const SETTLE_LIMIT: Duration = Duration::from_secs(2);
+
+fn measure(server: &mut Server, cell: &Cell, opts: &Options) -> Measurement {
+    let url = server.url(cell.size);
+    let mut m = Measurement {
+        tool: cell.tool,
+        server: server.name().to_string(),
+        size: cell.size,
+        connections: cell.connections,
+        mode: cell.mode,
+        cell_seconds: cell.duration.as_secs_f64(),
+        outcome: None,
+        error: None,
+        rss_kib: 0,
+        server_cpu_seconds: 0.0,
+        cpu_us_per_request: None,
+        client_cpu_seconds: 0.0,
+    };
+    if let Some(why) = server.exited() {
+        m.error = Some(format!("server {why}"));
+        return m;
+    }
+    let run = |duration| Run {
+        url: &url,
+        connections: cell.connections,
+        mode: cell.mode,
+        duration,
+        threads: opts.client_threads,
+    };
+    if let Some(w) = cell.warmup {
+        let warm = load::warm_up(&run(w));
+        server.settle(SETTLE_LIMIT);
+        if let Err(e) = warm {
+            m.error = Some(format!("warm-up: {e}"));
+            return m;
+        }
+    }
+    let pid = server.pid();
+    let ticks = procstat::ticks_per_second();
+    let cpu_before = procstat::cpu_ticks(pid);
+    let client_before = procstat::children_cpu_seconds();
+    // A few samples per cell: each walks /proc, which costs CPU too.
+    let every = (cell.duration / 4).max(Duration::from_millis(200));
+    let sampler = procstat::RssSampler::start(pid, every);
+    let result = match cell.tool {
+        Tool::Wrk => load::wrk(&run(cell.duration)),
+        Tool::Ab => load::ab(&run(cell.duration)),
+    };
+    m.rss_kib = sampler.finish();
+    let cpu_after = procstat::cpu_ticks(pid);
+    m.client_cpu_seconds = procstat::children_cpu_seconds() - client_before;
+    m.server_cpu_seconds = cpu_after.saturating_sub(cpu_before) as f64 / ticks;
+    match result {
+        Ok(o) => {
+            if o.requests > 0 {
+                m.cpu_us_per_request = Some(m.server_cpu_seconds * 1e6 / o.requests as f64);
+            }
+            m.outcome = Some(o);
+        }
+        Err(e) => m.error = Some(e),
+    }
+    // What is left of this load must not spill into the next server's cell.
+    server.reap_connections();
+    if let Some(why) = server.exited() {
+        m.error = Some(format!("server {why}"));
+    }
+    m
+}
+
+fn run(opts: &Options) -> Result<(), String> {
+    let started = Instant::now();
+    let started_unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    raise_fd_limit();
+    if !load::available("wrk") {
+        return Err("wrk is not installed (apt-get install wrk)".into());
+    }
+    let mut ab = opts.ab;
+    if ab && !load::available("ab") {
+        eprintln!("compare: ab is not installed (apt-get install apache2-utils): no ab pass");
+        ab = false;
+    }
+    // Cargo builds the binary for benches with the bench profile, which is
+    // the release profile (LTO, one codegen unit).
+    let built = PathBuf::from(env!("CARGO_BIN_EXE_staticd"));
+    let harness =
+        std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    if let Err(e) = reaper::start(&harness) {
+        eprintln!("compare: {e}; servers' workers may outlive a harness killed with SIGKILL");
+    }
+    let cores = cores();
+
+    println!(
+        "compare: writing {} file(s) of random bytes",
+        opts.sizes.len()
+    );
+    let docroot = docroot::Docroot::create(&opts.sizes).map_err(|e| format!("docroot: {e}"))?;
+    // A copy, so that a rebuild during the run cannot replace the binary
+    // that tcpserver keeps starting.
+    reaper::remove_later(docroot.scratch());
+    let bin = docroot.scratch().join("bin");
+    let staticd = bin.join("staticd");
+    std::fs::create_dir(&bin)
+        .and_then(|()| std::fs::copy(&built, &staticd))
+        .map_err(|e| format!("copy {} to {}: {e}", built.display(), staticd.display()))?;
+    let setup = Setup {
+        docroot: &docroot,
+        sizes: &opts.sizes,
+        cores,
+        staticd: &staticd,
+        harness: &harness,
+    };
+    let mut ports = servers::Ports::new();
+    let mut running: Vec<Server> = Vec::new();
+    let mut skipped = Vec::new();
+    println!(
+        "compare: starting servers on 127.0.0.1 (staticd: {})",
+        built.display()
+    );
+    for kind in servers::ALL {
+        if let Some(only) = &opts.servers {
+            if !only.iter().any(|n| n == kind.name()) {
+                continue;
+            }
+        }
+        if STOP.load(Ordering::SeqCst) {
+            return Err("interrupted".into());
+        }
+        match servers::start(kind, &setup, &mut ports) {
+            Ok(s) => {
+                println!(
+                    "  {:<14} ready: {} ({})",
+                    kind.name(),
+                    s.url(opts.sizes[0]),
+                    s.about.version
+                );
+                running.push(s);
+            }
+            Err(reason) if kind == Kind::Staticd => {
+                return Err(format!("staticd did not start: {reason}"));
+            }
+            Err(reason) => {
+                println!("  {:<14} SKIPPED: {reason}", kind.name());
+                skipped.push(Skipped {
+                    server: kind.name().into(),
+                    reason,
+                });
+            }
+        }
+    }
+    if running.is_empty() {
+        return Err("no server started".into());
+    }
+
+    let mut cells = Vec::new();
+    for &size in &opts.sizes {
+        for &connections in &opts.connections {
+            for &mode in &opts.modes {
+                cells.push(Cell {
+                    tool: Tool::Wrk,
+                    size,
+                    connections,
+                    mode,
+                    duration: opts.duration.mul_f64(duration_scale(connections)),
+                    warmup: Some(opts.warmup),
+                });
+            }
+        }
+    }
+    if ab {
+        for &size in &opts.sizes {
+            for &mode in &opts.modes {
+                cells.push(Cell {
+                    tool: Tool::Ab,
+                    size,
+                    connections: opts.ab_connections,
+                    mode,
+                    duration: opts.ab_duration,
+                    warmup: None,
+                });
+            }
+        }
+    }
+    let per_run = |c: &Cell| c.duration + c.warmup.unwrap_or_default() + Duration::from_millis(120);
+    let estimate: Duration = cells
+        .iter()
+        .map(|c| per_run(c) * running.len() as u32)
+        .sum();
+    println!(
+        "compare: {} cell(s) x {} server(s), about {} (started servers stay up, idle, while the others are measured)",
+        cells.len(),
+        running.len(),
+        clock(estimate)
+    );
+
+    let mut measurements = Vec::new();
+    let mut interrupted = false;
+    let n = running.len();
+    'cells: for (i, cell) in cells.iter().enumerate() {
+        let mut line = format!(
+            "[{:>3}/{}] {:<3} {:>6} c={:<4} {:<10}",
+            i + 1,
+            cells.len(),
+            match cell.tool {
+                Tool::Wrk => "wrk",
+                Tool::Ab => "ab",
+            },
+            docroot::label(cell.size),
+            cell.connections,
+            cell.mode.label()
+        );
+        // A different server goes first in each cell, so drift spreads evenly.
+        let mut results = Vec::new();
+        for k in 0..n {
+            if STOP.load(Ordering::SeqCst) {
+                interrupted = true;
+                break 'cells;
+            }
+            let server = &mut running[(i + k) % n];
+            let m = measure(server, cell, opts);
+            results.push(m);
+        }
+        results.sort_by_key(|m| servers::ALL.iter().position(|k| k.name() == m.server));
+        for m in &results {
+            let shown = match &m.outcome {
+                Some(o) if o.error_count() > 0 => format!("{}!", compact(o.requests_per_second)),
+                Some(o) => compact(o.requests_per_second),
+                None => "failed".into(),
+            };
+            line.push_str(&format!("  {} {}", m.server, shown));
+        }
+        println!("{line}  [{}]", clock(started.elapsed()));
+        measurements.extend(results);
+    }
+    if interrupted {
+        println!("compare: interrupted; stopping servers and writing partial results");
+    }
+
+    let descriptions = running.iter().map(|s| s.about.clone()).collect();
+    // Stop every server before writing (and before the docroot goes).
+    drop(running);
+    let report = Report {
+        started_unix,
+        total_seconds: started.elapsed().as_secs_f64(),
+        interrupted,
+        host: host(),
+        settings: Settings {
+            quick: opts.quick,
+            sizes: opts.sizes.clone(),
+            connections: opts.connections.clone(),
+            modes: opts.modes.clone(),
+            duration_seconds: opts.duration.as_secs_f64(),
+            warmup_seconds: opts.warmup.as_secs_f64(),
+            client_threads: opts.client_threads,
+            ab,
+            ab_connections: opts.ab_connections,
+            ab_duration_seconds: opts.ab_duration.as_secs_f64(),
+        },
+        servers: descriptions,
+        skipped,
+        measurements,
+    };
+    std::fs::create_dir_all(&opts.out).map_err(|e| format!("{}: {e}", opts.out.display()))?;
+    let table = report.table();
+    let table_path = opts.out.join("table.txt");
+    std::fs::write(&table_path, &table).map_err(|e| format!("{}: {e}", table_path.display()))?;
+    report.write_json(&opts.out.join("results.json"))?;
+    let chart_path = opts.out.join("chart.svg");
+    if let Err(e) = report.write_chart(&chart_path) {
+        eprintln!("compare: chart: {e}");
+    }
+    println!("\n{table}");
+    println!(
+        "compare: {} in {}; wrote {}/{{table.txt,results.json,chart.svg}}",
+        if interrupted { "interrupted" } else { "done" },
+        clock(started.elapsed()),
+        opts.out.display()
+    );
+    if interrupted {
+        return Err("interrupted".into());
+    }
+    Ok(())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(ceiling::FLAG) {
+        ceiling::main(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some(reaper::FLAG) {
+        reaper::main();
+    }
+    let opts = match parse_args(&args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("compare: {e}\n\n{USAGE}");
+            std::process::exit(2);
+        }
+    };
+    install_signal_handlers();
+    if let Err(e) = run(&opts) {
+        eprintln!("compare: {e}");
+        std::process::exit(1);
+    }
+}

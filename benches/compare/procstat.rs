@@ -1,0 +1,129 @@
+//! What a server costs, read from /proc: memory (VmRSS) and CPU time
+//! (utime + stime) summed over its whole process tree.
+
+use std::collections::HashMap;
+use std::fs;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+/// Clock ticks per second, for the times in /proc/<pid>/stat.
+pub fn ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+/// Fields of /proc/<pid>/stat after the command name (which may hold
+/// spaces and parentheses, so it is skipped up to the last ')').
+fn stat_fields(pid: i32) -> Option<Vec<u64>> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    // rest starts with " state ppid ..."; map the state letter to 0.
+    Some(
+        rest.split_whitespace()
+            .map(|f| f.parse::<i64>().map_or(0, |v| v.max(0) as u64))
+            .collect(),
+    )
+}
+
+/// `root` and every live descendant.
+pub fn tree(root: i32) -> Vec<i32> {
+    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+    if let Ok(entries) = fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            // Field index 1 (after the state) is the parent pid.
+            if let Some(ppid) = stat_fields(pid).and_then(|f| f.get(1).copied()) {
+                children.entry(ppid as i32).or_default().push(pid);
+            }
+        }
+    }
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        if let Some(kids) = children.get(&out[i]) {
+            out.extend(kids);
+        }
+        i += 1;
+    }
+    out
+}
+
+/// CPU ticks used by the tree so far: each live process's own utime and
+/// stime plus cutime and cstime, the time of the children it has reaped
+/// (tcpserver's per-connection staticd processes end up there).
+pub fn cpu_ticks(root: i32) -> u64 {
+    tree(root)
+        .into_iter()
+        .filter_map(stat_fields)
+        // After the command: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14).
+        .map(|f| f.get(11..15).map_or(0, |t| t.iter().sum::<u64>()))
+        .sum()
+}
+
+/// Resident memory of the tree in KiB: VmRSS summed (pages shared between
+/// a server's processes count once per process).
+pub fn rss_kib(root: i32) -> u64 {
+    tree(root)
+        .into_iter()
+        .filter_map(|pid| fs::read_to_string(format!("/proc/{pid}/status")).ok())
+        .filter_map(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        })
+        .sum()
+}
+
+/// Samples a tree's RSS in the background; `finish` returns the largest.
+pub struct RssSampler {
+    stop: mpsc::Sender<()>,
+    handle: JoinHandle<u64>,
+}
+
+impl RssSampler {
+    pub fn start(root: i32, every: Duration) -> RssSampler {
+        let (stop, stopped) = mpsc::channel();
+        let handle = thread::spawn(move || {
+            let mut max = 0;
+            // The first sample waits until connections are up.
+            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+                max = max.max(rss_kib(root));
+            }
+            if max == 0 {
+                max = rss_kib(root);
+            }
+            max
+        });
+        RssSampler { stop, handle }
+    }
+
+    pub fn finish(self) -> u64 {
+        let _ = self.stop.send(());
+        self.handle.join().unwrap_or(0)
+    }
+}
+
+/// CPU seconds used by this process's reaped children (the load clients).
+pub fn children_cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes into the zeroed struct we pass.
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut u);
+        u
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}

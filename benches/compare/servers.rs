@@ -1,0 +1,725 @@
+//! The servers compared: how each is found, configured, started, checked
+//! and stopped. Every config is written here, into a temporary directory;
+//! benches/README.md says why each setting is what it is.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::docroot::{self, Docroot};
+use crate::procstat;
+use crate::reaper;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Staticd,
+    StaticdInetd,
+    Nginx,
+    Lighttpd,
+    Apache2,
+    H2o,
+    Ceiling,
+}
+
+/// Table order: staticd first, the peers, the ceiling last.
+pub const ALL: [Kind; 7] = [
+    Kind::Staticd,
+    Kind::StaticdInetd,
+    Kind::Nginx,
+    Kind::Lighttpd,
+    Kind::Apache2,
+    Kind::H2o,
+    Kind::Ceiling,
+];
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Staticd => "staticd",
+            Kind::StaticdInetd => "staticd-inetd",
+            Kind::Nginx => "nginx",
+            Kind::Lighttpd => "lighttpd",
+            Kind::Apache2 => "apache2",
+            Kind::H2o => "h2o",
+            Kind::Ceiling => "ceiling",
+        }
+    }
+
+    /// Another project's server: what staticd's ratio is taken against.
+    pub fn is_peer(self) -> bool {
+        matches!(
+            self,
+            Kind::Nginx | Kind::Lighttpd | Kind::Apache2 | Kind::H2o
+        )
+    }
+
+    pub fn is_staticd(self) -> bool {
+        matches!(self, Kind::Staticd | Kind::StaticdInetd)
+    }
+}
+
+/// What every server is started with.
+pub struct Setup<'a> {
+    pub docroot: &'a Docroot,
+    pub sizes: &'a [u64],
+    pub cores: usize,
+    pub staticd: &'a Path,
+    /// This executable, which runs the ceiling when given its flag.
+    pub harness: &'a Path,
+}
+
+/// For results.json: what ran and how.
+#[derive(Clone, Debug, Serialize)]
+pub struct Description {
+    pub name: String,
+    pub version: String,
+    pub command: String,
+    pub config: Option<String>,
+}
+
+/// A started server; stopped (its whole process group) when dropped.
+pub struct Server {
+    pub kind: Kind,
+    pub about: Description,
+    /// (size, port): the ceiling has a port per size, the others one port.
+    ports: Vec<(u64, u16)>,
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Server {
+    pub fn name(&self) -> &'static str {
+        self.kind.name()
+    }
+
+    pub fn url(&self, size: u64) -> String {
+        let port = self
+            .ports
+            .iter()
+            .find(|&&(s, _)| s == size || s == 0)
+            .map_or(0, |&(_, p)| p);
+        format!("http://127.0.0.1:{port}{}", docroot::url_path(size))
+    }
+
+    /// The process whose tree is measured.
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Ends what is left of the last load: tcpserver's per-connection
+    /// staticd processes, which would otherwise go on starting up (a few
+    /// milliseconds of CPU each) for connections the client has dropped,
+    /// and burn CPU while the next server is measured. Other servers keep
+    /// no per-connection processes.
+    pub fn reap_connections(&self) {
+        if self.kind != Kind::StaticdInetd {
+            return;
+        }
+        let root = self.pid();
+        for pid in procstat::tree(root).into_iter().filter(|&p| p != root) {
+            // SAFETY: kill(2) on a descendant of a process we started.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+
+    /// Waits, at most `limit`, until the server uses no more CPU: the
+    /// connections of the last load are all closed. For staticd-inetd,
+    /// connections still in the listen queue get accepted (and forked)
+    /// after the client has gone, so those are reaped until none come.
+    pub fn settle(&self, limit: Duration) {
+        let root = self.pid();
+        let deadline = Instant::now() + limit;
+        let mut before = procstat::cpu_ticks(root);
+        loop {
+            self.reap_connections();
+            if Instant::now() >= deadline {
+                return;
+            }
+            thread::sleep(Duration::from_millis(25));
+            let now = procstat::cpu_ticks(root);
+            if now == before {
+                return;
+            }
+            before = now;
+        }
+    }
+
+    /// None while running; otherwise why it is not.
+    pub fn exited(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(None) => None,
+            Ok(Some(status)) => Some(format!("exited ({status}){}", self.logs())),
+            Err(e) => Some(format!("cannot wait: {e}")),
+        }
+    }
+
+    /// The tail of what the server wrote to its error log and stderr.
+    fn logs(&self) -> String {
+        let mut out = String::new();
+        for name in ["stderr.log", "error.log"] {
+            let Ok(text) = fs::read_to_string(self.dir.join(name)) else {
+                continue;
+            };
+            let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+            for line in &lines[lines.len().saturating_sub(5)..] {
+                let _ = write!(out, "\n      {name}: {line}");
+            }
+        }
+        out
+    }
+
+    fn stop(&mut self) {
+        let group = self.child.id() as libc::pid_t;
+        // SAFETY: signalling the process group this harness created.
+        unsafe { libc::kill(-group, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        // Whatever is left of the group (tcpserver's children, workers
+        // that ignored SIGTERM) goes too.
+        // SAFETY: as above; ESRCH when the group is already gone.
+        unsafe { libc::kill(-group, libc::SIGKILL) };
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        reaper::forget(self.child.id());
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Hands out free loopback ports outside the kernel's ephemeral range, so
+/// that the clients' own connections never take one first.
+pub struct Ports {
+    next: u16,
+    end: u16,
+}
+
+impl Ports {
+    pub fn new() -> Ports {
+        let (lo, hi) = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|s| {
+                let mut it = s.split_whitespace().map(|n| n.parse::<u16>().ok());
+                Some((it.next()??, it.next()??))
+            })
+            .unwrap_or((32768, 60999));
+        let (start, end) = if hi < 64_000 {
+            (hi + 1, 65_535)
+        } else {
+            (lo.saturating_sub(4000).max(1024), lo)
+        };
+        // Spread concurrent harness runs apart.
+        let offset = (std::process::id() % 256) as u16 * 8;
+        let next = if start.saturating_add(offset) < end.saturating_sub(64) {
+            start + offset
+        } else {
+            start
+        };
+        Ports { next, end }
+    }
+
+    pub fn take(&mut self) -> Result<u16, String> {
+        while self.next < self.end {
+            let port = self.next;
+            self.next += 1;
+            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return Ok(port);
+            }
+        }
+        Err("no free port left".into())
+    }
+}
+
+fn which(program: &str) -> Option<PathBuf> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let extra = [
+        "/usr/sbin",
+        "/sbin",
+        "/usr/local/sbin",
+        "/usr/bin",
+        "/usr/local/bin",
+    ];
+    let mut dirs: Vec<&str> = path.split(':').collect();
+    dirs.extend(extra);
+    dirs.iter()
+        .map(|dir| Path::new(dir).join(program))
+        .find(|p| p.is_file())
+}
+
+/// The first line a program prints about its version (on stdout or stderr).
+fn version_of(program: &Path, arg: &str) -> String {
+    let out = Command::new(program).arg(arg).stdin(Stdio::null()).output();
+    let Ok(out) = out else {
+        return "unknown".into();
+    };
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    text.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("unknown")
+        .trim()
+        .to_string()
+}
+
+const APACHE_MODULES: &str = "/usr/lib/apache2/modules";
+
+/// The program a kind needs, or why it cannot run here.
+fn locate(kind: Kind, setup: &Setup) -> Result<PathBuf, String> {
+    let need = |p: &str| which(p).ok_or_else(|| format!("{p} is not installed"));
+    match kind {
+        Kind::Staticd => Ok(setup.staticd.to_path_buf()),
+        Kind::StaticdInetd => need("tcpserver").map(|_| setup.staticd.to_path_buf()),
+        Kind::Nginx => need("nginx"),
+        Kind::Lighttpd => need("lighttpd"),
+        Kind::Apache2 => {
+            let p = need("apache2")?;
+            let mpm = Path::new(APACHE_MODULES).join("mod_mpm_event.so");
+            if mpm.is_file() {
+                Ok(p)
+            } else {
+                Err(format!("{} is missing", mpm.display()))
+            }
+        }
+        Kind::H2o => need("h2o"),
+        Kind::Ceiling => Ok(setup.harness.to_path_buf()),
+    }
+}
+
+/// Starts one server, waits until it answers and checks that it serves
+/// every file whole and correct. Err says why it is skipped.
+pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports) -> Result<Server, String> {
+    let program = locate(kind, setup)?;
+    let dir = setup.docroot.scratch().join(kind.name());
+    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let port = ports.take()?;
+    let root = setup.docroot.root();
+    let cores = setup.cores;
+    let mut server_ports = vec![(0, port)];
+    let (mut cmd, config, version) = match kind {
+        Kind::Staticd => {
+            let mut c = Command::new(&program);
+            c.arg("--root").arg(&root).args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--log-format",
+                "off",
+            ]);
+            (c, None, version_of(&program, "--version"))
+        }
+        Kind::StaticdInetd => {
+            let mut c = Command::new(which("tcpserver").ok_or("tcpserver is not installed")?);
+            c.args([
+                "-RHl0",
+                "-b",
+                "4096",
+                "-c",
+                "10000",
+                "127.0.0.1",
+                &port.to_string(),
+            ])
+            .arg(&program)
+            .args(["--inetd", "--root"])
+            .arg(&root)
+            .args(["--log-format", "off"]);
+            (
+                c,
+                None,
+                format!(
+                    "{} under ucspi-tcp tcpserver",
+                    version_of(&program, "--version")
+                ),
+            )
+        }
+        Kind::Nginx => {
+            let conf = nginx_conf(&dir, &root, port, cores);
+            let path = write_config(&dir, "nginx.conf", &conf)?;
+            let mut c = Command::new(&program);
+            c.arg("-p")
+                .arg(&dir)
+                .arg("-e")
+                .arg(dir.join("error.log"))
+                .arg("-c")
+                .arg(&path);
+            (c, Some(conf), version_of(&program, "-v"))
+        }
+        Kind::Lighttpd => {
+            let conf = lighttpd_conf(&dir, &root, port, cores);
+            let path = write_config(&dir, "lighttpd.conf", &conf)?;
+            let mut c = Command::new(&program);
+            c.arg("-D").arg("-f").arg(&path);
+            (c, Some(conf), version_of(&program, "-v"))
+        }
+        Kind::Apache2 => {
+            let conf = apache_conf(&dir, &root, port, cores, setup.sizes, setup.docroot);
+            let path = write_config(&dir, "apache2.conf", &conf)?;
+            let mut c = Command::new(&program);
+            c.arg("-d")
+                .arg(&dir)
+                .arg("-f")
+                .arg(&path)
+                .arg("-DFOREGROUND");
+            (c, Some(conf), version_of(&program, "-v"))
+        }
+        Kind::H2o => {
+            // Run as root, h2o switches to nobody before it opens its logs.
+            fs::set_permissions(&dir, fs::Permissions::from_mode(0o777))
+                .map_err(|e| format!("{}: {e}", dir.display()))?;
+            let conf = h2o_conf(&dir, &root, port, cores);
+            let path = write_config(&dir, "h2o.conf", &conf)?;
+            let mut c = Command::new(&program);
+            c.arg("-c").arg(&path);
+            (c, Some(conf), version_of(&program, "--version"))
+        }
+        Kind::Ceiling => {
+            server_ports = vec![(setup.sizes[0], port)];
+            for &size in &setup.sizes[1..] {
+                server_ports.push((size, ports.take()?));
+            }
+            let spec: Vec<String> = server_ports
+                .iter()
+                .map(|(s, p)| format!("{p}:{s}"))
+                .collect();
+            let mut c = Command::new(&program);
+            c.arg(crate::ceiling::FLAG)
+                .arg(cores.to_string())
+                .arg(spec.join(","));
+            (
+                c,
+                None,
+                "canned responses (benches/compare/ceiling.rs)".to_string(),
+            )
+        }
+    };
+    let stderr = fs::File::create(dir.join("stderr.log")).map_err(|e| e.to_string())?;
+    let stdout = stderr.try_clone().map_err(|e| e.to_string())?;
+    cmd.stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .current_dir(&dir)
+        .process_group(0);
+    reaper::die_with_parent(&mut cmd);
+    let command = describe_command(&cmd);
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+    reaper::watch(child.id());
+    let mut server = Server {
+        kind,
+        about: Description {
+            name: kind.name().to_string(),
+            version,
+            command,
+            config,
+        },
+        ports: server_ports,
+        child,
+        dir,
+    };
+    wait_ready(&mut server, setup.sizes[0])?;
+    for &size in setup.sizes {
+        let expected = if kind == Kind::Ceiling {
+            None
+        } else {
+            Some(setup.docroot.file(size))
+        };
+        check_file(&server.url(size), size, expected.as_deref())
+            .map_err(|e| format!("serves {} wrongly: {e}", docroot::label(size)))?;
+    }
+    Ok(server)
+}
+
+fn write_config(dir: &Path, name: &str, text: &str) -> Result<PathBuf, String> {
+    let path = dir.join(name);
+    fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
+}
+
+fn describe_command(cmd: &Command) -> String {
+    let mut s = cmd.get_program().to_string_lossy().to_string();
+    for a in cmd.get_args() {
+        s.push(' ');
+        s.push_str(&a.to_string_lossy());
+    }
+    s
+}
+
+fn wait_ready(server: &mut Server, size: u64) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let url = server.url(size);
+    loop {
+        if let Some(why) = server.exited() {
+            return Err(why);
+        }
+        match get(&url) {
+            Ok(_) => return Ok(()),
+            Err(e) if Instant::now() > deadline => {
+                return Err(format!("not answering after 15 s: {e}{}", server.logs()));
+            }
+            Err(_) => thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// A response read by `get`.
+struct Fetched {
+    status: u16,
+    content_length: Option<u64>,
+    body: Vec<u8>,
+}
+
+/// One GET over its own connection, read until the server closes it.
+fn get(url: &str) -> io::Result<Fetched> {
+    let rest = url.strip_prefix("http://").unwrap_or(url);
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let addr: SocketAddr = authority
+        .parse()
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "bad address"))?;
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_string());
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| bad("no response head"))?;
+    let head = String::from_utf8_lossy(&raw[..end]).to_string();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| bad("no status"))?;
+    let content_length = head.lines().find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.trim()
+            .eq_ignore_ascii_case("content-length")
+            .then(|| value.trim().parse().ok())?
+    });
+    Ok(Fetched {
+        status,
+        content_length,
+        body: raw[end + 4..].to_vec(),
+    })
+}
+
+fn check_file(url: &str, size: u64, expected: Option<&Path>) -> Result<(), String> {
+    let got = get(url).map_err(|e| e.to_string())?;
+    if got.status != 200 {
+        return Err(format!("status {}", got.status));
+    }
+    if got.content_length != Some(size) {
+        return Err(format!(
+            "Content-Length {:?}, want {size}",
+            got.content_length
+        ));
+    }
+    if got.body.len() as u64 != size {
+        return Err(format!("{} body bytes, want {size}", got.body.len()));
+    }
+    if let Some(path) = expected {
+        let want = fs::read(path).map_err(|e| e.to_string())?;
+        if got.body != want {
+            return Err("body differs from the file".into());
+        }
+    }
+    Ok(())
+}
+
+/// nginx: one worker per core, each with its own SO_REUSEPORT listener
+/// (as staticd has), sendfile, open_file_cache, no access log, keep-alive
+/// without a request limit.
+fn nginx_conf(dir: &Path, root: &Path, port: u16, cores: usize) -> String {
+    let d = dir.display();
+    let r = root.display();
+    format!(
+        r#"# Written by benches/compare (staticd's comparison harness).
+daemon off;
+master_process on;
+worker_processes {cores};
+worker_rlimit_nofile 20000;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+
+events {{
+    worker_connections 10000;
+}}
+
+http {{
+    include /etc/nginx/mime.types;
+    default_type application/octet-stream;
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    tcp_nodelay on;
+    keepalive_timeout 60s;
+    keepalive_requests 1000000000;
+    open_file_cache max=1000 inactive=60s;
+    open_file_cache_valid 60s;
+    open_file_cache_errors on;
+    server_tokens off;
+    client_body_temp_path {d}/client_body;
+    proxy_temp_path {d}/proxy;
+    fastcgi_temp_path {d}/fastcgi;
+    uwsgi_temp_path {d}/uwsgi;
+    scgi_temp_path {d}/scgi;
+
+    server {{
+        listen 127.0.0.1:{port} reuseport backlog=4096;
+        server_name localhost;
+        root {r};
+    }}
+}}
+"#
+    )
+}
+
+/// lighttpd: one worker process per core (server.max-worker), sendfile,
+/// the stat cache, no access log (mod_accesslog not loaded), as many
+/// keep-alive requests as it allows (65535).
+fn lighttpd_conf(dir: &Path, root: &Path, port: u16, cores: usize) -> String {
+    let d = dir.display();
+    let r = root.display();
+    format!(
+        r#"# Written by benches/compare (staticd's comparison harness).
+server.document-root = "{r}"
+server.bind = "127.0.0.1"
+server.port = {port}
+server.pid-file = "{d}/lighttpd.pid"
+server.errorlog = "{d}/error.log"
+server.max-worker = {cores}
+server.max-fds = 16384
+server.max-connections = 8192
+server.listen-backlog = 4096
+server.event-handler = "linux-sysepoll"
+server.network-backend = "sendfile"
+server.stat-cache-engine = "simple"
+server.max-keep-alive-requests = 65535
+server.max-keep-alive-idle = 60
+server.tag = ""
+mimetype.assign = ( ".bin" => "application/octet-stream", ".html" => "text/html" )
+"#
+    )
+}
+
+/// apache2 with mpm_event: one child process per core, together with a
+/// thread for every request of the largest concurrency (with fewer, a busy
+/// mpm_event closes idle keep-alive connections: wrk sees read errors),
+/// all started up front and never reaped, sendfile and mmap on,
+/// mod_file_cache holding every file open, unlimited keep-alive requests,
+/// no access log (no CustomLog).
+fn apache_conf(
+    dir: &Path,
+    root: &Path,
+    port: u16,
+    cores: usize,
+    sizes: &[u64],
+    docroot: &Docroot,
+) -> String {
+    let d = dir.display();
+    let r = root.display();
+    let m = APACHE_MODULES;
+    let threads = 2048usize.div_ceil(cores);
+    let total = cores * threads;
+    let file_cache = Path::new(m).join("mod_file_cache.so").is_file();
+    let mut cache = String::new();
+    if file_cache {
+        let _ = writeln!(cache, "LoadModule file_cache_module {m}/mod_file_cache.so");
+        for &size in sizes {
+            let _ = writeln!(cache, "CacheFile {}", docroot.file(size).display());
+        }
+    }
+    format!(
+        r#"# Written by benches/compare (staticd's comparison harness).
+ServerRoot "{d}"
+ServerName 127.0.0.1
+Listen 127.0.0.1:{port}
+ListenBacklog 4096
+PidFile {d}/apache2.pid
+DefaultRuntimeDir {d}
+ErrorLog {d}/error.log
+LogLevel warn
+User www-data
+Group www-data
+
+LoadModule mpm_event_module {m}/mod_mpm_event.so
+LoadModule authz_core_module {m}/mod_authz_core.so
+LoadModule mime_module {m}/mod_mime.so
+TypesConfig /etc/mime.types
+{cache}
+ServerLimit {cores}
+StartServers {cores}
+ThreadLimit {threads}
+ThreadsPerChild {threads}
+MaxRequestWorkers {total}
+MinSpareThreads 64
+MaxSpareThreads {total}
+MaxConnectionsPerChild 0
+
+KeepAlive On
+MaxKeepAliveRequests 0
+KeepAliveTimeout 60
+EnableSendfile On
+EnableMMAP On
+ServerTokens Prod
+HostnameLookups Off
+
+DocumentRoot "{r}"
+<Directory />
+    Options None
+    AllowOverride None
+    Require all denied
+</Directory>
+<Directory "{r}">
+    Options None
+    AllowOverride None
+    Require all granted
+</Directory>
+"#
+    )
+}
+
+/// h2o 2.2: one thread per core. It has no sendfile and no access log
+/// unless configured; its open-file cache is built in and always on.
+fn h2o_conf(dir: &Path, root: &Path, port: u16, cores: usize) -> String {
+    let d = dir.display();
+    let r = root.display();
+    format!(
+        r#"# Written by benches/compare (staticd's comparison harness).
+listen:
+  host: 127.0.0.1
+  port: {port}
+num-threads: {cores}
+max-connections: 10000
+error-log: {d}/error.log
+http1-request-timeout: 60
+hosts:
+  "default":
+    paths:
+      "/":
+        file.dir: {r}
+"#
+    )
+}
