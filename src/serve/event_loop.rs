@@ -25,9 +25,6 @@ use crate::sys;
 
 /// How much is read per call.
 const READ_CHUNK: usize = 16 * 1024;
-/// How long a worker keeps the last free connection place while its own
-/// listener has nobody waiting.
-const LAST_PLACE_HOLD: Duration = Duration::from_millis(50);
 /// How long accepting pauses when the process is out of descriptors.
 const EMFILE_PAUSE: Duration = Duration::from_millis(100);
 
@@ -181,8 +178,9 @@ struct Shared {
 }
 
 /// The process-wide count of open connections, bounded by
-/// `--max-connections`: at the bound, accepting pauses (new clients wait in
-/// the listen queue) until a connection ends.
+/// `--max-connections`: at the bound each worker holds the one client it
+/// accepted last unserved and accepts no more (the rest wait in the listen
+/// queue) until a connection ends.
 struct Connections {
     active: AtomicUsize,
     max: usize,
@@ -254,24 +252,13 @@ fn worker(shared: Shared, group: Vec<std::net::TcpListener>) {
 async fn accept_loop(listener: TcpListener, shared: Shared) {
     let mut last_complaint: Option<Instant> = None;
     loop {
-        let slot = shared.conns.take_slot().await;
-        let accepted = if shared.conns.active.load(Ordering::Acquire) >= shared.conns.max {
-            // This worker holds the last free place, but the next client
-            // may be queued on another worker's listener: give the place
-            // back now and then so that worker can take it.
-            match tokio::time::timeout(LAST_PLACE_HOLD, listener.accept()).await {
-                Ok(accepted) => accepted,
-                Err(_) => {
-                    drop(slot);
-                    tokio::task::yield_now().await;
-                    continue;
-                }
-            }
-        } else {
-            listener.accept().await
-        };
-        match accepted {
+        match listener.accept().await {
             Ok((stream, peer)) => {
+                // The place is taken after accept(2): a worker waiting on an
+                // empty listener must not hold one that a client queued on
+                // another worker's listener needs. At the bound, this client
+                // waits here unserved, and this worker accepts no one else.
+                let slot = shared.conns.take_slot().await;
                 let shared = shared.clone();
                 tokio::spawn(async move {
                     connection(stream, peer, shared).await;
