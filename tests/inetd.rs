@@ -126,17 +126,6 @@ fn process_exits_zero_after_connection_close() {
     assert_eq!(statuses[0].code(), Some(0), "{}", describe(statuses[0]));
 }
 
-/// Splits `IP - - [STAMP] REST` and checks the timestamp.
-fn split_common(line: &str) -> (&str, &str) {
-    let (ip, after) = line
-        .split_once(" - - ")
-        .unwrap_or_else(|| panic!("not a common-log line: {line:?}"));
-    assert!(after.len() > 29, "not a common-log line: {line:?}");
-    assert_log_timestamp(&after[..28]);
-    assert_eq!(&after[28..29], " ", "{line:?}");
-    (ip, &after[29..])
-}
-
 fn one_logged_request(builder: Builder, extra_headers: &[&str]) -> String {
     let server = builder.start();
     let mut conn = server.connect();

@@ -127,17 +127,6 @@ fn fnord_path_is_the_target_as_sent(mode: Mode) {
     );
 }
 
-/// Splits `IP - - [STAMP] REST`, checking the timestamp's shape.
-fn split_common(line: &str) -> (&str, &str) {
-    let (ip, after) = line
-        .split_once(" - - ")
-        .unwrap_or_else(|| panic!("not a common-log line: {line:?}"));
-    assert!(after.len() > 29, "not a common-log line: {line:?}");
-    assert_log_timestamp(&after[..28]);
-    assert_eq!(&after[28..29], " ", "{line:?}");
-    (ip, &after[29..])
-}
-
 fn combined_line_has_quoted_referer_and_agent(mode: Mode) {
     let root = site();
     let server = logging_server(mode, &root, "combined");

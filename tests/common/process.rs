@@ -242,3 +242,15 @@ pub fn assert_log_timestamp(stamp: &str) {
         "bad log timestamp {stamp:?}, want like [30/Nov/2026:04:48:17 +0000]"
     );
 }
+
+/// Splits a common/combined log line `IP - - [STAMP] REST` into the IP and
+/// REST, checking the timestamp's shape.
+pub fn split_common(line: &str) -> (&str, &str) {
+    let (ip, after) = line
+        .split_once(" - - ")
+        .unwrap_or_else(|| panic!("not a common-log line: {line:?}"));
+    assert!(after.len() > 29, "not a common-log line: {line:?}");
+    assert_log_timestamp(&after[..28]);
+    assert_eq!(&after[28..29], " ", "{line:?}");
+    (ip, &after[29..])
+}
