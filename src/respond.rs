@@ -512,11 +512,10 @@ fn boundary(etag: &str) -> String {
         c.set(c.get().wrapping_add(1));
         c.get()
     });
-    // FNV-1a over the ETag, mixed with the counter and the process id.
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325 ^ u64::from(std::process::id());
-    for b in etag.bytes().chain(n.to_le_bytes()) {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
+    // The ETag, mixed with the counter and the process id.
+    let hash = conditional::fnv1a(
+        u64::from(std::process::id()),
+        etag.bytes().chain(n.to_le_bytes()),
+    );
     format!("staticd-{hash:016x}")
 }
