@@ -1,5 +1,6 @@
 //! Access-log lines. Formatting is pure; `emit` is the one write to stderr.
 
+use std::fmt::{self, Write as _};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -8,108 +9,155 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::config::LogFormat;
 use crate::http::parse::Request;
+use crate::pool;
 
 /// What one response contributes to the log.
 pub struct Entry<'a> {
     /// Client IP address, or `-` when unknown.
     pub client: &'a str,
     /// The request, when its head parsed.
-    pub request: Option<&'a Request>,
+    pub request: Option<&'a Request<'a>>,
     pub status: u16,
     pub body_len: u64,
 }
 
-pub fn format(format: LogFormat, e: &Entry, now: SystemTime) -> Option<String> {
-    let req = e.request;
-    let mut line = match format {
-        LogFormat::Off => return None,
-        LogFormat::Fnord => fnord(e),
-        LogFormat::Common | LogFormat::Combined => {
-            let request_line = req.map_or_else(
-                || "-".to_string(),
-                |r| {
-                    format!(
-                        "{} {} HTTP/1.{}",
-                        r.method.as_str(),
-                        r.target,
-                        r.minor_version
-                    )
-                },
-            );
-            let size = if e.body_len == 0 {
-                "-".to_string()
-            } else {
-                e.body_len.to_string()
-            };
-            let mut line = format!(
-                "{} - - [{}] \"{}\" {} {}",
-                e.client,
-                clf_time(now),
-                escape(&request_line),
-                e.status,
-                size
-            );
-            if format == LogFormat::Combined {
-                let referer = req.and_then(|r| r.referer.as_deref()).unwrap_or("-");
-                let agent = req.and_then(|r| r.user_agent.as_deref()).unwrap_or("-");
-                line.push_str(&format!(" \"{}\" \"{}\"", escape(referer), escape(agent)));
-            }
-            line
+/// One formatted access-log line (empty when logging is off). Its buffer
+/// goes back to the thread's free list when dropped.
+#[derive(Default)]
+pub struct Line(String);
+
+impl Line {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Appends another line (pipelined answers log in one write).
+    pub fn push(&mut self, more: &Line) {
+        if self.0.is_empty() {
+            self.0 = pool::take(&pool::LINES);
         }
+        self.0.push_str(&more.0);
+    }
+
+    /// Writes the line, if there is one.
+    pub fn emit(&self) {
+        if !self.0.is_empty() {
+            emit(&self.0);
+        }
+    }
+}
+
+impl Drop for Line {
+    fn drop(&mut self) {
+        pool::give(&pool::LINES, std::mem::take(&mut self.0));
+    }
+}
+
+pub fn format(format: LogFormat, e: &Entry, now: SystemTime) -> Line {
+    if format == LogFormat::Off {
+        return Line::default();
+    }
+    let mut out = pool::take(&pool::LINES);
+    // Writing to a String cannot fail.
+    let _ = match format {
+        LogFormat::Off => Ok(()),
+        LogFormat::Fnord => fnord(&mut out, e),
+        LogFormat::Common | LogFormat::Combined => common(&mut out, format, e, now),
     };
-    line.push('\n');
-    Some(line)
+    out.push('\n');
+    Line(out)
+}
+
+/// The Common Log Format, and with Combined the referer and user agent.
+fn common(out: &mut String, format: LogFormat, e: &Entry, now: SystemTime) -> fmt::Result {
+    let req = e.request;
+    write!(out, "{} - - [", e.client)?;
+    clf_time(out, now)?;
+    out.push_str("] \"");
+    match req {
+        Some(r) => {
+            escape(out, r.method.as_str());
+            out.push(' ');
+            escape(out, &r.target);
+            write!(out, " HTTP/1.{}", r.minor_version)?;
+        }
+        None => out.push('-'),
+    }
+    write!(out, "\" {} ", e.status)?;
+    if e.body_len == 0 {
+        out.push('-');
+    } else {
+        write!(out, "{}", e.body_len)?;
+    }
+    if format == LogFormat::Combined {
+        let referer = req.and_then(|r| r.referer.as_deref()).unwrap_or("-");
+        let agent = req.and_then(|r| r.user_agent.as_deref()).unwrap_or("-");
+        out.push_str(" \"");
+        escape(out, referer);
+        out.push_str("\" \"");
+        escape(out, agent);
+        out.push('"');
+    }
+    Ok(())
 }
 
 /// fnord's line: `IP STATUS SIZE HOST USER_AGENT REFERER PATH`, spaces in
-/// the agent turned into `_`, `none` for a missing referer.
-fn fnord(e: &Entry) -> String {
+/// the agent and referer turned into `_`, `none` for a missing referer.
+fn fnord(out: &mut String, e: &Entry) -> fmt::Result {
     let req = e.request;
     let host = req.and_then(|r| r.host.as_deref()).unwrap_or("-");
-    let agent = req
-        .and_then(|r| r.user_agent.as_deref())
-        .unwrap_or("-")
-        .replace(' ', "_");
-    let referer = req
-        .and_then(|r| r.referer.as_deref())
-        .unwrap_or("none")
-        .replace(' ', "_");
-    let path = req.map_or("-", |r| r.target.as_str());
-    format!(
-        "{} {} {} {} {} {} {}",
-        e.client,
-        e.status,
-        e.body_len,
-        escape(host),
-        escape(&agent),
-        escape(&referer),
-        escape(path)
-    )
+    let agent = req.and_then(|r| r.user_agent.as_deref()).unwrap_or("-");
+    let referer = req.and_then(|r| r.referer.as_deref()).unwrap_or("none");
+    let path = req.map_or("-", |r| &r.target);
+    write!(out, "{} {} {} ", e.client, e.status, e.body_len)?;
+    escape(out, host);
+    out.push(' ');
+    escape_underscored(out, agent);
+    out.push(' ');
+    escape_underscored(out, referer);
+    out.push(' ');
+    escape(out, path);
+    Ok(())
 }
 
-/// Keeps a client-supplied value on one line and free of quotes.
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
+/// Appends a client-supplied value kept on one line and free of quotes.
+fn escape(out: &mut String, s: &str) {
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
-            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if c.is_control() => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
             c => out.push(c),
         }
     }
-    out
+}
+
+/// `escape`, with spaces as `_` (fnord's fields are space-separated).
+fn escape_underscored(out: &mut String, s: &str) {
+    for part in s.split(' ').enumerate() {
+        if part.0 > 0 {
+            out.push('_');
+        }
+        escape(out, part.1);
+    }
 }
 
 /// `10/Oct/2000:13:55:36 +0000`, in UTC.
-fn clf_time(t: SystemTime) -> String {
+fn clf_time(out: &mut String, t: SystemTime) -> fmt::Result {
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
     let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let (y, m, d) = civil_from_days((secs / 86_400) as i64);
     let rem = secs % 86_400;
-    format!(
+    write!(
+        out,
         "{d:02}/{}/{y}:{:02}:{:02}:{:02} +0000",
         MONTHS[(m - 1) as usize],
         rem / 3600,
@@ -197,7 +245,7 @@ mod tests {
         UNIX_EPOCH + Duration::from_secs(971_186_136) // 2000-10-10 13:55:36 UTC
     }
 
-    fn req() -> Request {
+    fn req() -> Request<'static> {
         Request {
             target: "/a b?x".into(),
             minor_version: 1,
@@ -217,11 +265,11 @@ mod tests {
             body_len: 2326,
         };
         assert_eq!(
-            format(LogFormat::Common, &e, t()).unwrap(),
+            format(LogFormat::Common, &e, t()).as_str(),
             "10.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"GET /a b?x HTTP/1.1\" 200 2326\n"
         );
         assert_eq!(
-            format(LogFormat::Combined, &e, t()).unwrap(),
+            format(LogFormat::Combined, &e, t()).as_str(),
             "10.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"GET /a b?x HTTP/1.1\" 200 2326 \"-\" \"Mozilla/5.0 (X11)\"\n"
         );
     }
@@ -236,7 +284,7 @@ mod tests {
             body_len: 0,
         };
         assert_eq!(
-            format(LogFormat::Fnord, &e, t()).unwrap(),
+            format(LogFormat::Fnord, &e, t()).as_str(),
             "10.0.0.1 404 0 example.test Mozilla/5.0_(X11) none /a b?x\n"
         );
     }
@@ -250,16 +298,20 @@ mod tests {
             body_len: 12,
         };
         assert!(format(LogFormat::Common, &e, t())
-            .unwrap()
+            .as_str()
             .contains("\"-\" 400 12"));
-        assert_eq!(escape("a\"b\x1b"), "a\\\"b\\x1b");
-        assert!(format(LogFormat::Off, &e, t()).is_none());
+        let mut escaped = String::new();
+        escape(&mut escaped, "a\"b\x1b");
+        assert_eq!(escaped, "a\\\"b\\x1b");
+        assert!(format(LogFormat::Off, &e, t()).is_empty());
     }
 
     #[test]
     fn dates() {
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(11_016), (2000, 2, 29));
-        assert_eq!(clf_time(UNIX_EPOCH), "01/Jan/1970:00:00:00 +0000");
+        let mut s = String::new();
+        clf_time(&mut s, UNIX_EPOCH).unwrap();
+        assert_eq!(s, "01/Jan/1970:00:00:00 +0000");
     }
 }

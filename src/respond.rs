@@ -3,6 +3,7 @@
 
 use std::cell::Cell;
 use std::fs::File;
+use std::io::Write;
 use std::sync::Arc;
 
 use crate::cgi::{self, CgiHead};
@@ -10,6 +11,7 @@ use crate::http::conditional::{self, Precondition, Validators};
 use crate::http::parse::{BodyFraming, Method, ParseError, Request};
 use crate::http::range::{self, ByteRange, RangeOutcome};
 use crate::http::response::{HeadBuilder, Persistence, Status};
+use crate::pool;
 use crate::site::file::{FileSet, Source};
 use crate::site::listing::{self, Listing};
 use crate::site::negotiate;
@@ -27,6 +29,21 @@ pub struct Response {
     pub body_len: u64,
     /// The server closes the connection after this response.
     pub close: bool,
+}
+
+/// The head and body buffers go back to this thread's free lists.
+impl Drop for Response {
+    fn drop(&mut self) {
+        pool::give(&pool::HEADS, std::mem::take(&mut self.head));
+        pool::give(&pool::BODIES, std::mem::take(&mut self.body));
+    }
+}
+
+/// A body of one chunk, in a list from the free list.
+fn one_chunk(chunk: Chunk) -> Vec<Chunk> {
+    let mut body = pool::take(&pool::BODIES);
+    body.push(chunk);
+    body
 }
 
 /// A piece of a response body.
@@ -83,7 +100,7 @@ pub fn respond(site: &Site, req: &Request, force_close: bool) -> Answer {
                 return Answer::Send(reply.error(Status::LengthRequired));
             }
             let job = CgiJob {
-                request: req.clone(),
+                request: req.clone().into_owned(),
                 script,
                 raw_head: Vec::new(),
                 force_close,
@@ -104,7 +121,7 @@ pub enum Answer {
 
 /// A CGI script to run for a request.
 pub struct CgiJob {
-    pub request: Request,
+    pub request: Request<'static>,
     pub script: ScriptTarget,
     /// The request head as received, for the HTTP_* variables; the session
     /// fills it in.
@@ -295,14 +312,17 @@ impl Reply {
 
     /// A status with its short text body, `<code> <reason>\n`.
     fn text(&self, status: Status, mut h: HeadBuilder) -> Response {
-        let body = format!("{} {}\n", status.code(), status.reason());
+        // Three digits, a space, the reason and a newline.
+        let body_len = 3 + 1 + status.reason().len() + 1;
         h.header("Content-Type", "text/plain; charset=utf-8");
-        h.header_u64("Content-Length", body.len() as u64);
+        h.header_u64("Content-Length", body_len as u64);
         let mut resp = self.build(status, h, Vec::new(), 0);
         if !self.head_only {
             // Small bodies ride in the same write as the head.
-            resp.head.extend_from_slice(body.as_bytes());
-            resp.body_len = body.len() as u64;
+            let before = resp.head.len();
+            let _ = writeln!(resp.head, "{} {}", status.code(), status.reason());
+            debug_assert_eq!(resp.head.len() - before, body_len);
+            resp.body_len = body_len as u64;
         }
         resp
     }
@@ -330,14 +350,14 @@ impl Reply {
             RangeOutcome::Whole => {
                 let mut h = self.file_head(Status::Ok, &rep);
                 h.header_u64("Content-Length", size);
-                self.with_body(Status::Ok, h, vec![slice(&f.source, 0, size)], size)
+                self.with_body(Status::Ok, h, one_chunk(slice(&f.source, 0, size)), size)
             }
             RangeOutcome::Ranges(ranges) if ranges.len() == 1 => {
                 let r = ranges[0];
                 let mut h = self.file_head(Status::PartialContent, &rep);
                 h.header("Content-Range", &content_range(r, size));
                 h.header_u64("Content-Length", r.len());
-                let body = vec![slice(&f.source, r.start, r.len())];
+                let body = one_chunk(slice(&f.source, r.start, r.len()));
                 self.with_body(Status::PartialContent, h, body, r.len())
             }
             RangeOutcome::Ranges(ranges) => self.multipart(&rep, &f.source, &ranges, size),
@@ -396,7 +416,12 @@ impl Reply {
         h.header("Vary", "Accept");
         h.header_u64("Content-Length", body.len() as u64);
         let len = body.len() as u64;
-        self.with_body(Status::Ok, h, vec![Chunk::Bytes(body.into_bytes())], len)
+        self.with_body(
+            Status::Ok,
+            h,
+            one_chunk(Chunk::Bytes(body.into_bytes())),
+            len,
+        )
     }
 
     /// multipart/byteranges (RFC 9110 §14.6): each part names its range.

@@ -19,7 +19,7 @@ pub enum Step {
     /// requests, when closing loses nothing.
     Read { deadline: Instant, idle: bool },
     /// Send this response; then call `step` again.
-    Send(Box<Sent>),
+    Send(Sent),
     /// Run this CGI script (see `serve::cgi_exchange`), then call
     /// `cgi_finished` and `step` again.
     Cgi(Box<CgiJob>),
@@ -30,23 +30,20 @@ pub enum Step {
 /// A response and its access-log line.
 pub struct Sent {
     pub response: Response,
-    pub log_line: Option<String>,
+    /// Written (`emit`) once the response has gone.
+    pub log_line: log::Line,
 }
 
 impl Sent {
     /// Puts the next pipelined answer behind this one, which has no body
     /// beyond its head.
-    fn append(&mut self, next: Sent) {
+    fn append(&mut self, mut next: Sent) {
         let r = &mut self.response;
         r.head.extend_from_slice(&next.response.head);
-        r.body = next.response.body;
+        std::mem::swap(&mut r.body, &mut next.response.body);
         r.body_len += next.response.body_len;
         r.close = next.response.close;
-        match (&mut self.log_line, next.log_line) {
-            (Some(line), Some(more)) => line.push_str(&more),
-            (slot @ None, more) => *slot = more,
-            (Some(_), None) => {}
-        }
+        self.log_line.push(&next.log_line);
     }
 }
 
@@ -106,7 +103,7 @@ impl Session {
             && sent.response.head.len() < MAX_BATCH
         {
             match self.advance(cfg, site, stopping) {
-                Step::Send(next) => sent.append(*next),
+                Step::Send(next) => sent.append(next),
                 Step::Cgi(job) => {
                     self.pending_cgi = Some(job);
                     break;
@@ -168,17 +165,18 @@ impl Session {
             Parsed::Error(e) => {
                 self.closing = true;
                 let response = respond::refuse(e);
-                self.sent(cfg, None, response)
+                sent(cfg, &self.client, None, response)
             }
             Parsed::Complete { request, head_len } => {
                 self.head_deadline = None;
                 self.served += 1;
                 match respond::respond(site, &request, stopping) {
                     Answer::Send(response) => {
-                        self.input.drain(..head_len);
                         self.skipper = BodySkipper::new(request.framing);
                         self.closing = response.close;
-                        self.sent(cfg, Some(&request), response)
+                        let step = sent(cfg, &self.client, Some(&request), response);
+                        self.input.drain(..head_len);
+                        step
                     }
                     Answer::Cgi(mut job) => {
                         // The script gets the body; the exchange reads it.
@@ -207,15 +205,16 @@ impl Session {
     pub fn unread_input(&self) -> bool {
         !self.input.is_empty() || self.skipper.is_some()
     }
+}
 
-    fn sent(&self, cfg: &Config, request: Option<&parse::Request>, response: Response) -> Step {
-        let entry = log::Entry {
-            client: &self.client,
-            request,
-            status: response.status.code(),
-            body_len: response.body_len,
-        };
-        let log_line = log::format(cfg.log_format, &entry, SystemTime::now());
-        Step::Send(Box::new(Sent { response, log_line }))
-    }
+/// The step that sends `response`, with its log line.
+fn sent(cfg: &Config, client: &str, request: Option<&parse::Request>, response: Response) -> Step {
+    let entry = log::Entry {
+        client,
+        request,
+        status: response.status.code(),
+        body_len: response.body_len,
+    };
+    let log_line = log::format(cfg.log_format, &entry, SystemTime::now());
+    Step::Send(Sent { response, log_line })
 }

@@ -418,14 +418,20 @@ fn wire_bytes(answer: Answer) -> Vec<u8> {
     let Answer::Send(resp) = answer else {
         panic!("no CGI here")
     };
-    let mut out = resp.head;
-    for chunk in resp.body {
-        match chunk {
-            Chunk::Bytes(b) => out.extend_from_slice(&b),
-            Chunk::Shared { bytes, offset, len } => {
-                out.extend_from_slice(&bytes[offset..offset + len])
-            }
-            Chunk::File { file, offset, len } => {
+    let mut out = resp.head.clone();
+    for chunk in &resp.body {
+        match *chunk {
+            Chunk::Bytes(ref b) => out.extend_from_slice(b),
+            Chunk::Shared {
+                ref bytes,
+                offset,
+                len,
+            } => out.extend_from_slice(&bytes[offset..offset + len]),
+            Chunk::File {
+                ref file,
+                offset,
+                len,
+            } => {
                 let mut buf = vec![0; len as usize];
                 file.read_exact_at(&mut buf, offset).unwrap();
                 out.extend_from_slice(&buf);

@@ -8,6 +8,7 @@
 //! Inputs are bytes; text-taking functions get them through
 //! `String::from_utf8_lossy`, so no input is wasted on a UTF-8 check.
 
+use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
 
 use staticd::cgi::{self, CgiHead, HeaderBlock, Location};
@@ -69,7 +70,7 @@ pub fn parse_request(data: &[u8]) {
     body(request.framing, &data[head_len..]);
 }
 
-fn kept_values(r: &Request) -> impl Iterator<Item = &String> {
+fn kept_values<'a>(r: &'a Request<'a>) -> impl Iterator<Item = &'a Cow<'a, str>> {
     [
         &r.host,
         &r.range,
@@ -221,10 +222,10 @@ fn check_if_range(value: &str) {
     assert!(conditional::if_range_holds(None, &v));
     // The other conditionals only need not panic on the same text.
     let req = Request {
-        if_match: Some(value.to_string()),
-        if_none_match: Some(value.to_string()),
-        if_modified_since: Some(value.to_string()),
-        if_unmodified_since: Some(value.to_string()),
+        if_match: Some(value.into()),
+        if_none_match: Some(value.into()),
+        if_modified_since: Some(value.into()),
+        if_unmodified_since: Some(value.into()),
         ..Request::default()
     };
     let _ = conditional::evaluate(&req, &v);

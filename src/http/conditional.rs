@@ -157,7 +157,7 @@ mod tests {
         }
     }
 
-    fn req(f: impl FnOnce(&mut Request)) -> Request {
+    fn req(f: impl FnOnce(&mut Request)) -> Request<'static> {
         let mut r = Request::default();
         f(&mut r);
         r

@@ -2,6 +2,8 @@
 //!
 //! Framing and persistence are decided here, once, for every transport.
 
+use std::borrow::Cow;
+
 use super::limits::{MAX_HEADERS, MAX_HEAD_BYTES, MAX_TARGET_BYTES};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -42,28 +44,58 @@ pub enum BodyFraming {
     Chunked,
 }
 
-/// The parts of a request head that staticd acts on.
+/// The parts of a request head that staticd acts on. Values borrow from
+/// the bytes received, so parsing a request allocates nothing; only a
+/// repeated list-valued field (joined with commas) is copied.
 #[derive(Clone, Debug, Default)]
-pub struct Request {
+pub struct Request<'a> {
     pub method: Method,
     /// The request-target exactly as sent.
-    pub target: String,
+    pub target: Cow<'a, str>,
     /// 0 for HTTP/1.0, 1 for HTTP/1.1.
     pub minor_version: u8,
-    pub host: Option<String>,
+    pub host: Option<Cow<'a, str>>,
     /// Whether the client asked for (or defaults to) a persistent connection.
     pub keep_alive: bool,
     pub framing: BodyFraming,
-    pub range: Option<String>,
-    pub if_range: Option<String>,
-    pub if_match: Option<String>,
-    pub if_none_match: Option<String>,
-    pub if_modified_since: Option<String>,
-    pub if_unmodified_since: Option<String>,
-    pub user_agent: Option<String>,
-    pub referer: Option<String>,
-    pub accept: Option<String>,
-    pub accept_encoding: Option<String>,
+    pub range: Option<Cow<'a, str>>,
+    pub if_range: Option<Cow<'a, str>>,
+    pub if_match: Option<Cow<'a, str>>,
+    pub if_none_match: Option<Cow<'a, str>>,
+    pub if_modified_since: Option<Cow<'a, str>>,
+    pub if_unmodified_since: Option<Cow<'a, str>>,
+    pub user_agent: Option<Cow<'a, str>>,
+    pub referer: Option<Cow<'a, str>>,
+    pub accept: Option<Cow<'a, str>>,
+    pub accept_encoding: Option<Cow<'a, str>>,
+}
+
+impl Request<'_> {
+    /// The same request, owning its values (for a CGI job that outlives
+    /// the buffer the head was read into).
+    pub fn into_owned(self) -> Request<'static> {
+        fn own(v: Option<Cow<'_, str>>) -> Option<Cow<'static, str>> {
+            v.map(|c| Cow::Owned(c.into_owned()))
+        }
+        Request {
+            method: self.method,
+            target: Cow::Owned(self.target.into_owned()),
+            minor_version: self.minor_version,
+            host: own(self.host),
+            keep_alive: self.keep_alive,
+            framing: self.framing,
+            range: own(self.range),
+            if_range: own(self.if_range),
+            if_match: own(self.if_match),
+            if_none_match: own(self.if_none_match),
+            if_modified_since: own(self.if_modified_since),
+            if_unmodified_since: own(self.if_unmodified_since),
+            user_agent: own(self.user_agent),
+            referer: own(self.referer),
+            accept: own(self.accept),
+            accept_encoding: own(self.accept_encoding),
+        }
+    }
 }
 
 /// Why a request head was refused; each maps to one status in `respond`.
@@ -79,19 +111,19 @@ pub enum ParseError {
 // an allocation per request to save stack bytes nobody misses.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
-pub enum Parsed {
+pub enum Parsed<'a> {
     /// More bytes are needed.
     Incomplete,
     /// A whole head; `head_len` bytes of the buffer belong to it.
     Complete {
-        request: Request,
+        request: Request<'a>,
         head_len: usize,
     },
     Error(ParseError),
 }
 
 /// Parses the request head at the start of `buf`.
-pub fn parse(buf: &[u8]) -> Parsed {
+pub fn parse(buf: &[u8]) -> Parsed<'_> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     match req.parse(buf) {
@@ -113,7 +145,7 @@ pub fn parse(buf: &[u8]) -> Parsed {
 
 /// A partial head is refused once it is already over a limit, so a client
 /// cannot make the server buffer without bound.
-fn incomplete(buf: &[u8]) -> Parsed {
+fn incomplete(buf: &[u8]) -> Parsed<'static> {
     let first_line_done = buf.contains(&b'\n');
     if !first_line_done && buf.len() > MAX_TARGET_BYTES + REQUEST_LINE_SLACK {
         return Parsed::Error(ParseError::TargetTooLong);
@@ -130,7 +162,7 @@ const REQUEST_LINE_SLACK: usize = 32;
 /// httparse knows only HTTP/1.0 and HTTP/1.1. A well-formed `HTTP/x.y` of
 /// another major version is 505; a higher 1.x minor is read as 1.1, as
 /// RFC 9110 §2.5 asks; anything else is malformed.
-fn version_error(buf: &[u8]) -> Parsed {
+fn version_error(buf: &[u8]) -> Parsed<'static> {
     let line_end = match buf.iter().position(|&b| b == b'\n') {
         Some(i) => i,
         None => return Parsed::Incomplete,
@@ -150,7 +182,15 @@ fn version_error(buf: &[u8]) -> Parsed {
                 let mut patched = buf.to_vec();
                 let minor_at = line.len() - 1;
                 patched[minor_at] = b'1';
-                parse(&patched)
+                // Rare enough that copying the values out is no cost.
+                match parse(&patched) {
+                    Parsed::Complete { request, head_len } => Parsed::Complete {
+                        request: request.into_owned(),
+                        head_len,
+                    },
+                    Parsed::Incomplete => Parsed::Incomplete,
+                    Parsed::Error(e) => Parsed::Error(e),
+                }
             } else if *major == b'1' {
                 Parsed::Error(ParseError::Malformed)
             } else {
@@ -165,7 +205,7 @@ fn trim_cr(line: &[u8]) -> &[u8] {
     line.strip_suffix(b"\r").unwrap_or(line)
 }
 
-fn build_request(req: &httparse::Request) -> Result<Request, ParseError> {
+fn build_request<'a>(req: &httparse::Request<'_, 'a>) -> Result<Request<'a>, ParseError> {
     let target = req.path.ok_or(ParseError::Malformed)?;
     if target.len() > MAX_TARGET_BYTES {
         return Err(ParseError::TargetTooLong);
@@ -173,7 +213,7 @@ fn build_request(req: &httparse::Request) -> Result<Request, ParseError> {
     let minor_version = req.version.ok_or(ParseError::Malformed)?;
     let mut out = Request {
         method: Method::from_token(req.method.ok_or(ParseError::Malformed)?),
-        target: target.to_string(),
+        target: Cow::Borrowed(target),
         minor_version,
         ..Request::default()
     };
@@ -184,13 +224,13 @@ fn build_request(req: &httparse::Request) -> Result<Request, ParseError> {
     let mut expect_continue = false;
     let mut chunked_count = 0;
     for h in req.headers.iter() {
-        let value = std::str::from_utf8(h.value).map_err(|_| ParseError::Malformed)?;
+        let value: &'a str = std::str::from_utf8(h.value).map_err(|_| ParseError::Malformed)?;
         let name = h.name;
         if name.eq_ignore_ascii_case("host") {
             if out.host.is_some() {
                 return Err(ParseError::Malformed);
             }
-            out.host = Some(value.trim().to_string());
+            out.host = Some(Cow::Borrowed(value.trim()));
         } else if name.eq_ignore_ascii_case("connection") {
             connection.add(value);
         } else if name.eq_ignore_ascii_case("content-length") {
@@ -215,23 +255,23 @@ fn build_request(req: &httparse::Request) -> Result<Request, ParseError> {
         } else if name.eq_ignore_ascii_case("range") {
             append(&mut out.range, value);
         } else if name.eq_ignore_ascii_case("if-range") {
-            out.if_range = Some(value.trim().to_string());
+            out.if_range = Some(Cow::Borrowed(value.trim()));
         } else if name.eq_ignore_ascii_case("if-match") {
             append(&mut out.if_match, value);
         } else if name.eq_ignore_ascii_case("if-none-match") {
             append(&mut out.if_none_match, value);
         } else if name.eq_ignore_ascii_case("if-modified-since") {
-            out.if_modified_since = Some(value.trim().to_string());
+            out.if_modified_since = Some(Cow::Borrowed(value.trim()));
         } else if name.eq_ignore_ascii_case("if-unmodified-since") {
-            out.if_unmodified_since = Some(value.trim().to_string());
+            out.if_unmodified_since = Some(Cow::Borrowed(value.trim()));
         } else if name.eq_ignore_ascii_case("accept") {
             append(&mut out.accept, value);
         } else if name.eq_ignore_ascii_case("accept-encoding") {
             append(&mut out.accept_encoding, value);
         } else if name.eq_ignore_ascii_case("user-agent") {
-            out.user_agent = Some(value.to_string());
+            out.user_agent = Some(Cow::Borrowed(value));
         } else if name.eq_ignore_ascii_case("referer") {
-            out.referer = Some(value.to_string());
+            out.referer = Some(Cow::Borrowed(value));
         }
     }
     if minor_version >= 1 && out.host.is_none() {
@@ -272,13 +312,14 @@ fn parse_content_length(value: &str) -> Result<u64, ParseError> {
 }
 
 /// Repeated list-valued fields are one comma-separated list (RFC 9110 §5.3).
-fn append(slot: &mut Option<String>, value: &str) {
+fn append<'a>(slot: &mut Option<Cow<'a, str>>, value: &'a str) {
     match slot {
         Some(existing) => {
-            existing.push_str(", ");
-            existing.push_str(value.trim());
+            let joined = existing.to_mut();
+            joined.push_str(", ");
+            joined.push_str(value.trim());
         }
-        None => *slot = Some(value.trim().to_string()),
+        None => *slot = Some(Cow::Borrowed(value.trim())),
     }
 }
 
@@ -304,7 +345,7 @@ impl ConnectionTokens {
 mod tests {
     use super::*;
 
-    fn ok(raw: &str) -> Request {
+    fn ok(raw: &str) -> Request<'_> {
         match parse(raw.as_bytes()) {
             Parsed::Complete { request, head_len } => {
                 assert_eq!(head_len, raw.len());

@@ -89,7 +89,8 @@ impl HeadBuilder {
 
     /// A head with any status code, as a CGI script may choose.
     pub fn with_code(code: u16, reason: &str) -> HeadBuilder {
-        let mut buf = Vec::with_capacity(256);
+        let mut buf = crate::pool::take(&crate::pool::HEADS);
+        buf.reserve(256);
         buf.extend_from_slice(b"HTTP/1.1 ");
         push_u64(&mut buf, u64::from(code));
         buf.push(b' ');

@@ -43,7 +43,7 @@ pub struct ClientIo<'a> {
 pub struct Done {
     /// The connection can carry another request.
     pub keep_alive: bool,
-    pub log_line: Option<String>,
+    pub log_line: log::Line,
 }
 
 /// Runs `job`. `input` holds what the client sent after the request head;
@@ -97,10 +97,10 @@ enum Ended {
 
 /// The request a local redirect stands for: a GET of the new path, with the
 /// original headers (RFC 3875 §6.2.2). Its body was for the script.
-fn redirected(original: &Request, target: String) -> Request {
+fn redirected<'a>(original: &Request<'a>, target: String) -> Request<'a> {
     Request {
         method: Method::Get,
-        target,
+        target: target.into(),
         framing: BodyFraming::None,
         ..original.clone()
     }

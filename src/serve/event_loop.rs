@@ -324,9 +324,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
             Step::Send(sent) => {
                 let writer = ResponseWriter::new(sent.response, true);
                 let result = send(&stream, writer, cfg.send_timeout).await;
-                if let Some(line) = &sent.log_line {
-                    log::emit(line);
-                }
+                sent.log_line.emit();
                 if result.is_err() {
                     return;
                 }
@@ -374,9 +372,7 @@ async fn run_cgi(
     match task.await {
         Ok((done, input)) => {
             *session.input() = input;
-            if let Some(line) = &done.log_line {
-                log::emit(line);
-            }
+            done.log_line.emit();
             done.keep_alive
         }
         Err(_) => false,

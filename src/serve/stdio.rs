@@ -11,7 +11,6 @@ use super::linger_deadline;
 use super::writer::{send_blocking, ResponseWriter};
 use crate::cgi;
 use crate::config::Config;
-use crate::log;
 use crate::session::{Session, Step};
 use crate::site::Site;
 use crate::sys;
@@ -54,9 +53,7 @@ fn serve(cfg: &Config, site: &Site) -> io::Result<()> {
             Step::Send(sent) => {
                 let writer = ResponseWriter::new(sent.response, out_socket);
                 let result = send_blocking(output, writer, cfg.send_timeout);
-                if let Some(line) = &sent.log_line {
-                    log::emit(line);
-                }
+                sent.log_line.emit();
                 if result.is_err() {
                     return Ok(());
                 }
@@ -69,9 +66,7 @@ fn serve(cfg: &Config, site: &Site) -> io::Result<()> {
                 };
                 let client = session.client().to_string();
                 let done = cgi_exchange::run(job, io, session.input(), cfg, site, &client);
-                if let Some(line) = &done.log_line {
-                    log::emit(line);
-                }
+                done.log_line.emit();
                 session.cgi_finished(done.keep_alive);
             }
             Step::Close => break,
