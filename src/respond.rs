@@ -340,33 +340,45 @@ impl Reply {
         if let Some(resp) = self.preconditions(req, &rep) {
             return resp;
         }
-        let outcome = match &req.range {
-            Some(r) if conditional::if_range_holds(req.if_range.as_deref(), v) => {
-                range::evaluate(r, size)
-            }
-            _ => RangeOutcome::Whole,
+        let range = match &req.range {
+            Some(r) if conditional::if_range_holds(req.if_range.as_deref(), v) => Some(r),
+            _ => None,
         };
-        match outcome {
+        // One range, the usual case, is decided without building a list.
+        if let Some(r) = range.and_then(|r| range::single(r, size)) {
+            return self.one_range(&rep, &f.source, r, size);
+        }
+        match range.map_or(RangeOutcome::Whole, |r| range::evaluate(r, size)) {
             RangeOutcome::Whole => {
                 let mut h = self.file_head(Status::Ok, &rep);
                 h.header_u64("Content-Length", size);
                 self.with_body(Status::Ok, h, one_chunk(slice(&f.source, 0, size)), size)
             }
             RangeOutcome::Ranges(ranges) if ranges.len() == 1 => {
-                let r = ranges[0];
-                let mut h = self.file_head(Status::PartialContent, &rep);
-                h.header("Content-Range", &content_range(r, size));
-                h.header_u64("Content-Length", r.len());
-                let body = one_chunk(slice(&f.source, r.start, r.len()));
-                self.with_body(Status::PartialContent, h, body, r.len())
+                self.one_range(&rep, &f.source, ranges[0], size)
             }
             RangeOutcome::Ranges(ranges) => self.multipart(&rep, &f.source, &ranges, size),
             RangeOutcome::Unsatisfiable => {
                 let mut h = HeadBuilder::new(Status::RangeNotSatisfiable);
-                h.header("Content-Range", &format!("bytes */{size}"));
+                h.header_display("Content-Range", format_args!("bytes */{size}"));
                 self.text(Status::RangeNotSatisfiable, h)
             }
         }
+    }
+
+    /// 206 with one range of the representation.
+    fn one_range(
+        &self,
+        rep: &Representation,
+        source: &Source,
+        r: ByteRange,
+        size: u64,
+    ) -> Response {
+        let mut h = self.file_head(Status::PartialContent, rep);
+        h.header_display("Content-Range", ContentRange(r, size));
+        h.header_u64("Content-Length", r.len());
+        let body = one_chunk(slice(source, r.start, r.len()));
+        self.with_body(Status::PartialContent, h, body, r.len())
     }
 
     /// 304 or 412 when the request's preconditions say so (RFC 9110 §13.2.2).
@@ -440,7 +452,7 @@ impl Reply {
             let part_head = format!(
                 "{}--{boundary}\r\nContent-Type: {content_type}\r\nContent-Range: {}\r\n\r\n",
                 if i == 0 { "" } else { "\r\n" },
-                content_range(*r, size)
+                ContentRange(*r, size)
             );
             total += part_head.len() as u64 + r.len();
             body.push(Chunk::Bytes(part_head.into_bytes()));
@@ -462,6 +474,7 @@ impl Reply {
     /// A response with a body, which HEAD leaves off.
     fn with_body(&self, status: Status, h: HeadBuilder, body: Vec<Chunk>, len: u64) -> Response {
         if self.head_only {
+            pool::give(&pool::BODIES, body);
             self.build(status, h, Vec::new(), 0)
         } else {
             self.build(status, h, body, len)
@@ -519,12 +532,17 @@ fn representation_headers(h: &mut HeadBuilder, rep: &Representation) {
 }
 
 fn validator_headers(h: &mut HeadBuilder, v: &Validators) {
-    h.header("Last-Modified", &v.last_modified_http());
+    h.header_display("Last-Modified", httpdate::HttpDate::from(v.last_modified));
     h.header("ETag", &v.etag);
 }
 
-fn content_range(r: ByteRange, size: u64) -> String {
-    format!("bytes {}-{}/{size}", r.start, r.end)
+/// A Content-Range value, `bytes START-END/SIZE`.
+struct ContentRange(ByteRange, u64);
+
+impl std::fmt::Display for ContentRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "bytes {}-{}/{}", self.0.start, self.0.end, self.1)
+    }
 }
 
 /// A multipart boundary unlikely to occur in the file: derived from the

@@ -40,10 +40,6 @@ impl Validators {
             last_modified: UNIX_EPOCH + Duration::from_secs(since.as_secs()),
         }
     }
-
-    pub fn last_modified_http(&self) -> String {
-        httpdate::fmt_http_date(self.last_modified)
-    }
 }
 
 /// FNV-1a over `bytes`, its offset basis mixed with `mix`: not

@@ -109,6 +109,18 @@ impl HeadBuilder {
         self
     }
 
+    /// A header whose value is written straight into the head, without
+    /// an intermediate String.
+    pub fn header_display(&mut self, name: &str, value: impl std::fmt::Display) -> &mut Self {
+        use std::io::Write;
+        self.buf.extend_from_slice(name.as_bytes());
+        self.buf.extend_from_slice(b": ");
+        // Writing to a Vec cannot fail.
+        let _ = write!(self.buf, "{value}");
+        self.buf.extend_from_slice(b"\r\n");
+        self
+    }
+
     pub fn header_u64(&mut self, name: &str, value: u64) -> &mut Self {
         self.buf.extend_from_slice(name.as_bytes());
         self.buf.extend_from_slice(b": ");

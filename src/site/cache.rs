@@ -17,12 +17,22 @@ pub const MAX_ENTRIES: usize = 256;
 const MAX_BYTES: usize = 32 * 1024 * 1024;
 
 /// What a lookup is keyed on: everything that decides which file it finds.
-#[derive(Hash, PartialEq, Eq)]
-pub struct Key {
+pub struct Key<'a> {
     /// The Host header as the site sees it (empty without virtual hosts).
-    pub host: Vec<u8>,
-    pub rel: Vec<u8>,
+    pub host: &'a [u8],
+    pub rel: &'a [u8],
     pub trailing_slash: bool,
+}
+
+impl Key<'_> {
+    /// The key as one byte string: host length, host, path, slash flag.
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.clear();
+        out.extend_from_slice(&(self.host.len() as u64).to_le_bytes());
+        out.extend_from_slice(self.host);
+        out.extend_from_slice(self.rel);
+        out.push(u8::from(self.trailing_slash));
+    }
 }
 
 struct Entry {
@@ -32,8 +42,10 @@ struct Entry {
 
 #[derive(Default)]
 struct Cache {
-    entries: HashMap<Key, Entry>,
+    entries: HashMap<Vec<u8>, Entry>,
     bytes: usize,
+    /// Where a key is encoded for a lookup, so a hit allocates nothing.
+    scratch: Vec<u8>,
 }
 
 thread_local! {
@@ -43,8 +55,9 @@ thread_local! {
 /// The cached file set for `key`, if it was looked up less than a second ago.
 pub fn get(key: &Key, now: Instant) -> Option<Arc<FileSet>> {
     CACHE.with(|c| {
-        let c = c.borrow();
-        let e = c.entries.get(key)?;
+        let c = &mut *c.borrow_mut();
+        key.encode(&mut c.scratch);
+        let e = c.entries.get(c.scratch.as_slice())?;
         (now.duration_since(e.checked) < FRESH_FOR).then(|| Arc::clone(&e.set))
     })
 }
@@ -60,14 +73,16 @@ pub fn clear() {
 
 /// Remembers a fresh lookup. When a bound would be passed, the cache starts
 /// over: simple, and a hot set refills within a second.
-pub fn put(key: Key, set: Arc<FileSet>, now: Instant) {
+pub fn put(key: &Key, set: Arc<FileSet>, now: Instant) {
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
         let size = set.memory();
         if size > MAX_BYTES / 8 {
             return;
         }
-        if let Some(old) = c.entries.remove(&key) {
+        let mut key_bytes = Vec::new();
+        key.encode(&mut key_bytes);
+        if let Some(old) = c.entries.remove(&key_bytes) {
             c.bytes -= old.set.memory();
         }
         if c.entries.len() >= MAX_ENTRIES || c.bytes + size > MAX_BYTES {
@@ -75,6 +90,6 @@ pub fn put(key: Key, set: Arc<FileSet>, now: Instant) {
             c.bytes = 0;
         }
         c.bytes += size;
-        c.entries.insert(key, Entry { checked: now, set });
+        c.entries.insert(key_bytes, Entry { checked: now, set });
     });
 }

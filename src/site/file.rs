@@ -126,20 +126,18 @@ impl FileSet {
         if self.alternatives.is_empty() {
             return &self.original;
         }
-        let wanted: Vec<Kind> = if negotiate::is_replaceable_image(&self.original.content_type) {
-            negotiate::acceptable_images(accept)
+        let has = |k: Kind| self.alternatives.iter().any(|v| v.kind == k);
+        let wanted = if negotiate::is_replaceable_image(&self.original.content_type) {
+            negotiate::IMAGE_FORMATS
                 .into_iter()
+                .filter(|f| negotiate::accepts_image(accept, *f))
                 .map(Kind::Image)
-                .collect()
+                .find(|k| has(*k))
         } else {
-            negotiate::acceptable_codings(accept_encoding)
-                .into_iter()
-                .map(Kind::Coded)
-                .collect()
+            negotiate::best_coding(accept_encoding, |c| has(Kind::Coded(c))).map(Kind::Coded)
         };
         wanted
-            .iter()
-            .find_map(|k| self.alternatives.iter().find(|v| v.kind == *k))
+            .and_then(|k| self.alternatives.iter().find(|v| v.kind == k))
             .unwrap_or(&self.original)
     }
 

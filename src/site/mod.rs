@@ -44,7 +44,7 @@ pub struct Site {
 
 /// One request's view of what to look up.
 pub struct Lookup<'a> {
-    pub path: &'a SitePath,
+    pub path: &'a SitePath<'a>,
     pub host: Option<&'a str>,
     pub accept: Option<&'a str>,
     pub accept_encoding: Option<&'a str>,
@@ -133,8 +133,8 @@ impl Site {
             b""
         };
         let key = cache::Key {
-            host: host.to_vec(),
-            rel: q.path.rel.clone(),
+            host,
+            rel: &q.path.rel,
             trailing_slash: q.path.trailing_slash,
         };
         let now = Instant::now();
@@ -149,7 +149,7 @@ impl Site {
             resolved = self.resolve_uncached(q);
         }
         if let Ok(Resource::File(set)) = &resolved {
-            cache::put(key, Arc::clone(set), now);
+            cache::put(&key, Arc::clone(set), now);
         }
         resolved
     }
@@ -161,8 +161,7 @@ impl Site {
             HostDir::Vhost(fd, _) => fd.as_fd(),
             HostDir::Redirect(target) => {
                 let p = q.path;
-                let location =
-                    redirect::location(target, &p.rel, p.trailing_slash, p.query.as_deref());
+                let location = redirect::location(target, &p.rel, p.trailing_slash, p.query);
                 return Ok(Resource::Redirect(location));
             }
         };
@@ -279,7 +278,7 @@ impl Site {
         if !q.path.trailing_slash {
             return Ok(Resource::AddSlash(q.path.directory_url()));
         }
-        let mut rel = q.path.rel.clone();
+        let mut rel = q.path.rel.to_vec();
         if !rel.is_empty() {
             rel.push(b'/');
         }
@@ -332,8 +331,7 @@ fn find_redirect(dir: BorrowedFd<'_>, path: &SitePath) -> Option<Resource> {
         let parent_fd = parent.as_ref().map_or(dir, |fd| fd.as_fd());
         if let Some(target) = redirect_link(parent_fd, components[i]) {
             let rest = components[i + 1..].join(&b'/');
-            let location =
-                redirect::location(&target, &rest, path.trailing_slash, path.query.as_deref());
+            let location = redirect::location(&target, &rest, path.trailing_slash, path.query);
             return Some(Resource::Redirect(location));
         }
     }

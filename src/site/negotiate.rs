@@ -50,41 +50,65 @@ pub fn is_replaceable_image(content_type: &str) -> bool {
     matches!(content_type, "image/jpeg" | "image/png" | "image/gif")
 }
 
+/// How much the client wants `coding`, in thousandths: its own q-value,
+/// else that of `*`, else 0 (refused). The first mention counts.
+pub fn coding_quality(accept_encoding: &str, coding: Coding) -> u16 {
+    let is_it = |t: &str| {
+        t.eq_ignore_ascii_case(coding.token)
+            || (coding.token == "gzip" && t.eq_ignore_ascii_case("x-gzip"))
+    };
+    let named = weighted(accept_encoding).find(|(t, _)| is_it(t));
+    let star = || weighted(accept_encoding).find(|(t, _)| *t == "*");
+    named.or_else(star).map_or(0, |(_, q)| q)
+}
+
+/// The coding to send among those `available`: the client's highest
+/// q-value, ties going to br, then zstd, then gzip. None: identity.
+pub fn best_coding(
+    accept_encoding: Option<&str>,
+    available: impl Fn(Coding) -> bool,
+) -> Option<Coding> {
+    let header = accept_encoding?;
+    CODINGS
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| available(**c))
+        .map(|(rank, c)| (coding_quality(header, *c), rank, *c))
+        .filter(|(q, _, _)| *q > 0)
+        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
+        .map(|(_, _, c)| c)
+}
+
 /// The codings the client accepts, best first (q-value, then br, zstd,
 /// gzip). `q=0` refuses a coding; `*` covers codings not named.
 pub fn acceptable_codings(accept_encoding: Option<&str>) -> Vec<Coding> {
     let Some(header) = accept_encoding else {
         return Vec::new();
     };
-    let prefs = parse_weighted(header);
-    let star = prefs.iter().find(|(t, _)| t == "*").map(|(_, q)| *q);
     let mut rated: Vec<(u16, usize, Coding)> = CODINGS
         .iter()
         .enumerate()
-        .filter_map(|(rank, c)| {
-            let named = prefs
-                .iter()
-                .find(|(t, _)| t == c.token || (c.token == "gzip" && t == "x-gzip"))
-                .map(|(_, q)| *q);
-            let q = named.or(star)?;
-            (q > 0).then_some((q, rank, *c))
-        })
+        .map(|(rank, c)| (coding_quality(header, *c), rank, *c))
+        .filter(|(q, _, _)| *q > 0)
         .collect();
     rated.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     rated.into_iter().map(|(_, _, c)| c).collect()
 }
 
-/// Image formats the client's Accept names explicitly with q > 0, best
-/// first. A bare `*/*` or `image/*` does not count: every browser sends
-/// those, and they do not say the client can decode AVIF or WebP.
+/// Whether the client's Accept names `format` explicitly with q > 0. A
+/// bare `*/*` or `image/*` does not count: every browser sends those, and
+/// they do not say the client can decode AVIF or WebP.
+pub fn accepts_image(accept: Option<&str>, format: ImageFormat) -> bool {
+    accept.is_some_and(|header| {
+        weighted(header).any(|(t, q)| t.eq_ignore_ascii_case(format.mime) && q > 0)
+    })
+}
+
+/// Image formats the client accepts (see `accepts_image`), best first.
 pub fn acceptable_images(accept: Option<&str>) -> Vec<ImageFormat> {
-    let Some(header) = accept else {
-        return Vec::new();
-    };
-    let prefs = parse_weighted(header);
     IMAGE_FORMATS
         .iter()
-        .filter(|f| prefs.iter().any(|(t, q)| t == f.mime && *q > 0))
+        .filter(|f| accepts_image(accept, **f))
         .copied()
         .collect()
 }
@@ -94,8 +118,11 @@ pub fn prefers_json(accept: Option<&str>) -> bool {
     let Some(header) = accept else {
         return false;
     };
-    let prefs = parse_weighted(header);
-    let q_of = |mime: &str| prefs.iter().find(|(t, _)| t == mime).map(|(_, q)| *q);
+    let q_of = |mime: &str| {
+        weighted(header)
+            .find(|(t, _)| t.eq_ignore_ascii_case(mime))
+            .map(|(_, q)| q)
+    };
     match (q_of("application/json"), q_of("text/html")) {
         (Some(json), Some(html)) => json > html,
         (Some(json), None) => json > 0,
@@ -103,28 +130,26 @@ pub fn prefers_json(accept: Option<&str>) -> bool {
     }
 }
 
-/// `a;q=0.5, b` -> [("a", 500), ("b", 1000)]: tokens lower-cased, q-values
-/// in thousandths (RFC 9110 §12.4.2). An unparsable q counts as 0.
-fn parse_weighted(header: &str) -> Vec<(String, u16)> {
-    header
-        .split(',')
-        .filter_map(|item| {
-            let mut parts = item.split(';');
-            let token = parts.next()?.trim().to_ascii_lowercase();
-            if token.is_empty() {
-                return None;
-            }
-            let mut q = 1000;
-            for param in parts {
-                if let Some((k, v)) = param.split_once('=') {
-                    if k.trim().eq_ignore_ascii_case("q") {
-                        q = parse_qvalue(v.trim()).unwrap_or(0);
-                    }
+/// `a;q=0.5, b` -> ("a", 500), ("b", 1000): tokens as sent (compare them
+/// ignoring case), q-values in thousandths (RFC 9110 §12.4.2). An
+/// unparsable q counts as 0.
+fn weighted(header: &str) -> impl Iterator<Item = (&str, u16)> {
+    header.split(',').filter_map(|item| {
+        let mut parts = item.split(';');
+        let token = parts.next()?.trim();
+        if token.is_empty() {
+            return None;
+        }
+        let mut q = 1000;
+        for param in parts {
+            if let Some((k, v)) = param.split_once('=') {
+                if k.trim().eq_ignore_ascii_case("q") {
+                    q = parse_qvalue(v.trim()).unwrap_or(0);
                 }
             }
-            Some((token, q))
-        })
-        .collect()
+        }
+        Some((token, q))
+    })
 }
 
 fn parse_qvalue(v: &str) -> Option<u16> {

@@ -4,6 +4,8 @@
 //! it ever reaches the file system; `open.rs` then resolves it with the
 //! kernel's RESOLVE_BENEATH so that symlinks cannot lead out either.
 
+use std::borrow::Cow;
+
 #[derive(Debug, PartialEq, Eq)]
 pub enum PathError {
     /// Malformed target, bad %-escape, NUL byte, or `..` above the root.
@@ -12,47 +14,42 @@ pub enum PathError {
     Hidden,
 }
 
-/// A normalised path under the root.
+/// A normalised path under the root. It borrows from the request-target
+/// when the target is already normal (no escapes, no `.`, `..` or empty
+/// components), which is nearly always.
 #[derive(Debug, PartialEq, Eq)]
-pub struct SitePath {
+pub struct SitePath<'a> {
     /// Components joined by `/`, no leading or trailing slash; empty for the root.
-    pub rel: Vec<u8>,
+    pub rel: Cow<'a, [u8]>,
     /// Whether the request path ended in `/` (it names a directory).
     pub trailing_slash: bool,
     /// The query string, as sent, without the `?`.
-    pub query: Option<String>,
+    pub query: Option<&'a str>,
 }
 
-impl SitePath {
-    pub fn from_target(target: &str) -> Result<SitePath, PathError> {
+impl<'a> SitePath<'a> {
+    pub fn from_target(target: &'a str) -> Result<SitePath<'a>, PathError> {
         let path_and_query = origin_form(target).ok_or(PathError::BadRequest)?;
         let (raw_path, query) = match path_and_query.split_once('?') {
-            Some((p, q)) => (p, Some(q.to_string())),
+            Some((p, q)) => (p, Some(q)),
             None => (path_and_query, None),
         };
-        let decoded = percent_decode(raw_path.as_bytes()).ok_or(PathError::BadRequest)?;
-        if decoded.contains(&0) {
-            return Err(PathError::BadRequest);
-        }
-        let trailing_slash = decoded.ends_with(b"/");
-        let mut parts: Vec<&[u8]> = Vec::new();
-        for component in decoded.split(|&b| b == b'/') {
-            match component {
-                b"" | b"." => {}
-                b".." => {
-                    parts.pop().ok_or(PathError::BadRequest)?;
-                }
-                c => parts.push(c),
+        let (rel, trailing_slash) = match already_normal(raw_path.as_bytes()) {
+            Some(rel) => (Cow::Borrowed(rel), raw_path.ends_with('/')),
+            None => {
+                let (rel, trailing_slash) = normalise(raw_path.as_bytes())?;
+                (Cow::Owned(rel), trailing_slash)
             }
-        }
-        for (i, c) in parts.iter().enumerate() {
-            let well_known = i == 0 && *c == b".well-known";
-            if c.starts_with(b".") && !well_known {
-                return Err(PathError::Hidden);
-            }
+        };
+        let hidden = rel
+            .split(|&b| b == b'/')
+            .enumerate()
+            .any(|(i, c)| c.starts_with(b".") && !(i == 0 && c == b".well-known"));
+        if hidden {
+            return Err(PathError::Hidden);
         }
         Ok(SitePath {
-            rel: parts.join(&b'/'),
+            rel,
             trailing_slash,
             query,
         })
@@ -114,6 +111,43 @@ fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
         .then(|| &s[prefix.len()..])
 }
 
+/// The path without its leading and trailing `/`, when decoding and
+/// normalising would not change it.
+fn already_normal(raw_path: &[u8]) -> Option<&[u8]> {
+    let inner = raw_path.strip_prefix(b"/")?;
+    let rel = inner.strip_suffix(b"/").unwrap_or(inner);
+    if rel.is_empty() {
+        return Some(rel);
+    }
+    let plain = !rel.iter().any(|&b| b == b'%' || b == 0)
+        && rel
+            .split(|&b| b == b'/')
+            .all(|c| !c.is_empty() && c != b"." && c != b"..");
+    plain.then_some(rel)
+}
+
+/// Decodes %-escapes once and resolves empty, `.` and `..` components;
+/// `..` above the root, a bad escape or a NUL byte is refused. Also says
+/// whether the decoded path ends in `/`.
+fn normalise(raw_path: &[u8]) -> Result<(Vec<u8>, bool), PathError> {
+    let decoded = percent_decode(raw_path).ok_or(PathError::BadRequest)?;
+    if decoded.contains(&0) {
+        return Err(PathError::BadRequest);
+    }
+    let trailing_slash = decoded.ends_with(b"/");
+    let mut parts: Vec<&[u8]> = Vec::new();
+    for component in decoded.split(|&b| b == b'/') {
+        match component {
+            b"" | b"." => {}
+            b".." => {
+                parts.pop().ok_or(PathError::BadRequest)?;
+            }
+            c => parts.push(c),
+        }
+    }
+    Ok((parts.join(&b'/'), trailing_slash))
+}
+
 fn percent_decode(input: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(input.len());
     let mut i = 0;
@@ -156,7 +190,7 @@ mod tests {
     use super::*;
 
     fn rel(target: &str) -> Vec<u8> {
-        SitePath::from_target(target).unwrap().rel
+        SitePath::from_target(target).unwrap().rel.into_owned()
     }
 
     #[test]

@@ -1,0 +1,251 @@
+//! No heap allocation per request for a cached file, once a thread is warm.
+//!
+//! A counting global allocator counts the allocations made on the test's
+//! own thread while a `Session` parses requests, resolves them through the
+//! open-file cache, decides the responses, formats the access-log lines and
+//! a `ResponseWriter` moves every byte (sendfile included) into a socket.
+//! That is the whole per-request path of both transports except the wait
+//! for readiness.
+//!
+//! Two things are allowed to allocate once a second, not per request: the
+//! Date header's re-rendering and the cache's revalidation of a file. So
+//! each case is measured over short windows of requests, and passes when
+//! one window allocates nothing at all. A window that straddles a second
+//! can allocate; a path that allocates per request never has a clean one.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
+
+use staticd::config::{Config, Features};
+use staticd::serve::writer::ResponseWriter;
+use staticd::session::{Session, Step};
+use staticd::site::Site;
+
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count() {
+    let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+}
+
+// SAFETY: every call is passed to the system allocator unchanged; counting
+// touches only a const-initialised thread-local Cell, which cannot allocate.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count();
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count();
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count();
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn allocations() -> u64 {
+    ALLOCATIONS.with(Cell::get)
+}
+
+/// A document root with a small file (served from memory), a large one
+/// (served with sendfile), an index and a precompressed sibling.
+struct Fixture {
+    _dir: tempfile::TempDir,
+    site: Site,
+    cfg: Config,
+    /// The socket the responses are written to, and its reading end.
+    out: UnixStream,
+    client: UnixStream,
+    sink: Vec<u8>,
+}
+
+impl Fixture {
+    fn new(features: Features) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("small.txt"), vec![b's'; 1000]).unwrap();
+        std::fs::write(root.join("large.bin"), vec![b'L'; 100_000]).unwrap();
+        std::fs::write(root.join("index.html"), b"<!doctype html><title>i</title>").unwrap();
+        std::fs::write(root.join("app.js"), vec![b'j'; 5000]).unwrap();
+        std::fs::write(root.join("app.js.gz"), vec![b'z'; 900]).unwrap();
+        if features.vhosts {
+            std::fs::create_dir(root.join("example.test")).unwrap();
+            std::fs::write(root.join("example.test/small.txt"), vec![b'v'; 1000]).unwrap();
+        }
+        let site = Site::open(root, "index.html", features.clone()).unwrap();
+        let cfg = Config {
+            features,
+            ..Config::default()
+        };
+        let (out, client) = UnixStream::pair().unwrap();
+        client.set_nonblocking(true).unwrap();
+        Fixture {
+            _dir: dir,
+            site,
+            cfg,
+            out,
+            client,
+            sink: vec![0; 1 << 20],
+        }
+    }
+
+    /// Answers every request in `raw` on one connection and moves the
+    /// responses into the socket; returns how many responses were sent.
+    fn exchange(&mut self, session: &mut Session, raw: &[u8]) -> usize {
+        session.input().extend_from_slice(raw);
+        let mut sent = 0;
+        loop {
+            match session.step(&self.cfg, &self.site, false) {
+                Step::Send(s) => {
+                    assert!(
+                        (200..400).contains(&s.response.status.code()),
+                        "{:?}",
+                        s.response.status
+                    );
+                    let mut writer = ResponseWriter::new(s.response, true);
+                    while !writer.is_done() {
+                        writer.write_some(self.out.as_fd()).unwrap();
+                        self.drain();
+                    }
+                    sent += 1;
+                    assert!(!s.log_line.is_empty(), "the log line is formatted");
+                }
+                Step::Read { .. } => return sent,
+                Step::Cgi(_) | Step::Close => panic!("unexpected step"),
+            }
+        }
+    }
+
+    fn drain(&mut self) {
+        while let Ok(n) = self.client.read(&mut self.sink) {
+            if n == 0 {
+                break;
+            }
+        }
+    }
+}
+
+/// Serves `raw` over and over on one connection and returns the fewest
+/// allocations seen in a window of `PER_WINDOW` rounds.
+fn fewest_allocations(features: Features, raw: &[u8]) -> u64 {
+    const WARM_UP: usize = 20;
+    const PER_WINDOW: usize = 100;
+    const WINDOWS: usize = 6;
+    let mut f = Fixture::new(features);
+    let mut session = Session::new("127.0.0.1".to_string());
+    let expected = f.exchange(&mut session, raw);
+    assert!(expected >= 1);
+    for _ in 0..WARM_UP {
+        assert_eq!(f.exchange(&mut session, raw), expected);
+    }
+    let mut fewest = u64::MAX;
+    for _ in 0..WINDOWS {
+        let before = allocations();
+        for _ in 0..PER_WINDOW {
+            f.exchange(&mut session, raw);
+        }
+        fewest = fewest.min(allocations() - before);
+        if fewest == 0 {
+            break;
+        }
+    }
+    fewest
+}
+
+fn get(path: &str, extra: &str) -> Vec<u8> {
+    format!(
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nUser-Agent: Mozilla/5.0 (X11; Linux) test\r\n\
+         Accept: text/html,*/*;q=0.8\r\nAccept-Encoding: gzip, deflate, br\r\n{extra}\r\n"
+    )
+    .into_bytes()
+}
+
+#[test]
+fn the_counter_sees_allocations() {
+    let before = allocations();
+    let v: Vec<u8> = Vec::with_capacity(std::hint::black_box(64));
+    assert!(allocations() > before);
+    drop(v);
+}
+
+#[test]
+fn a_small_cached_file_allocates_nothing() {
+    assert_eq!(
+        fewest_allocations(Features::default(), &get("/small.txt", "")),
+        0
+    );
+}
+
+#[test]
+fn a_large_file_sent_with_sendfile_allocates_nothing() {
+    assert_eq!(
+        fewest_allocations(Features::default(), &get("/large.bin", "")),
+        0
+    );
+}
+
+#[test]
+fn the_index_of_the_root_allocates_nothing() {
+    assert_eq!(fewest_allocations(Features::default(), &get("/", "")), 0);
+}
+
+#[test]
+fn head_allocates_nothing() {
+    let raw = b"HEAD /small.txt HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    assert_eq!(fewest_allocations(Features::default(), raw), 0);
+}
+
+#[test]
+fn a_precompressed_variant_allocates_nothing() {
+    assert_eq!(
+        fewest_allocations(Features::default(), &get("/app.js", "")),
+        0
+    );
+}
+
+#[test]
+fn a_not_modified_answer_allocates_nothing() {
+    let raw = get(
+        "/small.txt",
+        "If-Modified-Since: Fri, 01 Jan 2100 00:00:00 GMT\r\n",
+    );
+    assert_eq!(fewest_allocations(Features::default(), &raw), 0);
+}
+
+#[test]
+fn a_range_allocates_nothing() {
+    let raw = get("/large.bin", "Range: bytes=100-199\r\n");
+    assert_eq!(fewest_allocations(Features::default(), &raw), 0);
+}
+
+#[test]
+fn pipelined_requests_allocate_nothing() {
+    let mut raw = get("/small.txt", "");
+    raw.extend(get("/index.html", ""));
+    raw.extend(get("/app.js", ""));
+    assert_eq!(fewest_allocations(Features::default(), &raw), 0);
+}
+
+#[test]
+fn a_virtual_host_allocates_nothing() {
+    let features = Features {
+        vhosts: true,
+        ..Features::default()
+    };
+    let raw = b"GET /small.txt HTTP/1.1\r\nHost: example.test\r\n\r\n";
+    assert_eq!(fewest_allocations(features, raw), 0);
+}
