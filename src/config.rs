@@ -27,6 +27,8 @@ pub struct Config {
     pub bind: Vec<IpAddr>,
     pub threads: usize,
     pub inetd: bool,
+    /// Standalone mode on io_uring (`serve::uring`) instead of epoll.
+    pub io_uring: bool,
     pub index: String,
     pub features: Features,
     pub log_format: LogFormat,
@@ -51,6 +53,7 @@ impl Default for Config {
             bind: Vec::new(),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             inetd: false,
+            io_uring: false,
             index: "index.html".to_string(),
             features: Features::default(),
             log_format: LogFormat::Common,

@@ -44,6 +44,10 @@ struct Cli {
     #[arg(long)]
     inetd: bool,
 
+    /// Standalone mode on io_uring instead of epoll (builds with --features uring).
+    #[arg(long, conflicts_with = "inetd")]
+    io_uring: bool,
+
     /// File served for a directory request ending in `/`.
     #[arg(long, value_name = "NAME", default_value = "index.html")]
     index: String,
@@ -122,6 +126,7 @@ impl Cli {
             bind: self.bind,
             threads: self.threads.map_or(defaults.threads, usize::from),
             inetd: self.inetd,
+            io_uring: self.io_uring,
             index: self.index,
             features: site::Features {
                 vhosts: self.vhosts,
@@ -152,6 +157,12 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
+    if cli.io_uring && !cfg!(feature = "uring") {
+        eprintln!(
+            "staticd: --io-uring: this build has no io_uring support (build with --features uring)"
+        );
+        return ExitCode::from(2);
+    }
     let privileges = Privileges {
         user: cli.user.clone(),
         group: cli.group.clone(),
@@ -225,6 +236,10 @@ fn usage_error(e: clap::Error) -> ExitCode {
 fn run(cfg: Config, privileges: Privileges) -> Result<(), String> {
     // Bind while still privileged (ports below 1024), then give it up
     // before a single request is read.
+    #[cfg(feature = "uring")]
+    if cfg.io_uring {
+        serve::uring::check()?;
+    }
     let listeners = if cfg.inetd {
         None
     } else {
@@ -232,11 +247,15 @@ fn run(cfg: Config, privileges: Privileges) -> Result<(), String> {
     };
     privileges.apply()?;
     let site = Site::open(&cfg.root, &cfg.index, cfg.features.clone())?;
-    match listeners {
-        None => serve::stdio::run(&cfg, &site).map_err(|e| site::describe(&e)),
-        Some(listeners) => serve::event_loop::run(Arc::new(cfg), Arc::new(site), listeners)
-            .map_err(|e| site::describe(&e)),
+    let Some(listeners) = listeners else {
+        return serve::stdio::run(&cfg, &site).map_err(|e| site::describe(&e));
+    };
+    let (cfg, site) = (Arc::new(cfg), Arc::new(site));
+    #[cfg(feature = "uring")]
+    if cfg.io_uring {
+        return serve::uring::run(cfg, site, listeners).map_err(|e| site::describe(&e));
     }
+    serve::event_loop::run(cfg, site, listeners).map_err(|e| site::describe(&e))
 }
 
 /// --user, --group and --chroot.

@@ -134,6 +134,26 @@ fn root_that_is_a_file_fails_naming_the_path() {
     assert_startup_failure(&outcome, 1, &[file.to_str().unwrap()]);
 }
 
+#[cfg(not(feature = "uring"))]
+#[test]
+fn io_uring_without_the_feature_fails_with_one_line() {
+    let root = site();
+    let mut args = root_args(&root);
+    args.extend(["--io-uring", "--port", "0", "--bind", "127.0.0.1"].map(OsString::from));
+    let outcome = run_to_exit(&args);
+    assert_startup_failure(
+        &outcome,
+        2,
+        &["--io-uring", "no io_uring support", "--features uring"],
+    );
+}
+
+#[test]
+fn io_uring_with_inetd_is_a_usage_error() {
+    let outcome = run_to_exit(&["--inetd", "--io-uring"]);
+    assert_startup_failure(&outcome, 2, &["--io-uring", "--inetd"]);
+}
+
 #[test]
 fn unknown_flag_is_a_usage_error_with_one_line() {
     let outcome = run_to_exit(&["--bogus-flag"]);

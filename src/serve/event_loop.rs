@@ -4,7 +4,7 @@
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,13 +18,14 @@ use super::linger_deadline;
 use super::writer::ResponseWriter;
 use crate::config::Config;
 use crate::log;
+use crate::pool;
 use crate::respond::CgiJob;
 use crate::session::{Session, Step};
 use crate::site::{describe, Site};
 use crate::sys;
 
 /// How much is read per call.
-const READ_CHUNK: usize = 16 * 1024;
+pub(crate) const READ_CHUNK: usize = 16 * 1024;
 /// How long accepting pauses when the process is out of descriptors.
 const EMFILE_PAUSE: Duration = Duration::from_millis(100);
 
@@ -95,6 +96,18 @@ pub fn run(
     cfg: Arc<Config>,
     site: Arc<Site>,
     listeners: Vec<Vec<std::net::TcpListener>>,
+) -> io::Result<()> {
+    run_workers(cfg, site, listeners, worker)
+}
+
+/// Starts one thread per listener group running `worker`, announces the
+/// addresses, waits for SIGINT or SIGTERM, then tells the workers to stop
+/// and waits for them. Every standalone transport starts this way.
+pub(crate) fn run_workers(
+    cfg: Arc<Config>,
+    site: Arc<Site>,
+    listeners: Vec<Vec<std::net::TcpListener>>,
+    worker: fn(Shared, Vec<std::net::TcpListener>),
 ) -> io::Result<()> {
     // Signal handlers first: from the first accepted connection on, SIGTERM
     // must mean a graceful stop, never the default kill.
@@ -170,25 +183,25 @@ impl StopSignals {
 
 /// What every connection of the process shares.
 #[derive(Clone)]
-struct Shared {
-    cfg: Arc<Config>,
-    site: Arc<Site>,
-    stop: watch::Receiver<bool>,
-    conns: Arc<Connections>,
+pub(crate) struct Shared {
+    pub(crate) cfg: Arc<Config>,
+    pub(crate) site: Arc<Site>,
+    pub(crate) stop: watch::Receiver<bool>,
+    pub(crate) conns: Arc<Connections>,
 }
 
 /// The process-wide count of open connections, bounded by
 /// `--max-connections`: at the bound each worker holds the one client it
 /// accepted last unserved and accepts no more (the rest wait in the listen
 /// queue) until a connection ends.
-struct Connections {
-    active: AtomicUsize,
+pub(crate) struct Connections {
+    pub(crate) active: AtomicUsize,
     max: usize,
     freed: Notify,
 }
 
 /// One counted connection; dropping it frees the place.
-struct Slot(Arc<Connections>);
+pub(crate) struct Slot(Arc<Connections>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
@@ -198,7 +211,7 @@ impl Drop for Slot {
 }
 
 impl Connections {
-    async fn take_slot(self: &Arc<Self>) -> Slot {
+    pub(crate) async fn take_slot(self: &Arc<Self>) -> Slot {
         loop {
             let freed = self.freed.notified();
             let now = self.active.load(Ordering::Acquire);
@@ -242,11 +255,17 @@ fn worker(shared: Shared, group: Vec<std::net::TcpListener>) {
             a.abort();
         }
         // Listeners are dropped with their tasks: no new connections.
-        let deadline = Instant::now() + shared.cfg.shutdown_grace;
-        while shared.conns.active.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        connections_finished(&shared).await;
     });
+}
+
+/// Once stopping: returns when no connection is left, or when the grace
+/// period for responses in flight is over.
+pub(crate) async fn connections_finished(shared: &Shared) {
+    let deadline = Instant::now() + shared.cfg.shutdown_grace;
+    while shared.conns.active.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 async fn accept_loop(listener: TcpListener, shared: Shared) {
@@ -265,20 +284,24 @@ async fn accept_loop(listener: TcpListener, shared: Shared) {
                     drop(slot);
                 });
             }
-            Err(e) if out_of_resources(&e) => {
-                // Out of descriptors: the pending connection stays queued;
-                // pause instead of spinning on the same error, and close
-                // what the open-file cache holds.
-                crate::site::cache::clear();
-                if last_complaint.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
-                    eprintln!("staticd: accept: {} (pausing)", describe(&e));
-                    last_complaint = Some(Instant::now());
-                }
-                tokio::time::sleep(EMFILE_PAUSE).await;
-            }
-            Err(_) => {}
+            Err(e) => accept_failed(&e, &mut last_complaint).await,
         }
     }
+}
+
+/// After accept(2) failed. Out of descriptors, the pending connection stays
+/// queued: pause instead of spinning on the same error, and close what the
+/// open-file cache holds. Other errors concern one connection only.
+pub(crate) async fn accept_failed(e: &io::Error, last_complaint: &mut Option<Instant>) {
+    if !out_of_resources(e) {
+        return;
+    }
+    crate::site::cache::clear();
+    if last_complaint.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
+        eprintln!("staticd: accept: {} (pausing)", describe(e));
+        *last_complaint = Some(Instant::now());
+    }
+    tokio::time::sleep(EMFILE_PAUSE).await;
 }
 
 fn out_of_resources(e: &io::Error) -> bool {
@@ -304,7 +327,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
             Step::Read { deadline, idle } => {
                 if idle {
                     // Nothing buffered: hold no buffer while the client is quiet.
-                    buffers::give_back(std::mem::take(session.input()));
+                    pool::give(&pool::READS, std::mem::take(session.input()));
                 }
                 let read = read_some(&stream, session.input());
                 let timed = tokio::time::timeout_at(deadline.into(), read);
@@ -330,7 +353,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
                 }
             }
             Step::Cgi(job) => {
-                let keep_alive = run_cgi(&stream, &mut session, job, &cfg, &site).await;
+                let keep_alive = run_cgi(stream.as_fd(), &mut session, job, &cfg, &site).await;
                 session.cgi_finished(keep_alive);
             }
             Step::Close => {
@@ -345,16 +368,17 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
 }
 
 /// Runs a CGI exchange on tokio's blocking pool: it is the same blocking
-/// code inetd mode uses, on a duplicate of the connection's descriptor.
+/// code inetd mode uses, on a duplicate of the connection's descriptor
+/// (which must be non-blocking: the exchange waits with poll(2)).
 /// Returns whether the connection can carry another request.
-async fn run_cgi(
-    stream: &TcpStream,
+pub(crate) async fn run_cgi(
+    stream: BorrowedFd<'_>,
     session: &mut Session,
     job: Box<CgiJob>,
     cfg: &Arc<Config>,
     site: &Arc<Site>,
 ) -> bool {
-    let Ok(fd) = stream.as_fd().try_clone_to_owned() else {
+    let Ok(fd) = stream.try_clone_to_owned() else {
         return false;
     };
     let mut input = std::mem::take(session.input());
@@ -384,7 +408,7 @@ async fn read_some(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<bool> {
     loop {
         stream.readable().await?;
         if buf.capacity() == 0 {
-            *buf = buffers::take();
+            *buf = pool::take(&pool::READS);
         }
         // Reads into spare capacity: no zero-filling, and a buffer that
         // already has room is reused as it is.
@@ -394,40 +418,6 @@ async fn read_some(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<bool> {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(e),
         }
-    }
-}
-
-/// Read buffers of idle connections, kept per thread for the next
-/// connection that has something to read, so that quiet keep-alive
-/// connections hold no buffer at all.
-mod buffers {
-    use std::cell::RefCell;
-
-    use super::READ_CHUNK;
-
-    /// Buffers kept for reuse per thread; more are freed.
-    const KEEP: usize = 64;
-
-    thread_local! {
-        static POOL: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
-    }
-
-    pub fn take() -> Vec<u8> {
-        POOL.with(|p| p.borrow_mut().pop())
-            .unwrap_or_else(|| Vec::with_capacity(READ_CHUNK))
-    }
-
-    pub fn give_back(mut buf: Vec<u8>) {
-        if buf.capacity() == 0 || buf.capacity() > 4 * READ_CHUNK {
-            return;
-        }
-        buf.clear();
-        POOL.with(|p| {
-            let mut pool = p.borrow_mut();
-            if pool.len() < KEEP {
-                pool.push(buf);
-            }
-        });
     }
 }
 

@@ -4,6 +4,8 @@
 pub mod cgi_exchange;
 pub mod event_loop;
 pub mod stdio;
+#[cfg(feature = "uring")]
+pub mod uring;
 pub mod writer;
 
 use std::time::{Duration, Instant};

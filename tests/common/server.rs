@@ -19,6 +19,7 @@ pub struct Builder {
     envs: Vec<(OsString, OsString)>,
     unprivileged: bool,
     nofile: Option<u64>,
+    io_uring: bool,
 }
 
 impl Builder {
@@ -57,6 +58,13 @@ impl Builder {
         self
     }
 
+    /// Standalone only: serve with `--io-uring` (also set for every standalone
+    /// server by STATICD_TEST_IO_URING=1).
+    pub fn io_uring(mut self) -> Builder {
+        self.io_uring = true;
+        self
+    }
+
     /// Lowers RLIMIT_NOFILE (soft and hard) of the server to `n`.
     pub fn nofile_limit(mut self, n: u64) -> Builder {
         self.nofile = Some(n);
@@ -76,6 +84,9 @@ impl Builder {
                 };
                 for bind in binds {
                     cmd.arg("--bind").arg(bind);
+                }
+                if self.io_uring || io_uring_from_env() {
+                    cmd.arg("--io-uring");
                 }
             }
             Mode::Inetd => {
@@ -259,6 +270,7 @@ impl Server {
             envs: Vec::new(),
             unprivileged: false,
             nofile: None,
+            io_uring: false,
         }
     }
 
@@ -357,6 +369,12 @@ impl Server {
             }
         }
     }
+}
+
+/// STATICD_TEST_IO_URING=1 runs every standalone server with `--io-uring`
+/// (the binary must be built with `--features uring`); inetd mode is unchanged.
+pub fn io_uring_from_env() -> bool {
+    std::env::var_os("STATICD_TEST_IO_URING").is_some_and(|v| v == "1")
 }
 
 pub fn connect_from(source: IpAddr, dest: SocketAddr) -> TcpStream {

@@ -1,0 +1,464 @@
+//! Standalone mode on io_uring (`--io-uring`, cargo feature `uring`): the
+//! event loop's workers, listeners, signals and connection bound, with each
+//! worker on a tokio-uring runtime and every accept, socket read and write
+//! and file read an io_uring operation. `Session` decides everything, as it
+//! does for the other transports.
+//!
+//! tokio-uring does not cancel an operation whose future is dropped: the
+//! kernel finishes it, and the buffer and descriptor stay alive until then.
+//! A connection given up on (a timeout, the stop) therefore shuts its socket
+//! down, which ends any read or write still pending on it, so that the
+//! descriptor closes at once rather than whenever the client sends again.
+
+use std::cell::RefCell;
+use std::fs::File;
+use std::future::Future;
+use std::io;
+use std::net::{Shutdown, SocketAddr};
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use io_uring::{cqueue, opcode, types};
+use tokio::sync::watch;
+use tokio_uring::buf::{BoundedBuf, IoBuf};
+use tokio_uring::net::{TcpListener, TcpStream};
+use tokio_uring::{OneshotOutputTransform, UnsubmittedOneshot};
+
+use super::event_loop::{self, Shared, READ_CHUNK};
+use super::linger_deadline;
+use crate::config::Config;
+use crate::pool;
+use crate::respond::{Chunk, Response};
+use crate::session::{Session, Step};
+use crate::site::{describe, Site};
+use crate::sys;
+
+/// Submission queue entries of each worker's ring.
+const RING_ENTRIES: u32 = 1024;
+/// How much of a file one read operation moves.
+const FILE_BLOCK: usize = 128 * 1024;
+
+/// Fails with a message for the user when the kernel refuses io_uring:
+/// ENOSYS without it, EPERM under a seccomp filter or
+/// /proc/sys/kernel/io_uring_disabled.
+pub fn check() -> Result<(), String> {
+    match io_uring::IoUring::new(2) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!(
+            "--io-uring: the kernel refuses io_uring: {}",
+            describe(&e)
+        )),
+    }
+}
+
+/// Runs the workers until SIGINT or SIGTERM, as `event_loop::run` does.
+pub fn run(
+    cfg: Arc<Config>,
+    site: Arc<Site>,
+    listeners: Vec<Vec<std::net::TcpListener>>,
+) -> io::Result<()> {
+    event_loop::run_workers(cfg, site, listeners, worker)
+}
+
+fn worker(shared: Shared, group: Vec<std::net::TcpListener>) {
+    let mut builder = tokio_uring::builder();
+    builder.entries(RING_ENTRIES);
+    let rt = match tokio_uring::Runtime::new(&builder) {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("staticd: cannot start a worker: {}", describe(&e));
+            return;
+        }
+    };
+    rt.block_on(async move {
+        let mut accepting = Vec::new();
+        for l in group {
+            let listener = Rc::new(TcpListener::from_std(l));
+            let task = tokio_uring::spawn(accept_loop(Rc::clone(&listener), shared.clone()));
+            accepting.push((listener, task));
+        }
+        let mut stop_wait = shared.stop.clone();
+        let _ = stop_wait.wait_for(|s| *s).await;
+        for (listener, task) in &accepting {
+            task.abort();
+            // Ends the accept in flight, which would otherwise keep the
+            // listener open: new connections are refused from now on.
+            let _ = rustix::net::shutdown(borrow(&**listener), rustix::net::Shutdown::Both);
+        }
+        drop(accepting);
+        event_loop::connections_finished(&shared).await;
+    });
+}
+
+/// The descriptor of something that owns one, for the `sys` helpers.
+fn borrow(owner: &impl AsRawFd) -> BorrowedFd<'_> {
+    // SAFETY: `owner` keeps the descriptor open for as long as the borrow.
+    unsafe { BorrowedFd::borrow_raw(owner.as_raw_fd()) }
+}
+
+async fn accept_loop(listener: Rc<TcpListener>, shared: Shared) {
+    let mut last_complaint: Option<Instant> = None;
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                // As in the event loop: the place is taken after accept(2).
+                let slot = shared.conns.take_slot().await;
+                let shared = shared.clone();
+                tokio_uring::spawn(async move {
+                    connection(stream, peer, shared).await;
+                    drop(slot);
+                });
+            }
+            Err(e) => event_loop::accept_failed(&e, &mut last_complaint).await,
+        }
+    }
+}
+
+async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
+    let Shared {
+        cfg,
+        site,
+        mut stop,
+        ..
+    } = shared;
+    sys::tune_connection(borrow(&stream));
+    let mut session = Session::new(peer.ip().to_string());
+    serve(&stream, &mut session, &cfg, &site, &mut stop).await;
+    let _ = stream.shutdown(Shutdown::Both);
+}
+
+/// Drives the session exactly as `event_loop::connection` does.
+async fn serve(
+    stream: &TcpStream,
+    session: &mut Session,
+    cfg: &Arc<Config>,
+    site: &Arc<Site>,
+    stop: &mut watch::Receiver<bool>,
+) {
+    loop {
+        let stopping = *stop.borrow();
+        match session.step(cfg, site, stopping) {
+            Step::Read { deadline, idle } => {
+                // A read in flight needs its buffer, so unlike the event
+                // loop an idle connection keeps one.
+                let read = read_some(stream, session.input());
+                let timed = tokio::time::timeout_at(deadline.into(), read);
+                let outcome = if idle {
+                    tokio::select! {
+                        r = timed => r,
+                        _ = stop.wait_for(|s| *s) => return,
+                    }
+                } else {
+                    timed.await
+                };
+                match outcome {
+                    Ok(Ok(true)) => {}
+                    _ => return,
+                }
+            }
+            Step::Send(mut sent) => {
+                let result = send(stream, &mut sent.response, cfg.send_timeout).await;
+                sent.log_line.emit();
+                if result.is_err() {
+                    return;
+                }
+            }
+            Step::Cgi(job) => {
+                // The exchange runs blocking code that waits with poll(2).
+                sys::set_nonblocking(borrow(stream));
+                let keep_alive = event_loop::run_cgi(borrow(stream), session, job, cfg, site).await;
+                session.cgi_finished(keep_alive);
+            }
+            Step::Close => {
+                sys::shutdown_write(borrow(stream));
+                if session.unread_input() {
+                    linger(stream).await;
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// Reads what is there into the spare capacity of `input`. False: the
+/// client closed or failed.
+async fn read_some(stream: &TcpStream, input: &mut Vec<u8>) -> io::Result<bool> {
+    let mut buf = std::mem::take(input);
+    if buf.capacity() == 0 {
+        buf = pool::take(&pool::READS);
+    }
+    buf.reserve(READ_CHUNK);
+    let filled = buf.len();
+    let (result, buf) = stream.read(buf.slice(filled..)).await;
+    *input = buf.into_inner();
+    Ok(result? > 0)
+}
+
+async fn linger(stream: &TcpStream) {
+    let _ = tokio::time::timeout_at(linger_deadline().into(), async {
+        let mut scratch = Vec::with_capacity(4096);
+        loop {
+            let (result, buf) = stream.read(scratch).await;
+            scratch = buf;
+            scratch.clear();
+            if !matches!(result, Ok(n) if n > 0) {
+                return;
+            }
+        }
+    })
+    .await;
+}
+
+/// Writes a whole response: the head and in-memory chunks as they are,
+/// files a block at a time through a buffer, each write gathering all that
+/// is ready (so a head leaves with the first block of its file). A client
+/// that takes nothing for `send_timeout` is given up on; a file that shrank
+/// ends the connection after what was read of it, never padded.
+async fn send(
+    stream: &TcpStream,
+    response: &mut Response,
+    send_timeout: Duration,
+) -> io::Result<()> {
+    let mut out = Outgoing {
+        pieces: Vec::new(),
+        head: None,
+        send_timeout,
+    };
+    out.pieces
+        .push(Piece::new(Held::Head(std::mem::take(&mut response.head))));
+    let mut body = std::mem::take(&mut response.body);
+    let result = out.send_body(stream, &mut body).await;
+    // Back where `Response`'s Drop hands them to the free lists.
+    response.body = body;
+    if let Some(head) = out.head.take() {
+        response.head = head;
+    }
+    result
+}
+
+/// What is ready to go out, in order.
+struct Outgoing {
+    pieces: Vec<Piece>,
+    /// The response head once written, to be reused.
+    head: Option<Vec<u8>>,
+    send_timeout: Duration,
+}
+
+impl Outgoing {
+    async fn send_body(&mut self, stream: &TcpStream, body: &mut Vec<Chunk>) -> io::Result<()> {
+        for chunk in body.drain(..) {
+            match chunk {
+                Chunk::Bytes(bytes) => self.pieces.push(Piece::new(Held::Bytes(bytes))),
+                Chunk::Shared { bytes, offset, len } => self.pieces.push(Piece {
+                    held: Held::Shared(bytes),
+                    start: offset,
+                    end: offset + len,
+                }),
+                Chunk::File { file, offset, len } => {
+                    self.send_file(stream, &file, offset, len).await?;
+                }
+            }
+        }
+        self.flush(stream).await
+    }
+
+    async fn send_file(
+        &mut self,
+        stream: &TcpStream,
+        file: &Arc<File>,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<()> {
+        let end = offset + len;
+        let mut at = offset;
+        while at < end {
+            let want = (end - at).min(FILE_BLOCK as u64) as usize;
+            let (result, block) = read_at(Arc::clone(file), blocks::take(), at, want).await;
+            match result {
+                Ok(0) => {
+                    blocks::give(block);
+                    self.flush(stream).await?;
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "file shrank while being sent",
+                    ));
+                }
+                Ok(n) => {
+                    at += n as u64;
+                    self.pieces.push(Piece::new(Held::Block(block)));
+                    self.flush(stream).await?;
+                }
+                Err(e) => {
+                    blocks::give(block);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes every piece, with as few operations as the socket allows.
+    async fn flush(&mut self, stream: &TcpStream) -> io::Result<()> {
+        while !self.pieces.is_empty() {
+            let write = stream.writev(std::mem::take(&mut self.pieces));
+            let (result, mut pieces) = match tokio::time::timeout(self.send_timeout, write).await {
+                Ok(done) => done,
+                Err(_) => return Err(io::ErrorKind::TimedOut.into()),
+            };
+            let mut n = match result {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => n,
+                Err(e) => return Err(e),
+            };
+            let mut written = 0;
+            for piece in &mut pieces {
+                let len = piece.end - piece.start;
+                if n < len {
+                    piece.start += n;
+                    break;
+                }
+                n -= len;
+                written += 1;
+            }
+            for piece in pieces.drain(..written) {
+                match piece.held {
+                    Held::Head(head) => self.head = Some(head),
+                    Held::Block(block) => blocks::give(block),
+                    Held::Bytes(_) | Held::Shared(_) => {}
+                }
+            }
+            self.pieces = pieces;
+        }
+        Ok(())
+    }
+}
+
+/// Bytes to write, from `start` to `end` of what is held.
+struct Piece {
+    held: Held,
+    start: usize,
+    end: usize,
+}
+
+enum Held {
+    Head(Vec<u8>),
+    Bytes(Vec<u8>),
+    /// A file's bytes read into a buffer of `blocks`.
+    Block(Vec<u8>),
+    Shared(Arc<[u8]>),
+}
+
+impl Piece {
+    fn new(held: Held) -> Piece {
+        let end = match &held {
+            Held::Head(v) | Held::Bytes(v) | Held::Block(v) => v.len(),
+            Held::Shared(bytes) => bytes.len(),
+        };
+        Piece {
+            held,
+            start: 0,
+            end,
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        let all: &[u8] = match &self.held {
+            Held::Head(v) | Held::Bytes(v) | Held::Block(v) => v,
+            Held::Shared(bytes) => bytes,
+        };
+        &all[self.start..self.end]
+    }
+}
+
+// SAFETY: the bytes live on the heap (a Vec's buffer or an Arc's
+// allocation), so the pointer stays valid when the Piece moves, and nothing
+// changes them while an operation holds the Piece.
+unsafe impl IoBuf for Piece {
+    fn stable_ptr(&self) -> *const u8 {
+        self.bytes().as_ptr()
+    }
+
+    fn bytes_init(&self) -> usize {
+        self.end - self.start
+    }
+
+    fn bytes_total(&self) -> usize {
+        self.end - self.start
+    }
+}
+
+/// Reads up to `len` bytes of `file` at `at` into the spare capacity of
+/// `buf`: a pread(2) as an io_uring operation, which tokio-uring offers only
+/// for files it owns.
+fn read_at(
+    file: Arc<File>,
+    mut buf: Vec<u8>,
+    at: u64,
+    len: usize,
+) -> impl Future<Output = (io::Result<usize>, Vec<u8>)> {
+    let len = len.min(buf.capacity() - buf.len()).min(u32::MAX as usize);
+    let sqe = opcode::Read::new(
+        types::Fd(file.as_raw_fd()),
+        buf.spare_capacity_mut().as_mut_ptr().cast(),
+        len as u32,
+    )
+    .offset(at)
+    .build();
+    UnsubmittedOneshot::new(ReadAt { _file: file, buf }, ReadDone, sqe).submit()
+}
+
+/// What a file read holds while the kernel works: the file stays open and
+/// the buffer alive even if the read's future is dropped.
+struct ReadAt {
+    _file: Arc<File>,
+    buf: Vec<u8>,
+}
+
+struct ReadDone;
+
+impl OneshotOutputTransform for ReadDone {
+    type Output = (io::Result<usize>, Vec<u8>);
+    type StoredData = ReadAt;
+
+    fn transform_oneshot_output(self, data: ReadAt, cqe: cqueue::Entry) -> Self::Output {
+        let mut buf = data.buf;
+        let result = cqe.result();
+        if result < 0 {
+            return (Err(io::Error::from_raw_os_error(-result)), buf);
+        }
+        let n = result as usize;
+        // SAFETY: the kernel wrote `n` bytes into the spare capacity, and
+        // `read_at` asked for no more than that capacity.
+        unsafe { buf.set_len(buf.len() + n) };
+        (Ok(n), buf)
+    }
+}
+
+/// File blocks, kept per thread for the next read.
+mod blocks {
+    use super::*;
+
+    /// Blocks kept for reuse per thread; more are freed.
+    const KEEP: usize = 16;
+
+    thread_local! {
+        static FREE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    }
+
+    pub(super) fn take() -> Vec<u8> {
+        FREE.with(|f| f.borrow_mut().pop())
+            .unwrap_or_else(|| Vec::with_capacity(FILE_BLOCK))
+    }
+
+    pub(super) fn give(mut block: Vec<u8>) {
+        block.clear();
+        FREE.with(|f| {
+            let mut free = f.borrow_mut();
+            if free.len() < KEEP {
+                free.push(block);
+            }
+        });
+    }
+}
