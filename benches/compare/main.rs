@@ -5,11 +5,13 @@
 
 mod ceiling;
 mod docroot;
+mod idle;
 mod load;
 mod procstat;
 mod reaper;
 mod report;
 mod servers;
+mod startup;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,14 +25,25 @@ const USAGE: &str = "\
 cargo bench --bench compare [-- OPTIONS]
 
   --quick                 reduced matrix: 1 KB, 100 KB, 1 MB; 50 connections;
-                          keep-alive and close; 2 s cells; no ab
+                          keep-alive and close; 2 s cells; no ab; no 10,000
+                          connections; idle memory and start-up as in a full run
   --sizes LIST            e.g. 1,1k,28k,1m (default: all ten sizes)
-  --connections LIST      e.g. 1,50 (default: 1,50,500,2000)
+  --connections LIST      e.g. 1,50 (default: 1,50,500,2000,10000); 5,000 and
+                          more: keep-alive only, and (unless --sizes is given)
+                          only 1 KB and 100 KB
   --modes LIST            keep-alive,close (default: both)
   --duration SECS         measured seconds per cell at 50 connections (default 1;
                           quick 2); x0.5 below 10 connections, x1.25 up to 1000,
-                          x1.5 above (more connections take longer to settle)
-  --warmup SECS           warm-up seconds before each cell (default 0.2; quick 0.5)
+                          x1.5 up to 5000, x3 above (more connections take
+                          longer to connect and settle)
+  --warmup SECS           warm-up seconds before each cell (default 0.2; quick 0.5;
+                          at least 1 at 5,000 connections and more)
+  --idle-connections N    idle keep-alive connections for the memory-per-connection
+                          measurement (default 10000; staticd-inetd at most 1000;
+                          0: skip it)
+  --startup-runs N        runs of the inetd start-to-first-byte measurement
+                          (default 200; 0: skip it)
+  --no-matrix             only the idle-memory and start-up measurements
   --client-threads N      wrk threads (default: number of cores)
   --servers LIST          only these, e.g. staticd,nginx,ceiling
   --ab / --no-ab          ab pass (default: on, off with --quick)
@@ -49,6 +62,10 @@ struct Options {
     warmup: Duration,
     client_threads: u32,
     servers: Option<Vec<String>>,
+    sizes_given: bool,
+    idle_connections: u32,
+    startup_runs: u32,
+    matrix: bool,
     ab: bool,
     ab_connections: u32,
     ab_duration: Duration,
@@ -71,13 +88,17 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
         connections: if quick {
             vec![50]
         } else {
-            vec![1, 50, 500, 2000]
+            vec![1, 50, 500, 2000, 10_000]
         },
         modes: vec![Mode::KeepAlive, Mode::Close],
         duration: Duration::from_secs_f64(if quick { 2.0 } else { 1.0 }),
         warmup: Duration::from_secs_f64(if quick { 0.5 } else { 0.2 }),
         client_threads: cores() as u32,
         servers: None,
+        sizes_given: false,
+        idle_connections: 10_000,
+        startup_runs: 200,
+        matrix: true,
         ab: !quick,
         ab_connections: 50,
         ab_duration: Duration::from_secs_f64(0.5),
@@ -102,6 +123,8 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
             "--warmup",
             "--client-threads",
             "--servers",
+            "--idle-connections",
+            "--startup-runs",
             "--ab-connections",
             "--ab-duration",
             "--out",
@@ -149,7 +172,23 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
                     .collect::<Result<_, _>>()?;
                 o.sizes.sort_unstable();
                 o.sizes.dedup();
+                o.sizes_given = true;
             }
+            "--idle-connections" => {
+                o.idle_connections = value
+                    .parse()
+                    .ok()
+                    .filter(|&n| n <= 15_000)
+                    .ok_or("--idle-connections: a number, at most 15000")?
+            }
+            "--startup-runs" => {
+                o.startup_runs = value
+                    .parse()
+                    .ok()
+                    .filter(|&n| n <= 100_000)
+                    .ok_or("--startup-runs: a number, at most 100000")?
+            }
+            "--no-matrix" => o.matrix = false,
             "--connections" | "--concurrency" => {
                 o.connections = list(&value)
                     .iter()
@@ -211,6 +250,11 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
 /// server, write what was measured.
 static STOP: AtomicBool = AtomicBool::new(false);
 
+/// Whether the run is being interrupted.
+pub fn stopping() -> bool {
+    STOP.load(Ordering::SeqCst)
+}
+
 extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
@@ -227,16 +271,39 @@ fn install_signal_handlers() {
     }
 }
 
-/// 2,000 connections need more descriptors than the usual soft limit; the
-/// servers and clients inherit the raised limit.
-fn raise_fd_limit() {
+/// 10,000 connections need more descriptors than the usual soft limit;
+/// the servers and clients inherit the raised limit. The hard limit is
+/// raised too where the harness may (root with CAP_SYS_RESOURCE, up to
+/// fs.nr_open); otherwise the soft limit goes up to the hard one. Returns
+/// the limit in force.
+fn raise_fd_limit() -> u64 {
+    const WANT: u64 = 1_048_576;
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(WANT);
     // SAFETY: getrlimit/setrlimit on a struct we own.
     unsafe {
         let mut lim: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 1024;
+        }
+        let target = WANT.min(nr_open) as libc::rlim_t;
+        if lim.rlim_max < target {
+            let raised = libc::rlimit {
+                rlim_cur: target,
+                rlim_max: target,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                return target as u64;
+            }
+        }
+        if lim.rlim_cur < lim.rlim_max {
             lim.rlim_cur = lim.rlim_max;
             libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
         }
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        lim.rlim_cur as u64
     }
 }
 
@@ -291,9 +358,22 @@ fn duration_scale(connections: u32) -> f64 {
         0..10 => 0.5,
         10..=100 => 1.0,
         101..=1000 => 1.25,
-        _ => 1.5,
+        1001..HUGE => 1.5,
+        _ => 3.0,
     }
 }
+
+/// From this many connections on, cells are keep-alive only (closing
+/// 10,000 connections a second would run the client out of ports and
+/// measure TIME_WAIT) and, unless --sizes is given, only for HUGE_SIZES.
+const HUGE: u32 = 5000;
+const HUGE_SIZES: [u64; 2] = [1_000, 100_000];
+/// The least warm-up before such a cell: enough for every connection to
+/// have been opened once, so that the server's tables have grown.
+const HUGE_WARMUP: Duration = Duration::from_secs(1);
+
+/// The file the idle connections and the start-up runs fetch.
+const IDLE_SIZE: u64 = 1_000;
 
 /// Longest wait for a server to go quiet after a load.
 const SETTLE_LIMIT: Duration = Duration::from_secs(2);
@@ -370,7 +450,7 @@ fn run(opts: &Options) -> Result<(), String> {
     let started_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    raise_fd_limit();
+    let fd_limit = raise_fd_limit();
     if !load::available("wrk") {
         return Err("wrk is not installed (apt-get install wrk)".into());
     }
@@ -402,12 +482,27 @@ fn run(opts: &Options) -> Result<(), String> {
     std::fs::create_dir(&bin)
         .and_then(|()| std::fs::copy(&built, &staticd))
         .map_err(|e| format!("copy {} to {}: {e}", built.display(), staticd.display()))?;
+    let max_connections = opts
+        .connections
+        .iter()
+        .copied()
+        .filter(|_| opts.matrix)
+        .chain([opts.idle_connections])
+        .max()
+        .unwrap_or(0);
+    if u64::from(max_connections) + 100 > fd_limit {
+        eprintln!(
+            "compare: open-file limit {fd_limit} is too low for {max_connections} connections; expect errors"
+        );
+    }
     let setup = Setup {
         docroot: &docroot,
         sizes: &opts.sizes,
         cores,
         staticd: &staticd,
         harness: &harness,
+        fd_limit,
+        max_connections,
     };
     let mut ports = servers::Ports::new();
     let mut running: Vec<Server> = Vec::new();
@@ -452,21 +547,33 @@ fn run(opts: &Options) -> Result<(), String> {
     }
 
     let mut cells = Vec::new();
-    for &size in &opts.sizes {
+    for &size in opts.sizes.iter().filter(|_| opts.matrix) {
         for &connections in &opts.connections {
+            let huge = connections >= HUGE;
+            if huge && !opts.sizes_given && !HUGE_SIZES.contains(&size) {
+                continue;
+            }
             for &mode in &opts.modes {
+                if huge && mode != Mode::KeepAlive {
+                    continue;
+                }
+                let warmup = if huge {
+                    opts.warmup.max(HUGE_WARMUP)
+                } else {
+                    opts.warmup
+                };
                 cells.push(Cell {
                     tool: Tool::Wrk,
                     size,
                     connections,
                     mode,
                     duration: opts.duration.mul_f64(duration_scale(connections)),
-                    warmup: Some(opts.warmup),
+                    warmup: Some(warmup),
                 });
             }
         }
     }
-    if ab {
+    if ab && opts.matrix {
         for &size in &opts.sizes {
             for &mode in &opts.modes {
                 cells.push(Cell {
@@ -480,17 +587,124 @@ fn run(opts: &Options) -> Result<(), String> {
             }
         }
     }
-    let per_run = |c: &Cell| c.duration + c.warmup.unwrap_or_default() + Duration::from_millis(120);
-    let estimate: Duration = cells
+    // Connecting and closing 10,000 connections (and the settle after
+    // the warm-up) takes about a second more per run.
+    let per_run = |c: &Cell| {
+        let extra = if c.connections >= HUGE { 1200 } else { 120 };
+        c.duration + c.warmup.unwrap_or_default() + Duration::from_millis(extra)
+    };
+    let holding = |c: u32| running.iter().filter(|s| s.kind.holds(c)).count() as u32;
+    let mut estimate: Duration = cells
         .iter()
-        .map(|c| per_run(c) * running.len() as u32)
+        .map(|c| per_run(c) * holding(c.connections))
         .sum();
+    if opts.idle_connections > 0 {
+        // Opening them one by one (staticd-inetd: a process each), the
+        // idle second, RSS readings, settling.
+        for s in &running {
+            let (n, each_us) = if s.kind == Kind::StaticdInetd {
+                (opts.idle_connections.min(idle::INETD_CONNECTIONS), 3000)
+            } else {
+                (opts.idle_connections, 150)
+            };
+            estimate += Duration::from_micros(u64::from(n) * each_us) + Duration::from_secs(2);
+        }
+    }
+    // Four series of runs of a few milliseconds each.
+    estimate += Duration::from_millis(u64::from(opts.startup_runs) * 8);
     println!(
-        "compare: {} cell(s) x {} server(s), about {} (started servers stay up, idle, while the others are measured)",
+        "compare: {} cell(s) x {} server(s), plus idle memory and start-up, about {} (started servers stay up, idle, while the others are measured)",
         cells.len(),
         running.len(),
         clock(estimate)
     );
+
+    // The idle connections and the start-up runs fetch 1 KB if it is there.
+    let small = if opts.sizes.contains(&IDLE_SIZE) {
+        IDLE_SIZE
+    } else {
+        opts.sizes[0]
+    };
+    let mut idle_memory = Vec::new();
+    if opts.idle_connections > 0 {
+        println!(
+            "compare: idle memory: {} keep-alive connections per server (staticd-inetd at most {}), each served one GET of {}, then idle {} s",
+            opts.idle_connections,
+            idle::INETD_CONNECTIONS,
+            docroot::label(small),
+            idle::IDLE_WAIT.as_secs_f64()
+        );
+        for server in running.iter_mut() {
+            if STOP.load(Ordering::SeqCst) {
+                break;
+            }
+            let r = idle::measure(server, small, opts.idle_connections);
+            println!(
+                "  {:<14} {}  ({} of {} open; RSS {:.1} -> {:.1} MB; opened in {:.1} s){}  [{}]",
+                r.server,
+                r.kib_per_connection
+                    .map_or("-".into(), |k| format!("{k:+.2} KiB each")),
+                r.still_open,
+                r.connections,
+                r.rss_before_kib as f64 / 1024.0,
+                r.rss_after_kib as f64 / 1024.0,
+                r.open_seconds,
+                r.error
+                    .as_deref()
+                    .map_or(String::new(), |e| format!(" ERROR: {e}")),
+                clock(started.elapsed())
+            );
+            idle_memory.push(r);
+        }
+    }
+
+    let mut start_up = Vec::new();
+    if opts.startup_runs > 0 && !STOP.load(Ordering::SeqCst) {
+        let size = small;
+        println!(
+            "compare: process start to first response byte, {} runs each, GET {}",
+            opts.startup_runs,
+            docroot::label(size)
+        );
+        let runs = opts.startup_runs;
+        let mut series = vec![startup::inetd_spawn(&staticd, &docroot.root(), size, runs)];
+        for (kind, name, what) in [
+            (
+                Kind::StaticdInetd,
+                "tcpserver",
+                "tcpserver + staticd --inetd: connect to first response byte (accept, fork, exec, serve)",
+            ),
+            (
+                Kind::Staticd,
+                "standalone",
+                "staticd standalone, new connection: connect to first response byte (no process start)",
+            ),
+        ] {
+            if let Some(s) = running.iter().find(|s| s.kind == kind) {
+                series.push(startup::connect_first_byte(
+                    name,
+                    what,
+                    &s.url(size),
+                    size,
+                    runs,
+                ));
+            }
+        }
+        series.push(startup::bin_true(runs));
+        for r in &series {
+            println!(
+                "  {:<12} min {}  p50 {}  p99 {}{}",
+                r.name,
+                report::micros(r.min_us),
+                report::micros(r.p50_us),
+                report::micros(r.p99_us),
+                r.error
+                    .as_deref()
+                    .map_or(String::new(), |e| format!("  ERROR: {e}"))
+            );
+        }
+        start_up = series;
+    }
 
     let mut measurements = Vec::new();
     let mut interrupted = false;
@@ -516,6 +730,9 @@ fn run(opts: &Options) -> Result<(), String> {
                 break 'cells;
             }
             let server = &mut running[(i + k) % n];
+            if !server.kind.holds(cell.connections) {
+                continue;
+            }
             let m = measure(server, cell, opts);
             results.push(m);
         }
@@ -531,6 +748,7 @@ fn run(opts: &Options) -> Result<(), String> {
         println!("{line}  [{}]", clock(started.elapsed()));
         measurements.extend(results);
     }
+    interrupted |= STOP.load(Ordering::SeqCst);
     if interrupted {
         println!("compare: interrupted; stopping servers and writing partial results");
     }
@@ -554,10 +772,15 @@ fn run(opts: &Options) -> Result<(), String> {
             ab,
             ab_connections: opts.ab_connections,
             ab_duration_seconds: opts.ab_duration.as_secs_f64(),
+            fd_limit,
+            idle_connections: opts.idle_connections,
+            startup_runs: opts.startup_runs,
         },
         servers: descriptions,
         skipped,
         measurements,
+        idle_memory,
+        startup: start_up,
     };
     std::fs::create_dir_all(&opts.out).map_err(|e| format!("{}: {e}", opts.out.display()))?;
     let table = report.table();

@@ -72,19 +72,31 @@ pub fn cpu_ticks(root: i32) -> u64 {
         .sum()
 }
 
-/// Resident memory of the tree in KiB: VmRSS summed (pages shared between
-/// a server's processes count once per process).
-pub fn rss_kib(root: i32) -> u64 {
+/// A "Name:  N kB" field of a /proc/<pid>/ file, summed over the tree.
+fn sum_kib(root: i32, file: &str, field: &str) -> u64 {
     tree(root)
         .into_iter()
-        .filter_map(|pid| fs::read_to_string(format!("/proc/{pid}/status")).ok())
-        .filter_map(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
+        .filter_map(|pid| fs::read_to_string(format!("/proc/{pid}/{file}")).ok())
+        .filter_map(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(field))
                 .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
         })
         .sum()
+}
+
+/// Resident memory of the tree in KiB: VmRSS summed (pages shared between
+/// a server's processes count once per process).
+pub fn rss_kib(root: i32) -> u64 {
+    sum_kib(root, "status", "VmRSS:")
+}
+
+/// Proportional set size of the tree in KiB: Pss from
+/// /proc/<pid>/smaps_rollup summed, each shared page divided among the
+/// processes that map it (so a page shared by 1,000 processes counts once
+/// in the sum, not 1,000 times as in VmRSS).
+pub fn pss_kib(root: i32) -> u64 {
+    sum_kib(root, "smaps_rollup", "Pss:")
 }
 
 /// Samples a tree's RSS in the background; `finish` returns the largest.

@@ -8,8 +8,10 @@ use plotters::prelude::*;
 use serde::Serialize;
 
 use crate::docroot::label;
+use crate::idle::IdleMemory;
 use crate::load::{Mode, Outcome, Tool};
 use crate::servers::{Description, Kind};
+use crate::startup::Startup;
 
 /// One server in one cell.
 #[derive(Clone, Debug, Serialize)]
@@ -51,6 +53,12 @@ pub struct Settings {
     pub ab: bool,
     pub ab_connections: u32,
     pub ab_duration_seconds: f64,
+    /// RLIMIT_NOFILE of the harness, inherited by servers and clients.
+    pub fd_limit: u64,
+    /// Idle keep-alive connections per server for the memory measurement.
+    pub idle_connections: u32,
+    /// Runs of each start-to-first-byte series.
+    pub startup_runs: u32,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -71,6 +79,10 @@ pub struct Report {
     pub servers: Vec<Description>,
     pub skipped: Vec<Skipped>,
     pub measurements: Vec<Measurement>,
+    /// Memory per idle keep-alive connection, one record per server.
+    pub idle_memory: Vec<IdleMemory>,
+    /// Process start (or connect) to first response byte, one record per series.
+    pub startup: Vec<Startup>,
 }
 
 impl Report {
@@ -264,7 +276,168 @@ impl Report {
                 }
             }
         }
+        self.many_connections(&mut out);
+        self.idle_table(&mut out);
+        self.startup_table(&mut out);
         out
+    }
+
+    /// wrk keep-alive at 2,000 connections and more: errors and p99 per
+    /// server, and staticd's p99 against the best peer's (the lowest p99
+    /// among the peers without errors, or among all peers if every one had
+    /// errors).
+    fn many_connections(&self, out: &mut String) {
+        let blocks: Vec<_> = self
+            .blocks()
+            .into_iter()
+            .filter(|&(t, m, c)| t == Tool::Wrk && m == Mode::KeepAlive && c >= 2000)
+            .collect();
+        if blocks.is_empty() {
+            return;
+        }
+        let names: Vec<String> = self
+            .server_names()
+            .into_iter()
+            .filter(|n| {
+                self.measurements
+                    .iter()
+                    .any(|m| &m.server == n && blocks.contains(&(m.tool, m.mode, m.connections)))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "\n== wrk, keep-alive, 2,000 connections and more: p99 latency / errors (staticd: xN = its p99 over the best peer's; goal: 0 errors, x1.00 or less) =="
+        );
+        let mut header = vec!["conns".to_string(), "size".to_string()];
+        header.extend(names.iter().cloned());
+        header.push("best peer p99".into());
+        let mut rows = Vec::new();
+        for block in blocks {
+            for size in self.sizes(block) {
+                let p99 = |m: &Measurement| m.outcome.as_ref().and_then(|o| o.p99_us);
+                let peers: Vec<(&Measurement, f64)> = names
+                    .iter()
+                    .filter(|n| kind_of(n).is_some_and(Kind::is_peer))
+                    .filter_map(|n| self.find(block, size, n))
+                    .filter_map(|m| Some((m, p99(m)?)))
+                    .collect();
+                let clean: Vec<_> = peers
+                    .iter()
+                    .filter(|(m, _)| m.outcome.as_ref().is_some_and(|o| o.error_count() == 0))
+                    .copied()
+                    .collect();
+                let best = if clean.is_empty() { &peers } else { &clean }
+                    .iter()
+                    .min_by(|a, b| a.1.total_cmp(&b.1))
+                    .map(|&(m, us)| (m.server.clone(), us));
+                let mut row = vec![block.2.to_string(), label(size)];
+                for name in &names {
+                    let cell = match self.find(block, size, name) {
+                        None => "-".to_string(),
+                        Some(m) => match &m.outcome {
+                            None => "failed".to_string(),
+                            Some(o) => {
+                                let mut c = format!("{} / {}", latency(o.p99_us), o.error_count());
+                                let is_staticd = kind_of(name).is_some_and(Kind::is_staticd);
+                                if let (true, Some(us), Some((_, b))) =
+                                    (is_staticd, o.p99_us, &best)
+                                {
+                                    if *b > 0.0 {
+                                        let _ = write!(c, " x{:.2}", us / b);
+                                    }
+                                }
+                                c
+                            }
+                        },
+                    };
+                    row.push(cell);
+                }
+                row.push(best.map_or("-".into(), |(n, us)| format!("{n} {}", latency(Some(us)))));
+                rows.push(row);
+            }
+        }
+        render(out, &header, &rows);
+    }
+
+    fn idle_table(&self, out: &mut String) {
+        if self.idle_memory.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "\n== idle keep-alive connections: server memory each, KiB = (after - before) / connections still open; RSS (and PSS) of the server's processes, kernel socket memory not included; goal for staticd: 1 KiB or less =="
+        );
+        let header: Vec<String> = [
+            "server",
+            "KiB/conn",
+            "PSS KiB/conn",
+            "open/asked",
+            "RSS before MB",
+            "RSS after MB",
+            "opened in",
+        ]
+        .map(String::from)
+        .to_vec();
+        let mut notes = Vec::new();
+        let rows: Vec<Vec<String>> = self
+            .idle_memory
+            .iter()
+            .map(|r| {
+                if let Some(e) = &r.error {
+                    notes.push(format!("{}: {e}", r.server));
+                }
+                vec![
+                    r.server.clone(),
+                    r.kib_per_connection
+                        .map_or("-".into(), |k| format!("{k:.2}")),
+                    r.pss_kib_per_connection
+                        .map_or("-".into(), |k| format!("{k:.2}")),
+                    format!("{}/{}", r.still_open, r.connections),
+                    format!("{:.1}", r.rss_before_kib as f64 / 1024.0),
+                    format!("{:.1}", r.rss_after_kib as f64 / 1024.0),
+                    format!("{:.1} s", r.open_seconds),
+                ]
+            })
+            .collect();
+        render(out, &header, &rows);
+        for n in notes {
+            let _ = writeln!(out, "  error: {n}");
+        }
+    }
+
+    fn startup_table(&self, out: &mut String) {
+        if self.startup.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "\n== process start to first response byte ({} runs each after 10 unmeasured; goal for inetd-spawn: under 1 ms) ==",
+            self.settings.startup_runs
+        );
+        let header: Vec<String> = ["series", "min", "p50", "p99", "max"]
+            .map(String::from)
+            .to_vec();
+        let rows: Vec<Vec<String>> = self
+            .startup
+            .iter()
+            .map(|r| {
+                vec![
+                    r.name.clone(),
+                    micros(r.min_us),
+                    micros(r.p50_us),
+                    micros(r.p99_us),
+                    micros(r.max_us),
+                ]
+            })
+            .collect();
+        render(out, &header, &rows);
+        for r in &self.startup {
+            let _ = write!(out, "  {}: {}", r.name, r.what);
+            if let Some(e) = &r.error {
+                let _ = write!(out, " (ERROR after {} runs: {e})", r.runs);
+            }
+            out.push('\n');
+        }
     }
 
     pub fn write_json(&self, path: &Path) -> Result<(), String> {
@@ -401,6 +574,15 @@ fn latency(us: Option<f64>) -> String {
         Some(us) if us < 1_000.0 => format!("{us:.0}us"),
         Some(us) if us < 1_000_000.0 => format!("{:.2}ms", us / 1e3),
         Some(us) => format!("{:.2}s", us / 1e6),
+    }
+}
+
+/// Microseconds, to a tenth below 100.
+pub fn micros(us: Option<f64>) -> String {
+    match us {
+        None => "-".into(),
+        Some(us) if us < 100.0 => format!("{us:.1}us"),
+        Some(us) => format!("{us:.0}us"),
     }
 }
 

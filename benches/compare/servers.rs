@@ -22,6 +22,7 @@ use crate::reaper;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Staticd,
+    StaticdUring,
     StaticdInetd,
     Nginx,
     Lighttpd,
@@ -31,8 +32,9 @@ pub enum Kind {
 }
 
 /// Table order: staticd first, the peers, the ceiling last.
-pub const ALL: [Kind; 7] = [
+pub const ALL: [Kind; 8] = [
     Kind::Staticd,
+    Kind::StaticdUring,
     Kind::StaticdInetd,
     Kind::Nginx,
     Kind::Lighttpd,
@@ -45,6 +47,7 @@ impl Kind {
     pub fn name(self) -> &'static str {
         match self {
             Kind::Staticd => "staticd",
+            Kind::StaticdUring => "staticd-uring",
             Kind::StaticdInetd => "staticd-inetd",
             Kind::Nginx => "nginx",
             Kind::Lighttpd => "lighttpd",
@@ -63,9 +66,22 @@ impl Kind {
     }
 
     pub fn is_staticd(self) -> bool {
-        matches!(self, Kind::Staticd | Kind::StaticdInetd)
+        matches!(
+            self,
+            Kind::Staticd | Kind::StaticdUring | Kind::StaticdInetd
+        )
+    }
+
+    /// Whether it can hold `connections` open at once. staticd-inetd is a
+    /// process per connection: 10,000 of them would measure fork(2) and the
+    /// machine's process limits, not a web server.
+    pub fn holds(self, connections: u32) -> bool {
+        self != Kind::StaticdInetd || connections <= INETD_MAX_CONNECTIONS
     }
 }
+
+/// The most connections staticd-inetd is measured with (tcpserver `-c`).
+pub const INETD_MAX_CONNECTIONS: u32 = 2000;
 
 /// What every server is started with.
 pub struct Setup<'a> {
@@ -75,6 +91,21 @@ pub struct Setup<'a> {
     pub staticd: &'a Path,
     /// This executable, which runs the ceiling when given its flag.
     pub harness: &'a Path,
+    /// The open-file limit the servers inherit (soft = hard).
+    pub fd_limit: u64,
+    /// The most connections any server will be asked to hold at once in
+    /// this run (the largest wrk concurrency, the idle-memory count).
+    pub max_connections: u32,
+}
+
+impl Setup<'_> {
+    /// A connection limit for the peers' configs: well above the most
+    /// this run opens, within what the descriptor limit allows.
+    fn connection_cap(&self) -> u64 {
+        (u64::from(self.max_connections) + 2000)
+            .max(10_000)
+            .min(self.fd_limit.saturating_sub(100).max(1024))
+    }
 }
 
 /// For results.json: what ran and how.
@@ -285,6 +316,18 @@ fn locate(kind: Kind, setup: &Setup) -> Result<PathBuf, String> {
     let need = |p: &str| which(p).ok_or_else(|| format!("{p} is not installed"));
     match kind {
         Kind::Staticd => Ok(setup.staticd.to_path_buf()),
+        Kind::StaticdUring => {
+            let help = Command::new(setup.staticd)
+                .arg("--help")
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| format!("cannot run {}: {e}", setup.staticd.display()))?;
+            if String::from_utf8_lossy(&help.stdout).contains("--io-uring") {
+                Ok(setup.staticd.to_path_buf())
+            } else {
+                Err("staticd built without --features uring (no --io-uring in --help)".into())
+            }
+        }
         Kind::StaticdInetd => need("tcpserver").map(|_| setup.staticd.to_path_buf()),
         Kind::Nginx => need("nginx"),
         Kind::Lighttpd => need("lighttpd"),
@@ -313,7 +356,7 @@ pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports) -> Result<Server, Str
     let cores = setup.cores;
     let mut server_ports = vec![(0, port)];
     let (mut cmd, config, version) = match kind {
-        Kind::Staticd => {
+        Kind::Staticd | Kind::StaticdUring => {
             let mut c = Command::new(&program);
             c.arg("--root").arg(&root).args([
                 "--port",
@@ -323,7 +366,12 @@ pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports) -> Result<Server, Str
                 "--log-format",
                 "off",
             ]);
-            (c, None, version_of(&program, "--version"))
+            let mut version = version_of(&program, "--version");
+            if kind == Kind::StaticdUring {
+                c.arg("--io-uring");
+                version.push_str(" with --io-uring");
+            }
+            (c, None, version)
         }
         Kind::StaticdInetd => {
             let mut c = Command::new(which("tcpserver").ok_or("tcpserver is not installed")?);
@@ -350,7 +398,7 @@ pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports) -> Result<Server, Str
             )
         }
         Kind::Nginx => {
-            let conf = nginx_conf(&dir, &root, port, cores);
+            let conf = nginx_conf(&dir, &root, port, cores, setup);
             let path = write_config(&dir, "nginx.conf", &conf)?;
             let mut c = Command::new(&program);
             c.arg("-p")
@@ -362,14 +410,14 @@ pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports) -> Result<Server, Str
             (c, Some(conf), version_of(&program, "-v"))
         }
         Kind::Lighttpd => {
-            let conf = lighttpd_conf(&dir, &root, port, cores);
+            let conf = lighttpd_conf(&dir, &root, port, cores, setup);
             let path = write_config(&dir, "lighttpd.conf", &conf)?;
             let mut c = Command::new(&program);
             c.arg("-D").arg("-f").arg(&path);
             (c, Some(conf), version_of(&program, "-v"))
         }
         Kind::Apache2 => {
-            let conf = apache_conf(&dir, &root, port, cores, setup.sizes, setup.docroot);
+            let conf = apache_conf(&dir, &root, port, cores, setup);
             let path = write_config(&dir, "apache2.conf", &conf)?;
             let mut c = Command::new(&program);
             c.arg("-d")
@@ -383,7 +431,7 @@ pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports) -> Result<Server, Str
             // Run as root, h2o switches to nobody before it opens its logs.
             fs::set_permissions(&dir, fs::Permissions::from_mode(0o777))
                 .map_err(|e| format!("{}: {e}", dir.display()))?;
-            let conf = h2o_conf(&dir, &root, port, cores);
+            let conf = h2o_conf(&dir, &root, port, cores, setup);
             let path = write_config(&dir, "h2o.conf", &conf)?;
             let mut c = Command::new(&program);
             c.arg("-c").arg(&path);
@@ -434,7 +482,13 @@ pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports) -> Result<Server, Str
         child,
         dir,
     };
-    wait_ready(&mut server, setup.sizes[0])?;
+    wait_ready(&mut server, setup.sizes[0]).map_err(|why| {
+        if kind == Kind::StaticdUring && why.contains("--features uring") {
+            format!("staticd built without --features uring ({why})")
+        } else {
+            why
+        }
+    })?;
     for &size in setup.sizes {
         let expected = if kind == Kind::Ceiling {
             None
@@ -551,20 +605,22 @@ fn check_file(url: &str, size: u64, expected: Option<&Path>) -> Result<(), Strin
 /// nginx: one worker per core, each with its own SO_REUSEPORT listener
 /// (as staticd has), sendfile, open_file_cache, no access log, keep-alive
 /// without a request limit.
-fn nginx_conf(dir: &Path, root: &Path, port: u16, cores: usize) -> String {
+fn nginx_conf(dir: &Path, root: &Path, port: u16, cores: usize, setup: &Setup) -> String {
     let d = dir.display();
     let r = root.display();
+    let fds = setup.fd_limit;
+    let conns = setup.connection_cap();
     format!(
         r#"# Written by benches/compare (staticd's comparison harness).
 daemon off;
 master_process on;
 worker_processes {cores};
-worker_rlimit_nofile 20000;
+worker_rlimit_nofile {fds};
 pid {d}/nginx.pid;
 error_log {d}/error.log warn;
 
 events {{
-    worker_connections 10000;
+    worker_connections {conns};
 }}
 
 http {{
@@ -599,9 +655,12 @@ http {{
 /// lighttpd: one worker process per core (server.max-worker), sendfile,
 /// the stat cache, no access log (mod_accesslog not loaded), as many
 /// keep-alive requests as it allows (65535).
-fn lighttpd_conf(dir: &Path, root: &Path, port: u16, cores: usize) -> String {
+fn lighttpd_conf(dir: &Path, root: &Path, port: u16, cores: usize, setup: &Setup) -> String {
     let d = dir.display();
     let r = root.display();
+    // lighttpd allows at most half its descriptors as connections.
+    let fds = setup.fd_limit.min(65_535);
+    let conns = setup.connection_cap().min(fds / 2);
     format!(
         r#"# Written by benches/compare (staticd's comparison harness).
 server.document-root = "{r}"
@@ -610,8 +669,8 @@ server.port = {port}
 server.pid-file = "{d}/lighttpd.pid"
 server.errorlog = "{d}/error.log"
 server.max-worker = {cores}
-server.max-fds = 16384
-server.max-connections = 8192
+server.max-fds = {fds}
+server.max-connections = {conns}
 server.listen-backlog = 4096
 server.event-handler = "linux-sysepoll"
 server.network-backend = "sendfile"
@@ -630,18 +689,12 @@ mimetype.assign = ( ".bin" => "application/octet-stream", ".html" => "text/html"
 /// all started up front and never reaped, sendfile and mmap on,
 /// mod_file_cache holding every file open, unlimited keep-alive requests,
 /// no access log (no CustomLog).
-fn apache_conf(
-    dir: &Path,
-    root: &Path,
-    port: u16,
-    cores: usize,
-    sizes: &[u64],
-    docroot: &Docroot,
-) -> String {
+fn apache_conf(dir: &Path, root: &Path, port: u16, cores: usize, setup: &Setup) -> String {
     let d = dir.display();
     let r = root.display();
     let m = APACHE_MODULES;
-    let threads = 2048usize.div_ceil(cores);
+    let (sizes, docroot) = (setup.sizes, setup.docroot);
+    let threads = (setup.max_connections.max(2048) as usize).div_ceil(cores);
     let total = cores * threads;
     let file_cache = Path::new(m).join("mod_file_cache.so").is_file();
     let mut cache = String::new();
@@ -703,16 +756,17 @@ DocumentRoot "{r}"
 
 /// h2o 2.2: one thread per core. It has no sendfile and no access log
 /// unless configured; its open-file cache is built in and always on.
-fn h2o_conf(dir: &Path, root: &Path, port: u16, cores: usize) -> String {
+fn h2o_conf(dir: &Path, root: &Path, port: u16, cores: usize, setup: &Setup) -> String {
     let d = dir.display();
     let r = root.display();
+    let conns = setup.connection_cap();
     format!(
         r#"# Written by benches/compare (staticd's comparison harness).
 listen:
   host: 127.0.0.1
   port: {port}
 num-threads: {cores}
-max-connections: 10000
+max-connections: {conns}
 error-log: {d}/error.log
 http1-request-timeout: 60
 hosts:

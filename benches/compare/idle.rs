@@ -1,0 +1,221 @@
+//! Idle memory per connection: what N keep-alive connections that have
+//! each had one request answered, and then sit idle, add to a server's
+//! resident memory.
+//!
+//! The harness opens them itself, one after another (connect, one GET of
+//! the 1 KB file, read the whole response, keep the socket), so that no
+//! SYN is ever dropped and every connection is known to have been served.
+//! RSS (VmRSS summed over the server's processes) is read before the first
+//! and a second after the last; the difference divided by the connections
+//! still open is the number reported. Kernel socket memory (buffers,
+//! struct sock, epoll entries) is not in any process's RSS and so not in
+//! this number.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::procstat;
+use crate::servers::{Kind, Server};
+
+/// staticd-inetd holds a process per connection: it is measured with this
+/// many, not with 10,000 processes.
+pub const INETD_CONNECTIONS: u32 = 1000;
+
+/// How long the connections sit idle before RSS is read again.
+pub const IDLE_WAIT: Duration = Duration::from_secs(1);
+
+/// One server's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct IdleMemory {
+    pub server: String,
+    /// Connections asked for.
+    pub connections: u32,
+    /// Connections that got their whole response.
+    pub answered: u32,
+    /// Of those, still open (not closed by the server) after the wait.
+    pub still_open: u32,
+    /// Seconds it took to open and serve them all.
+    pub open_seconds: f64,
+    /// VmRSS summed over the server's processes, before and after.
+    pub rss_before_kib: u64,
+    pub rss_after_kib: u64,
+    /// (rss_after - rss_before) / still_open.
+    pub kib_per_connection: Option<f64>,
+    /// The same with PSS (shared pages divided among the processes that
+    /// map them): differs from RSS for servers of many processes.
+    pub pss_before_kib: u64,
+    pub pss_after_kib: u64,
+    pub pss_kib_per_connection: Option<f64>,
+    /// Why fewer connections than asked were opened, if so.
+    pub error: Option<String>,
+}
+
+/// The medians of three (RSS, PSS) readings 100 ms apart (a reading can
+/// land in the middle of an allocation burst).
+fn steady_memory(pid: i32) -> (u64, u64) {
+    let mut rss = [0u64; 3];
+    let mut pss = [0u64; 3];
+    for i in 0..3 {
+        if i > 0 {
+            thread::sleep(Duration::from_millis(100));
+        }
+        rss[i] = procstat::rss_kib(pid);
+        pss[i] = procstat::pss_kib(pid);
+    }
+    rss.sort_unstable();
+    pss.sort_unstable();
+    (rss[1], pss[1])
+}
+
+/// Sends one keep-alive GET and reads exactly one response; the connection
+/// stays open.
+fn one_request(s: &mut TcpStream, path: &str) -> io::Result<()> {
+    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let bad = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
+    let mut buf = Vec::with_capacity(2048);
+    let mut chunk = [0u8; 4096];
+    let mut want = None;
+    loop {
+        if want.is_none() {
+            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&buf[..end]).to_string();
+                if head.split_whitespace().nth(1) != Some("200") {
+                    return Err(bad(format!(
+                        "status line {:?}",
+                        head.lines().next().unwrap_or("")
+                    )));
+                }
+                let length = head
+                    .lines()
+                    .find_map(|l| {
+                        let (name, value) = l.split_once(':')?;
+                        name.trim()
+                            .eq_ignore_ascii_case("content-length")
+                            .then(|| value.trim().parse::<usize>().ok())?
+                    })
+                    .ok_or_else(|| bad("no Content-Length".into()))?;
+                want = Some(end + 4 + length);
+            }
+        }
+        if let Some(w) = want {
+            if buf.len() >= w {
+                return Ok(());
+            }
+        }
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            return Err(bad("closed before the whole response".into()));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Whether the server has closed (or reset) the connection.
+fn closed(s: &TcpStream) -> bool {
+    if s.set_nonblocking(true).is_err() {
+        return true;
+    }
+    let mut b = [0u8; 1];
+    !matches!(s.peek(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+}
+
+/// Closes with a reset (SO_LINGER 0): no TIME_WAIT left on the harness's
+/// side for 10,000 ports at a time.
+fn reset(s: TcpStream) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt on a socket we own, with a correctly sized struct.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+    drop(s);
+}
+
+/// Measures one server; `n` connections (fewer for staticd-inetd).
+pub fn measure(server: &mut Server, size: u64, n: u32) -> IdleMemory {
+    let n = if server.kind == Kind::StaticdInetd {
+        n.min(INETD_CONNECTIONS)
+    } else {
+        n
+    };
+    let url = server.url(size);
+    let rest = url.trim_start_matches("http://");
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let mut r = IdleMemory {
+        server: server.name().to_string(),
+        connections: n,
+        answered: 0,
+        still_open: 0,
+        open_seconds: 0.0,
+        rss_before_kib: 0,
+        rss_after_kib: 0,
+        kib_per_connection: None,
+        pss_before_kib: 0,
+        pss_after_kib: 0,
+        pss_kib_per_connection: None,
+        error: None,
+    };
+    let addr: SocketAddr = match authority.parse() {
+        Ok(a) => a,
+        Err(_) => {
+            r.error = Some(format!("bad address {authority}"));
+            return r;
+        }
+    };
+    server.settle(Duration::from_secs(2));
+    let pid = server.pid();
+    (r.rss_before_kib, r.pss_before_kib) = steady_memory(pid);
+    let started = Instant::now();
+    let mut open = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        if crate::stopping() {
+            r.error = Some("interrupted".into());
+            break;
+        }
+        let attempt =
+            TcpStream::connect_timeout(&addr, Duration::from_secs(5)).and_then(|mut s| {
+                s.set_read_timeout(Some(Duration::from_secs(5)))?;
+                s.set_nodelay(true)?;
+                one_request(&mut s, path)?;
+                Ok(s)
+            });
+        match attempt {
+            Ok(s) => open.push(s),
+            Err(e) => {
+                r.error = Some(format!("connection {}: {e}", i + 1));
+                break;
+            }
+        }
+    }
+    r.open_seconds = started.elapsed().as_secs_f64();
+    r.answered = open.len() as u32;
+    thread::sleep(IDLE_WAIT);
+    (r.rss_after_kib, r.pss_after_kib) = steady_memory(pid);
+    r.still_open = open.iter().filter(|s| !closed(s)).count() as u32;
+    if r.still_open > 0 {
+        let each =
+            |before: u64, after: u64| (after as f64 - before as f64) / f64::from(r.still_open);
+        r.kib_per_connection = Some(each(r.rss_before_kib, r.rss_after_kib));
+        r.pss_kib_per_connection = Some(each(r.pss_before_kib, r.pss_after_kib));
+    }
+    for s in open {
+        reset(s);
+    }
+    // staticd-inetd's processes end on the reset; make sure.
+    server.reap_connections();
+    server.settle(Duration::from_secs(2));
+    r
+}
