@@ -116,7 +116,7 @@ impl Fixture {
                         "{:?}",
                         s.response.status
                     );
-                    let mut writer = ResponseWriter::new(s.response, true);
+                    let mut writer = ResponseWriter::new(&s.response, true);
                     while !writer.is_done() {
                         writer.write_some(self.out.as_fd()).unwrap();
                         self.drain();

@@ -2,16 +2,20 @@
 //! each with its own SO_REUSEPORT listener per address, so the kernel
 //! spreads connections over the threads and no work moves between them.
 
+use std::cell::Cell;
+use std::future::Future;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::Interest;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
+use tokio::time::Sleep;
 
 use super::cgi_exchange::{self, ClientIo};
 use super::linger_deadline;
@@ -118,6 +122,7 @@ pub(crate) fn run_workers(
     let (stop_tx, stop_rx) = watch::channel(false);
     let conns = Arc::new(Connections {
         active: AtomicUsize::new(0),
+        stopping: AtomicBool::new(false),
         max: cfg.max_connections,
         freed: Notify::new(),
     });
@@ -129,7 +134,7 @@ pub(crate) fn run_workers(
         cfg,
         site,
         stop: stop_rx,
-        conns,
+        conns: Arc::clone(&conns),
     };
     let mut workers = Vec::new();
     for (i, group) in listeners.into_iter().enumerate() {
@@ -140,6 +145,7 @@ pub(crate) fn run_workers(
         workers.push(handle);
     }
     signals.block_on(stop_signals.recv());
+    conns.stopping.store(true, Ordering::Relaxed);
     let _ = stop_tx.send(true);
     for w in workers {
         let _ = w.join();
@@ -196,6 +202,9 @@ pub(crate) struct Shared {
 /// queue) until a connection ends.
 pub(crate) struct Connections {
     pub(crate) active: AtomicUsize,
+    /// Set when a graceful stop begins: a flag every request can read
+    /// without touching a lock.
+    pub(crate) stopping: AtomicBool,
     max: usize,
     freed: Notify,
 }
@@ -255,12 +264,19 @@ fn worker(shared: Shared, group: Vec<std::net::TcpListener>) {
             a.abort();
         }
         // Listeners are dropped with their tasks: no new connections.
-        connections_finished(&shared).await;
+        // Responses in flight get the grace period; idle keep-alive
+        // connections are closed when the runtime drops their tasks.
+        let deadline = Instant::now() + shared.cfg.shutdown_grace;
+        while BUSY.with(Cell::get) > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     });
 }
 
 /// Once stopping: returns when no connection is left, or when the grace
-/// period for responses in flight is over.
+/// period for responses in flight is over. (The io_uring transport's idle
+/// connections end themselves when the stop comes.)
+#[cfg(feature = "uring")]
 pub(crate) async fn connections_finished(shared: &Shared) {
     let deadline = Instant::now() + shared.cfg.shutdown_grace;
     while shared.conns.active.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
@@ -278,9 +294,9 @@ async fn accept_loop(listener: TcpListener, shared: Shared) {
                 // another worker's listener needs. At the bound, this client
                 // waits here unserved, and this worker accepts no one else.
                 let slot = shared.conns.take_slot().await;
-                let shared = shared.clone();
+                let serve = connection(stream, peer, shared.clone());
                 tokio::spawn(async move {
-                    connection(stream, peer, shared).await;
+                    serve.await;
                     drop(slot);
                 });
             }
@@ -312,58 +328,102 @@ fn out_of_resources(e: &io::Error) -> bool {
     )
 }
 
-async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
-    let Shared {
-        cfg,
-        site,
-        mut stop,
-        ..
-    } = shared;
+/// Serves one connection. A plain async block over values made beforehand
+/// (not an `async fn`, whose arguments the task would hold twice), with one
+/// timer reset for every wait and the step matched by reference: each value
+/// is held once, so a quiet keep-alive connection is a small task.
+fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) -> impl Future<Output = ()> {
     sys::tune_connection(stream.as_fd());
     let mut session = Session::new(peer.ip().to_string());
-    loop {
-        let stopping = *stop.borrow();
-        match session.step(&cfg, &site, stopping) {
-            Step::Read { deadline, idle } => {
-                if idle {
-                    // Nothing buffered: hold no buffer while the client is quiet.
-                    pool::give(&pool::READS, std::mem::take(session.input()));
-                }
-                let read = read_some(&stream, session.input());
-                let timed = tokio::time::timeout_at(deadline.into(), read);
-                let outcome = if idle {
-                    tokio::select! {
-                        r = timed => r,
-                        _ = stop.wait_for(|s| *s) => return,
+    async move {
+        let timer = tokio::time::sleep(Duration::ZERO);
+        tokio::pin!(timer);
+        let mut busy = Busy::new();
+        loop {
+            let stopping = shared.conns.stopping.load(Ordering::Relaxed);
+            let mut step = session.step(&shared.cfg, &shared.site, stopping);
+            match &mut step {
+                Step::Read { deadline, idle } => {
+                    if *idle {
+                        // Nothing buffered: hold no buffer while the client
+                        // is quiet; and a quiet connection does not hold up
+                        // a graceful stop (see `worker`).
+                        pool::give(&pool::READS, std::mem::take(session.input()));
+                        busy.idle();
                     }
-                } else {
-                    timed.await
-                };
-                match outcome {
-                    Ok(Ok(true)) => {}
-                    _ => break,
+                    timer.as_mut().reset((*deadline).into());
+                    let read = tokio::select! {
+                        biased;
+                        r = read_some(&stream, session.input()) => r,
+                        _ = &mut timer => Err(io::ErrorKind::TimedOut.into()),
+                    };
+                    busy.resume();
+                    if !matches!(read, Ok(true)) {
+                        break;
+                    }
                 }
-            }
-            Step::Send(sent) => {
-                let writer = ResponseWriter::new(sent.response, true);
-                let result = send(&stream, writer, cfg.send_timeout).await;
-                sent.log_line.emit();
-                if result.is_err() {
+                Step::Send(sent) => {
+                    let mut writer = ResponseWriter::new(&sent.response, true);
+                    let send_timeout = shared.cfg.send_timeout;
+                    let result = send(&stream, &mut writer, timer.as_mut(), send_timeout).await;
+                    sent.log_line.emit();
+                    if result.is_err() {
+                        return;
+                    }
+                }
+                Step::Cgi(_) => {
+                    let Step::Cgi(job) = std::mem::replace(&mut step, Step::Close) else {
+                        unreachable!("matched as Cgi just above")
+                    };
+                    let (cfg, site) = (&shared.cfg, &shared.site);
+                    let keep_alive = run_cgi(stream.as_fd(), &mut session, job, cfg, site).await;
+                    session.cgi_finished(keep_alive);
+                }
+                Step::Close => {
+                    sys::shutdown_write(stream.as_fd());
+                    if session.unread_input() {
+                        linger(&stream).await;
+                    }
                     return;
                 }
             }
-            Step::Cgi(job) => {
-                let keep_alive = run_cgi(stream.as_fd(), &mut session, job, &cfg, &site).await;
-                session.cgi_finished(keep_alive);
-            }
-            Step::Close => {
-                sys::shutdown_write(stream.as_fd());
-                if session.unread_input() {
-                    linger(&stream).await;
-                }
-                return;
-            }
         }
+    }
+}
+
+thread_local! {
+    /// Connections of this worker thread that are not waiting idle between
+    /// requests: a graceful stop waits for these only.
+    static BUSY: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Counts its connection in BUSY while it is not idle.
+struct Busy(bool);
+
+impl Busy {
+    fn new() -> Busy {
+        BUSY.with(|b| b.set(b.get() + 1));
+        Busy(true)
+    }
+
+    fn idle(&mut self) {
+        if self.0 {
+            BUSY.with(|b| b.set(b.get() - 1));
+            self.0 = false;
+        }
+    }
+
+    fn resume(&mut self) {
+        if !self.0 {
+            BUSY.with(|b| b.set(b.get() + 1));
+            self.0 = true;
+        }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.idle();
     }
 }
 
@@ -407,13 +467,21 @@ pub(crate) async fn run_cgi(
 async fn read_some(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<bool> {
     loop {
         stream.readable().await?;
-        if buf.capacity() == 0 {
+        let borrowed = buf.capacity() == 0;
+        if borrowed {
             *buf = pool::take(&pool::READS);
         }
         // Reads into spare capacity: no zero-filling, and a buffer that
         // already has room is reused as it is.
         buf.reserve(READ_CHUNK);
-        match stream.try_read_buf(buf) {
+        let read = stream.try_read_buf(buf);
+        if borrowed && !matches!(read, Ok(n) if n > 0) {
+            // Woken with nothing to read (a new connection is, at first):
+            // the buffer goes straight back instead of staying with a
+            // connection that may now be quiet for a long time.
+            pool::give(&pool::READS, std::mem::take(buf));
+        }
+        match read {
             Ok(n) => return Ok(n > 0),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(e),
@@ -422,18 +490,25 @@ async fn read_some(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<bool> {
 }
 
 /// Writes a whole response; a client that takes nothing for `send_timeout`
-/// is given up on.
+/// is given up on. `timer` is the connection's one timer.
 async fn send(
     stream: &TcpStream,
-    mut writer: ResponseWriter,
+    writer: &mut ResponseWriter<'_>,
+    mut timer: Pin<&mut Sleep>,
     send_timeout: Duration,
 ) -> io::Result<()> {
     while !writer.is_done() {
-        let step = stream.async_io(Interest::WRITABLE, || writer.write_some(stream.as_fd()));
-        match tokio::time::timeout(send_timeout, step).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(io::ErrorKind::TimedOut.into()),
+        match stream.try_io(Interest::WRITABLE, || writer.write_some(stream.as_fd())) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                timer.as_mut().reset((Instant::now() + send_timeout).into());
+                tokio::select! {
+                    biased;
+                    r = stream.writable() => r?,
+                    _ = &mut timer => return Err(io::ErrorKind::TimedOut.into()),
+                }
+            }
+            Err(e) => return Err(e),
         }
     }
     Ok(())

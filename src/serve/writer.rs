@@ -18,8 +18,8 @@ const MAX_CALL: usize = 1 << 30;
 /// How much of a file is mapped at once when sendfile cannot be used.
 const MAP_WINDOW: u64 = 4 << 20;
 
-pub struct ResponseWriter {
-    response: Response,
+pub struct ResponseWriter<'a> {
+    response: &'a Response,
     /// Bytes of the head already written.
     head_done: usize,
     /// The body chunk being written and how far into it.
@@ -31,8 +31,10 @@ pub struct ResponseWriter {
     socket: bool,
 }
 
-impl ResponseWriter {
-    pub fn new(response: Response, socket: bool) -> ResponseWriter {
+impl<'a> ResponseWriter<'a> {
+    /// A writer for `response`, which it borrows: the transport keeps the
+    /// response once, and the writer adds only its progress.
+    pub fn new(response: &'a Response, socket: bool) -> ResponseWriter<'a> {
         ResponseWriter {
             response,
             head_done: 0,
@@ -58,7 +60,8 @@ impl ResponseWriter {
             return Ok(n);
         }
         let last = self.chunk + 1 == self.response.body.len();
-        let n = match &self.response.body[self.chunk] {
+        let response = self.response;
+        let n = match &response.body[self.chunk] {
             Chunk::Bytes(bytes) => {
                 let n = self.write_bytes(out, &bytes[self.chunk_done as usize..], !last)?;
                 self.advance(n as u64, bytes.len() as u64);
@@ -71,9 +74,9 @@ impl ResponseWriter {
                 n
             }
             Chunk::File { file, offset, len } => {
-                let (file, offset, len) = (file.clone(), *offset, *len);
+                let (offset, len) = (*offset, *len);
                 let n =
-                    self.write_file(out, &file, offset + self.chunk_done, len - self.chunk_done)?;
+                    self.write_file(out, file, offset + self.chunk_done, len - self.chunk_done)?;
                 if n == 0 {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -170,7 +173,7 @@ fn write_mapped(
 /// full. A client that accepts nothing for `send_timeout` is given up on.
 pub fn send_blocking(
     fd: BorrowedFd<'_>,
-    mut writer: ResponseWriter,
+    mut writer: ResponseWriter<'_>,
     send_timeout: Duration,
 ) -> io::Result<()> {
     while !writer.is_done() {
@@ -205,5 +208,5 @@ pub fn send_bytes_blocking(
         body_len: 0,
         close: false,
     };
-    send_blocking(fd, ResponseWriter::new(response, socket), send_timeout)
+    send_blocking(fd, ResponseWriter::new(&response, socket), send_timeout)
 }
