@@ -31,7 +31,7 @@ use crate::sys;
 /// How much is read per call.
 pub(crate) const READ_CHUNK: usize = 16 * 1024;
 /// How long accepting pauses when the process is out of descriptors.
-const EMFILE_PAUSE: Duration = Duration::from_millis(100);
+pub(crate) const EMFILE_PAUSE: Duration = Duration::from_millis(100);
 
 /// Binds every address (one listener per address per thread). Errors name
 /// the address and the problem, ready for a one-line message.
@@ -320,7 +320,7 @@ pub(crate) async fn accept_failed(e: &io::Error, last_complaint: &mut Option<Ins
     tokio::time::sleep(EMFILE_PAUSE).await;
 }
 
-fn out_of_resources(e: &io::Error) -> bool {
+pub(crate) fn out_of_resources(e: &io::Error) -> bool {
     use rustix::io::Errno;
     matches!(
         e.raw_os_error().map(Errno::from_raw_os_error),

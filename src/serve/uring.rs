@@ -17,6 +17,7 @@ use std::io;
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::rc::Rc;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -65,11 +66,22 @@ pub fn run(
 fn worker(shared: Shared, group: Vec<std::net::TcpListener>) {
     let mut builder = tokio_uring::builder();
     builder.entries(RING_ENTRIES);
-    let rt = match tokio_uring::Runtime::new(&builder) {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("staticd: cannot start a worker: {}", describe(&e));
-            return;
+    let rt = loop {
+        match tokio_uring::Runtime::new(&builder) {
+            Ok(rt) => break rt,
+            // The other workers' connections took every descriptor before
+            // this ring was made: wait for one to close rather than drop
+            // the listener and reset the connections queued on it.
+            Err(e)
+                if event_loop::out_of_resources(&e)
+                    && !shared.conns.stopping.load(Ordering::Relaxed) =>
+            {
+                std::thread::sleep(event_loop::EMFILE_PAUSE);
+            }
+            Err(e) => {
+                eprintln!("staticd: cannot start a worker: {}", describe(&e));
+                return;
+            }
         }
     };
     rt.block_on(async move {
