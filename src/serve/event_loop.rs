@@ -333,12 +333,16 @@ pub(crate) fn out_of_resources(e: &io::Error) -> bool {
 /// timer reset for every wait and the step matched by reference: each value
 /// is held once, so a quiet keep-alive connection is a small task.
 fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) -> impl Future<Output = ()> {
-    sys::tune_connection(stream.as_fd());
     let mut session = Session::new(peer.ip().to_string());
     async move {
         let timer = tokio::time::sleep(Duration::ZERO);
         tokio::pin!(timer);
         let mut busy = Busy::new();
+        // TCP_NODELAY is set before the first response that keeps the
+        // connection open (a later small response must not wait for the
+        // client's delayed ACK); a connection closed after one response
+        // never needs it: close(2) pushes out what is queued.
+        let mut tuned = false;
         loop {
             let stopping = shared.conns.stopping.load(Ordering::Relaxed);
             let mut step = session.step(&shared.cfg, &shared.site, stopping);
@@ -363,6 +367,10 @@ fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) -> impl Futur
                     }
                 }
                 Step::Send(sent) => {
+                    if !tuned && !sent.response.close {
+                        sys::tune_connection(stream.as_fd());
+                        tuned = true;
+                    }
                     let mut writer = ResponseWriter::new(&sent.response, true);
                     let send_timeout = shared.cfg.send_timeout;
                     let result = send(&stream, &mut writer, timer.as_mut(), send_timeout).await;
@@ -380,8 +388,12 @@ fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) -> impl Futur
                     session.cgi_finished(keep_alive);
                 }
                 Step::Close => {
-                    sys::shutdown_write(stream.as_fd());
+                    // With nothing unread, close(2) alone ends it cleanly;
+                    // otherwise the client's bytes in flight would meet a
+                    // reset that can destroy the last response, so the
+                    // write side closes first and the rest is read away.
                     if session.unread_input() {
+                        sys::shutdown_write(stream.as_fd());
                         linger(&stream).await;
                     }
                     return;
@@ -474,7 +486,17 @@ async fn read_some(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<bool> {
         // Reads into spare capacity: no zero-filling, and a buffer that
         // already has room is reused as it is.
         buf.reserve(READ_CHUNK);
+        let spare = buf.capacity() - buf.len();
         let read = stream.try_read_buf(buf);
+        if matches!(read, Ok(n) if n > 0 && n < spare) {
+            // A short read emptied the socket: forget its readiness now, so
+            // the next read waits for epoll instead of costing a recv(2)
+            // that finds nothing. (tokio keeps readiness that arrived since
+            // it was last looked at.)
+            let _ = stream.try_io(Interest::READABLE, || {
+                Err::<(), _>(io::ErrorKind::WouldBlock.into())
+            });
+        }
         if borrowed && !matches!(read, Ok(n) if n > 0) {
             // Woken with nothing to read (a new connection is, at first):
             // the buffer goes straight back instead of staying with a
