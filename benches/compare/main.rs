@@ -655,6 +655,15 @@ fn run(opts: &Options) -> Result<(), String> {
                 clock(started.elapsed())
             );
             idle_memory.push(r);
+            // The matrix gets a fresh process: 10,000 connections leave
+            // memory behind that would show in every RSS column.
+            match servers::start(server.kind, &setup, &mut ports) {
+                Ok(fresh) => *server = fresh,
+                Err(reason) => println!(
+                    "  {:<14} not restarted after the idle measurement: {reason}",
+                    server.kind.name()
+                ),
+            }
         }
     }
 

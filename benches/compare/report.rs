@@ -314,7 +314,13 @@ impl Report {
         let mut rows = Vec::new();
         for block in blocks {
             for size in self.sizes(block) {
-                let p99 = |m: &Measurement| m.outcome.as_ref().and_then(|o| o.p99_us);
+                // A cell where no response completed has no latency to compare.
+                let p99 = |m: &Measurement| {
+                    m.outcome
+                        .as_ref()
+                        .filter(|o| o.requests > 0)
+                        .and_then(|o| o.p99_us)
+                };
                 let peers: Vec<(&Measurement, f64)> = names
                     .iter()
                     .filter(|n| kind_of(n).is_some_and(Kind::is_peer))
@@ -336,6 +342,9 @@ impl Report {
                         None => "-".to_string(),
                         Some(m) => match &m.outcome {
                             None => "failed".to_string(),
+                            Some(o) if o.requests == 0 => {
+                                format!("none done / {}", o.error_count())
+                            }
                             Some(o) => {
                                 let mut c = format!("{} / {}", latency(o.p99_us), o.error_count());
                                 let is_staticd = kind_of(name).is_some_and(Kind::is_staticd);
