@@ -51,7 +51,8 @@ impl Default for Config {
             root: PathBuf::from("."),
             port: 8080,
             bind: Vec::new(),
-            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            // main counts the cores; a library user says how many.
+            threads: 1,
             inetd: false,
             io_uring: false,
             index: "index.html".to_string(),

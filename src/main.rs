@@ -120,11 +120,23 @@ enum LogArg {
 impl Cli {
     fn into_config(self) -> Config {
         let defaults = Config::default();
+        // Counting cores reads a dozen cgroup files: inetd mode, started
+        // once per connection, has no threads to size and skips it.
+        let threads = match (self.inetd, self.threads) {
+            (true, _) => 1,
+            (false, Some(n)) => usize::from(n),
+            (false, None) => cores(),
+        };
+        let max_connections = match (self.inetd, self.max_connections) {
+            (true, _) => 1,
+            (false, Some(n)) => n as usize,
+            (false, None) => default_max_connections(threads),
+        };
         Config {
             root: self.root,
             port: self.port,
             bind: self.bind,
-            threads: self.threads.map_or(defaults.threads, usize::from),
+            threads,
             inetd: self.inetd,
             io_uring: self.io_uring,
             index: self.index,
@@ -135,9 +147,7 @@ impl Cli {
             },
             cgi_timeout: std::time::Duration::from_secs(self.cgi_timeout),
             cgi_max: self.cgi_max as usize,
-            max_connections: self
-                .max_connections
-                .map_or_else(default_max_connections, |n| n as usize),
+            max_connections,
             log_format: match self.log_format {
                 LogArg::Common => LogFormat::Common,
                 LogArg::Combined => LogFormat::Combined,
@@ -200,15 +210,18 @@ fn raise_fd_limit() {
     }
 }
 
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// What the descriptor limit leaves for connections beside the open-file
 /// cache, CGI pipes and the listeners.
-fn default_max_connections() -> usize {
+fn default_max_connections(threads: usize) -> usize {
     use rustix::process::{getrlimit, Resource};
     let nofile = getrlimit(Resource::Nofile)
         .current
         .unwrap_or(1 << 20)
         .min(1 << 20) as usize;
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let reserved = 64 + threads * staticd::site::cache::MAX_ENTRIES;
     nofile.saturating_sub(reserved).max(16)
 }
