@@ -35,6 +35,8 @@ pub struct Config {
     pub read_timeout: Duration,
     pub keepalive_timeout: Duration,
     pub send_timeout: Duration,
+    /// Copy file bytes through a buffer instead of sendfile(2).
+    pub no_sendfile: bool,
     /// How long a CGI script may run.
     pub cgi_timeout: Duration,
     /// Most CGI scripts running at once.
@@ -61,6 +63,7 @@ impl Default for Config {
             read_timeout: Duration::from_secs(10),
             keepalive_timeout: Duration::from_secs(15),
             send_timeout: Duration::from_secs(30),
+            no_sendfile: false,
             cgi_timeout: Duration::from_secs(30),
             cgi_max: 16,
             max_connections: 1024,

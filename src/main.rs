@@ -103,6 +103,12 @@ struct Cli {
     /// Seconds a client may go without accepting any response bytes.
     #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=86400))]
     send_timeout: u64,
+
+    /// Copy file bytes through a buffer instead of sendfile(2): slower for
+    /// large files, but a file truncated while it is sent can only end the
+    /// response early, never put other bytes on the wire (see SECURITY.md).
+    #[arg(long)]
+    no_sendfile: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -157,6 +163,7 @@ impl Cli {
             read_timeout: std::time::Duration::from_secs(self.read_timeout),
             keepalive_timeout: std::time::Duration::from_secs(self.keepalive_timeout),
             send_timeout: std::time::Duration::from_secs(self.send_timeout),
+            no_sendfile: self.no_sendfile,
             ..defaults
         }
     }

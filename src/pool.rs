@@ -50,6 +50,14 @@ impl Reusable for Vec<Chunk> {
     }
 }
 
+impl Reusable for Box<[u8]> {
+    /// A block keeps its bytes: whoever takes it overwrites what it uses.
+    fn reset(&mut self) {}
+    fn held(&self) -> usize {
+        self.len()
+    }
+}
+
 /// One free list.
 pub struct FreeList<T>(RefCell<Vec<T>>);
 
@@ -86,6 +94,8 @@ thread_local! {
     pub static LINES: FreeList<String> = const { FreeList::new() };
     /// Read buffers of connections with something to read.
     pub static READS: FreeList<Vec<u8>> = const { FreeList::new() };
+    /// File blocks being copied out with `--no-sendfile`.
+    pub static BLOCKS: FreeList<Box<[u8]>> = const { FreeList::new() };
 }
 
 /// `list.take()` on this thread's list.

@@ -333,11 +333,16 @@ enum Change {
 /// whole Content-Length of the OLD content, or a prefix of it followed by EOF or reset:
 /// never a wrong byte, never a byte too many, never a hang.
 fn change_while_sent(mode: Mode, change: Change) {
+    change_while_sent_with(mode, change, &[]);
+}
+
+/// `change_while_sent` with extra server arguments.
+fn change_while_sent_with(mode: Mode, change: Change, args: &[&str]) {
     let root = Docroot::new();
     root.file("a.txt", "alpha\n");
     let big = root.join("big.bin");
     write_pattern_file(&big, BIG);
-    let mut server = Server::start(mode, &root);
+    let mut server = Server::builder(mode, root.path()).args(args).start();
 
     let mut download = Download::start(connect_small_window(server.addr()), "/big.bin")
         .unwrap_or_else(|e| panic!("{e}"));
@@ -426,6 +431,33 @@ mod file_truncated_inside_the_bytes_in_flight_never_sends_wrong_bytes {
     }
 }
 
+/// The same truncation with `--no-sendfile`: every byte that leaves was copied out of the
+/// file when it was read, so the truncation can only end the response early.
+fn file_truncated_inside_the_bytes_in_flight_with_no_sendfile_never_sends_wrong_bytes(mode: Mode) {
+    change_while_sent_with(
+        mode,
+        Change::TruncatePastRead((64 << 10) + 1234),
+        &["--no-sendfile"],
+    );
+}
+
+/// `--no-sendfile` serves the file whole when nothing changes it.
+fn no_sendfile_serves_large_files_whole(mode: Mode) {
+    let root = Docroot::new();
+    let big = root.join("big.bin");
+    write_pattern_file(&big, BIG);
+    let server = Server::builder(mode, root.path())
+        .arg("--no-sendfile")
+        .start();
+    let mut download = Download::start(connect_small_window(server.addr()), "/big.bin")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(download.head.status, 200, "{:#?}", download.head);
+    download
+        .read_to_close(BODY_LIMIT, None)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(download.got, BIG, "the whole file, checked byte by byte");
+}
+
 /// Truncated below the part the client has already read.
 fn file_truncated_below_the_part_already_read_never_sends_wrong_bytes(mode: Mode) {
     change_while_sent(mode, Change::Truncate((1 << 20) + 1234));
@@ -440,6 +472,8 @@ fn file_unlinked_while_sent_never_sends_wrong_bytes(mode: Mode) {
 }
 
 both_modes!(
+    file_truncated_inside_the_bytes_in_flight_with_no_sendfile_never_sends_wrong_bytes,
+    no_sendfile_serves_large_files_whole,
     file_truncated_while_sent_never_sends_wrong_bytes,
     file_truncated_below_the_part_already_read_never_sends_wrong_bytes,
     file_renamed_over_while_sent_never_sends_wrong_bytes,

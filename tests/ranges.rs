@@ -284,7 +284,33 @@ fn if_range_with_other_date_gets_whole_file(mode: Mode) {
     assert_whole_file(&resp, &content);
 }
 
+/// With `--no-sendfile` a file too big to be held in memory is copied out block by block;
+/// ranges and multipart parts that start and end inside blocks still get exactly their bytes.
+fn ranges_of_a_large_file_with_no_sendfile_are_exact(mode: Mode) {
+    const BIG: usize = 300_000;
+    let root = Docroot::new();
+    let content = pattern(BIG);
+    root.file("big.bin", &content);
+    let server = Server::builder(mode, root.path())
+        .arg("--no-sendfile")
+        .start();
+    let resp = server.request("GET", "/big.bin", &[("range", "bytes=70000-200123")]);
+    assert_eq!(resp.status, 206, "{resp:#?}");
+    assert!(resp.body == content[70_000..=200_123], "wrong bytes");
+    let resp = server.request("GET", "/big.bin", &[("range", "bytes=5-9,131000-131099")]);
+    assert_eq!(resp.status, 206, "{resp:#?}");
+    let boundary = boundary_of(resp.header("content-type").expect("Content-Type"));
+    let parts = parse_multipart(&resp.body, &boundary);
+    assert_eq!(parts.len(), 2);
+    assert!(parts[0].body == content[5..=9]);
+    assert!(parts[1].body == content[131_000..=131_099]);
+    let resp = server.request("GET", "/big.bin", &[]);
+    assert_eq!(resp.status, 200, "{resp:#?}");
+    assert!(resp.body == content, "the whole file");
+}
+
 both_modes!(
+    ranges_of_a_large_file_with_no_sendfile_are_exact,
     closed_range_gets_206,
     open_ended_range_gets_206,
     suffix_range_gets_206,

@@ -474,7 +474,7 @@ fn fail(job: &CgiJob, io: ClientIo, cfg: &Config, status: Status, why: &str) -> 
     let body_len = response.body_len;
     let _ = send_blocking(
         io.output,
-        ResponseWriter::new(&response, io.socket),
+        ResponseWriter::new(&response, io.socket).copying(cfg.no_sendfile),
         cfg.send_timeout,
     );
     Ended::Finished {
@@ -494,7 +494,7 @@ fn send_decided(
     let (status, body_len, close) = (response.status.code(), response.body_len, response.close);
     let ok = send_blocking(
         io.output,
-        ResponseWriter::new(&response, io.socket),
+        ResponseWriter::new(&response, io.socket).copying(cfg.no_sendfile),
         cfg.send_timeout,
     )
     .is_ok();

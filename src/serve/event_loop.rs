@@ -371,7 +371,8 @@ fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) -> impl Futur
                         sys::tune_connection(stream.as_fd());
                         tuned = true;
                     }
-                    let mut writer = ResponseWriter::new(&sent.response, true);
+                    let mut writer =
+                        ResponseWriter::new(&sent.response, true).copying(shared.cfg.no_sendfile);
                     let send_timeout = shared.cfg.send_timeout;
                     let result = send(&stream, &mut writer, timer.as_mut(), send_timeout).await;
                     sent.log_line.emit();

@@ -51,7 +51,8 @@ fn serve(cfg: &Config, site: &Site) -> io::Result<()> {
                 }
             }
             Step::Send(sent) => {
-                let writer = ResponseWriter::new(&sent.response, out_socket);
+                let writer =
+                    ResponseWriter::new(&sent.response, out_socket).copying(cfg.no_sendfile);
                 let result = send_blocking(output, writer, cfg.send_timeout);
                 sent.log_line.emit();
                 if result.is_err() {

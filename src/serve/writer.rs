@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use memmap2::{Mmap, MmapOptions};
 
+use crate::pool;
 use crate::respond::{Chunk, Response};
 use crate::sys;
 
@@ -17,6 +18,9 @@ use crate::sys;
 const MAX_CALL: usize = 1 << 30;
 /// How much of a file is mapped at once when sendfile cannot be used.
 const MAP_WINDOW: u64 = 4 << 20;
+/// How much of a file one read moves with `--no-sendfile` (what the
+/// per-thread free list keeps).
+const COPY_BLOCK: usize = 64 << 10;
 
 pub struct ResponseWriter<'a> {
     response: &'a Response,
@@ -29,6 +33,18 @@ pub struct ResponseWriter<'a> {
     use_mmap: bool,
     /// `out` is a socket: send(2) with MSG_MORE is available.
     socket: bool,
+    /// Files are read into a buffer and written from it (`--no-sendfile`).
+    copy: bool,
+    /// With `copy`: the block read last, and how much of it is written.
+    block: Box<[u8]>,
+    block_len: usize,
+    block_sent: usize,
+}
+
+impl Drop for ResponseWriter<'_> {
+    fn drop(&mut self) {
+        pool::give(&pool::BLOCKS, std::mem::take(&mut self.block));
+    }
 }
 
 impl<'a> ResponseWriter<'a> {
@@ -42,7 +58,20 @@ impl<'a> ResponseWriter<'a> {
             chunk_done: 0,
             use_mmap: false,
             socket,
+            copy: false,
+            block: Box::default(),
+            block_len: 0,
+            block_sent: 0,
         }
+    }
+
+    /// With `on`, file bytes are copied through a buffer instead of handed
+    /// to the kernel by sendfile(2): what leaves is what was read, so a file
+    /// truncated meanwhile can only end the response early, never change
+    /// bytes already queued (see SECURITY.md).
+    pub fn copying(mut self, on: bool) -> Self {
+        self.copy = on;
+        self
     }
 
     pub fn is_done(&self) -> bool {
@@ -114,6 +143,9 @@ impl<'a> ResponseWriter<'a> {
         left: u64,
     ) -> io::Result<usize> {
         let count = left.min(MAX_CALL as u64) as usize;
+        if self.copy {
+            return self.write_copied(out, file, at, count);
+        }
         if !self.use_mmap {
             let mut offset = at;
             match sys::sendfile(out, file, &mut offset, count) {
@@ -122,6 +154,40 @@ impl<'a> ResponseWriter<'a> {
             }
         }
         write_mapped(out, file, at, count, self.socket)
+    }
+}
+
+impl ResponseWriter<'_> {
+    /// Writes from the block read last, reading the next block of the file
+    /// (at `at`, up to `count` bytes) once that one is all out. Returns 0
+    /// when the file ends before `count`.
+    fn write_copied(
+        &mut self,
+        out: BorrowedFd<'_>,
+        file: &std::fs::File,
+        at: u64,
+        count: usize,
+    ) -> io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        if self.block_sent == self.block_len {
+            if self.block.is_empty() {
+                self.block = pool::take(&pool::BLOCKS);
+                if self.block.is_empty() {
+                    self.block = vec![0; COPY_BLOCK].into_boxed_slice();
+                }
+            }
+            let want = count.min(self.block.len());
+            let n = file.read_at(&mut self.block[..want], at)?;
+            if n == 0 {
+                return Ok(0);
+            }
+            self.block_len = n;
+            self.block_sent = 0;
+        }
+        let pending = &self.block[self.block_sent..self.block_len];
+        let n = self.write_bytes(out, pending, false)?;
+        self.block_sent += n;
+        Ok(n)
     }
 }
 
