@@ -294,11 +294,7 @@ async fn accept_loop(listener: TcpListener, shared: Shared) {
                 // another worker's listener needs. At the bound, this client
                 // waits here unserved, and this worker accepts no one else.
                 let slot = shared.conns.take_slot().await;
-                let serve = connection(stream, peer, shared.clone());
-                tokio::spawn(async move {
-                    serve.await;
-                    drop(slot);
-                });
+                tokio::spawn(connection(stream, peer, shared.clone(), slot));
             }
             Err(e) => accept_failed(&e, &mut last_complaint).await,
         }
@@ -332,9 +328,16 @@ pub(crate) fn out_of_resources(e: &io::Error) -> bool {
 /// (not an `async fn`, whose arguments the task would hold twice), with one
 /// timer reset for every wait and the step matched by reference: each value
 /// is held once, so a quiet keep-alive connection is a small task.
-fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) -> impl Future<Output = ()> {
+fn connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    shared: Shared,
+    slot: Slot,
+) -> impl Future<Output = ()> {
     let mut session = Session::new(peer.ip().to_string());
     async move {
+        // Held until the connection ends, whichever way it ends.
+        let _slot = slot;
         let timer = tokio::time::sleep(Duration::ZERO);
         tokio::pin!(timer);
         let mut busy = Busy::new();
@@ -395,7 +398,7 @@ fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) -> impl Futur
                     // write side closes first and the rest is read away.
                     if session.unread_input() {
                         sys::shutdown_write(stream.as_fd());
-                        linger(&stream).await;
+                        linger(&stream, timer.as_mut()).await;
                     }
                     return;
                 }
@@ -537,20 +540,30 @@ async fn send(
     Ok(())
 }
 
-async fn linger(stream: &TcpStream) {
-    let mut scratch = vec![0u8; 4096];
-    let _ = tokio::time::timeout_at(linger_deadline().into(), async {
-        loop {
-            if stream.readable().await.is_err() {
-                return;
+/// Reads and drops what the client still sends until it closes or the
+/// linger time is over; `timer` is the connection's one timer.
+async fn linger(stream: &TcpStream, mut timer: Pin<&mut Sleep>) {
+    timer.as_mut().reset(linger_deadline().into());
+    // From the free list, not the stack: a buffer here would make every
+    // connection's task that much bigger.
+    let mut scratch = pool::take(&pool::READS);
+    scratch.resize(READ_CHUNK, 0);
+    loop {
+        tokio::select! {
+            biased;
+            r = stream.readable() => {
+                if r.is_err() {
+                    break;
+                }
             }
-            match stream.try_read(&mut scratch) {
-                Ok(0) => return,
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(_) => return,
-            }
+            _ = &mut timer => break,
         }
-    })
-    .await;
+        match stream.try_read(&mut scratch) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(_) => break,
+        }
+    }
+    pool::give(&pool::READS, scratch);
 }
