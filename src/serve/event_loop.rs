@@ -10,6 +10,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use tokio::io::Interest;
@@ -358,12 +359,9 @@ fn connection(
                         pool::give(&pool::READS, std::mem::take(session.input()));
                         busy.idle();
                     }
-                    timer.as_mut().reset((*deadline).into());
-                    let read = tokio::select! {
-                        biased;
-                        r = read_some(&stream, session.input()) => r,
-                        _ = &mut timer => Err(io::ErrorKind::TimedOut.into()),
-                    };
+                    let deadline = *deadline;
+                    let read = read_some(&stream, session.input());
+                    let read = within(read, deadline, timer.as_mut()).await;
                     busy.resume();
                     if !matches!(read, Ok(true)) {
                         break;
@@ -477,6 +475,33 @@ pub(crate) async fn run_cgi(
         }
         Err(_) => false,
     }
+}
+
+/// Runs `op` until `deadline`, on the connection's timer. The timer is set
+/// only once `op` has to wait: a request that is already there (the first
+/// one on a new connection, usually) costs no timer at all, and setting a
+/// new timer can cost tokio a wake-up write.
+async fn within<T>(
+    op: impl Future<Output = io::Result<T>>,
+    deadline: Instant,
+    mut timer: Pin<&mut Sleep>,
+) -> io::Result<T> {
+    let mut op = std::pin::pin!(op);
+    let mut armed = false;
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(r) = op.as_mut().poll(cx) {
+            return Poll::Ready(r);
+        }
+        if !armed {
+            timer.as_mut().reset(deadline.into());
+            armed = true;
+        }
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::ErrorKind::TimedOut.into())),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await
 }
 
 /// Reads what is there. False: the client closed or failed.
