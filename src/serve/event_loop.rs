@@ -552,12 +552,8 @@ async fn send(
         match stream.try_io(Interest::WRITABLE, || writer.write_some(stream.as_fd())) {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                timer.as_mut().reset((Instant::now() + send_timeout).into());
-                tokio::select! {
-                    biased;
-                    r = stream.writable() => r?,
-                    _ = &mut timer => return Err(io::ErrorKind::TimedOut.into()),
-                }
+                let deadline = Instant::now() + send_timeout;
+                within(stream.writable(), deadline, timer.as_mut()).await?;
             }
             Err(e) => return Err(e),
         }
@@ -568,20 +564,22 @@ async fn send(
 /// Reads and drops what the client still sends until it closes or the
 /// linger time is over; `timer` is the connection's one timer.
 async fn linger(stream: &TcpStream, mut timer: Pin<&mut Sleep>) {
-    timer.as_mut().reset(linger_deadline().into());
+    let deadline = linger_deadline();
     // From the free list, not the stack: a buffer here would make every
     // connection's task that much bigger.
     let mut scratch = pool::take(&pool::READS);
     scratch.resize(READ_CHUNK, 0);
     loop {
-        tokio::select! {
-            biased;
-            r = stream.readable() => {
-                if r.is_err() {
-                    break;
-                }
-            }
-            _ = &mut timer => break,
+        // Checked here as well: for a client that never stops sending,
+        // the wait below is always ready and never reaches its timer.
+        if Instant::now() >= deadline {
+            break;
+        }
+        if within(stream.readable(), deadline, timer.as_mut())
+            .await
+            .is_err()
+        {
+            break;
         }
         match stream.try_read(&mut scratch) {
             Ok(0) => break,

@@ -155,9 +155,7 @@ impl<'a> ResponseWriter<'a> {
         }
         write_mapped(out, file, at, count, self.socket)
     }
-}
 
-impl ResponseWriter<'_> {
     /// Writes from the block read last, reading the next block of the file
     /// (at `at`, up to `count` bytes) once that one is all out. Returns 0
     /// when the file ends before `count`.
