@@ -32,7 +32,7 @@ use crate::sys;
 /// How much is read per call.
 pub(crate) const READ_CHUNK: usize = 16 * 1024;
 /// How long accepting pauses when the process is out of descriptors.
-pub(crate) const EMFILE_PAUSE: Duration = Duration::from_millis(100);
+const EMFILE_PAUSE: Duration = Duration::from_millis(100);
 
 /// Binds every address (one listener per address per thread). Errors name
 /// the address and the problem, ready for a one-line message.
@@ -240,16 +240,33 @@ impl Connections {
     }
 }
 
-fn worker(shared: Shared, group: Vec<std::net::TcpListener>) {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("staticd: cannot start a worker: {}", describe(&e));
-            return;
+/// Builds a worker's runtime with `build`. The other workers' connections
+/// may have taken every descriptor before this worker starts: then it waits
+/// for one to close rather than give up, which would drop its listener and
+/// reset the connections queued on it. None: it cannot start (said on stderr).
+pub(crate) fn start_runtime<T>(shared: &Shared, build: impl Fn() -> io::Result<T>) -> Option<T> {
+    loop {
+        match build() {
+            Ok(rt) => return Some(rt),
+            Err(e) if out_of_resources(&e) && !shared.conns.stopping.load(Ordering::Relaxed) => {
+                std::thread::sleep(EMFILE_PAUSE);
+            }
+            Err(e) => {
+                eprintln!("staticd: cannot start a worker: {}", describe(&e));
+                return None;
+            }
         }
+    }
+}
+
+fn worker(shared: Shared, group: Vec<std::net::TcpListener>) {
+    let build = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    };
+    let Some(rt) = start_runtime(&shared, build) else {
+        return;
     };
     rt.block_on(async move {
         let mut accepting = Vec::new();
@@ -317,7 +334,7 @@ pub(crate) async fn accept_failed(e: &io::Error, last_complaint: &mut Option<Ins
     tokio::time::sleep(EMFILE_PAUSE).await;
 }
 
-pub(crate) fn out_of_resources(e: &io::Error) -> bool {
+fn out_of_resources(e: &io::Error) -> bool {
     use rustix::io::Errno;
     matches!(
         e.raw_os_error().map(Errno::from_raw_os_error),

@@ -17,7 +17,6 @@ use std::io;
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -66,23 +65,9 @@ pub fn run(
 fn worker(shared: Shared, group: Vec<std::net::TcpListener>) {
     let mut builder = tokio_uring::builder();
     builder.entries(RING_ENTRIES);
-    let rt = loop {
-        match tokio_uring::Runtime::new(&builder) {
-            Ok(rt) => break rt,
-            // The other workers' connections took every descriptor before
-            // this ring was made: wait for one to close rather than drop
-            // the listener and reset the connections queued on it.
-            Err(e)
-                if event_loop::out_of_resources(&e)
-                    && !shared.conns.stopping.load(Ordering::Relaxed) =>
-            {
-                std::thread::sleep(event_loop::EMFILE_PAUSE);
-            }
-            Err(e) => {
-                eprintln!("staticd: cannot start a worker: {}", describe(&e));
-                return;
-            }
-        }
+    let Some(rt) = event_loop::start_runtime(&shared, || tokio_uring::Runtime::new(&builder))
+    else {
+        return;
     };
     rt.block_on(async move {
         let mut accepting = Vec::new();
