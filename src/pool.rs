@@ -7,7 +7,7 @@
 
 use std::cell::RefCell;
 
-use crate::respond::Chunk;
+use crate::http::response::Chunk;
 
 /// Buffers kept per thread and kind; more are freed.
 const KEEP: usize = 64;

@@ -2,7 +2,6 @@
 //! and body bytes are decided.
 
 use std::cell::Cell;
-use std::fs::File;
 use std::io::Write;
 use std::sync::Arc;
 
@@ -10,7 +9,7 @@ use crate::cgi::{self, CgiHead};
 use crate::http::conditional::{self, Precondition, Validators};
 use crate::http::parse::{BodyFraming, Method, ParseError, Request};
 use crate::http::range::{self, ByteRange, RangeOutcome};
-use crate::http::response::{HeadBuilder, Persistence, Status};
+use crate::http::response::{Chunk, HeadBuilder, Persistence, Status};
 use crate::pool;
 use crate::site::file::{FileSet, Source};
 use crate::site::listing::{self, Listing};
@@ -44,22 +43,6 @@ fn one_chunk(chunk: Chunk) -> Vec<Chunk> {
     let mut body = pool::take(&pool::BODIES);
     body.push(chunk);
     body
-}
-
-/// A piece of a response body.
-pub enum Chunk {
-    Bytes(Vec<u8>),
-    /// Part of a file held in memory by the open-file cache.
-    Shared {
-        bytes: Arc<[u8]>,
-        offset: usize,
-        len: usize,
-    },
-    File {
-        file: Arc<File>,
-        offset: u64,
-        len: u64,
-    },
 }
 
 /// Part of a variant's bytes as a body chunk.

@@ -28,7 +28,8 @@ use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 
 use staticd::http::parse::{self, Parsed};
 use staticd::http::range::{self, ByteRange, RangeOutcome};
-use staticd::respond::{self, Answer, Chunk};
+use staticd::http::response::Chunk;
+use staticd::respond::{self, Answer};
 use staticd::site::path::{PathError, SitePath};
 use staticd::site::{Features, Site};
 

@@ -1,7 +1,26 @@
-//! Response heads as bytes: status line, headers, the cached Date.
+//! Responses as data: heads as bytes (status line, headers, the cached
+//! Date) and the pieces a body is made of.
 
 use std::cell::RefCell;
+use std::fs::File;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A piece of a response body.
+pub enum Chunk {
+    Bytes(Vec<u8>),
+    /// Part of a file held in memory by the open-file cache.
+    Shared {
+        bytes: Arc<[u8]>,
+        offset: usize,
+        len: usize,
+    },
+    File {
+        file: Arc<File>,
+        offset: u64,
+        len: u64,
+    },
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {

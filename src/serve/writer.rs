@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use memmap2::{Mmap, MmapOptions};
 
+use crate::http::response::Chunk;
 use crate::pool;
-use crate::respond::{Chunk, Response};
+use crate::respond::Response;
 use crate::sys;
 
 /// Largest single sendfile(2) or write: below the kernel's 0x7ffff000 cap.
