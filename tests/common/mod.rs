@@ -74,6 +74,7 @@ mod multipart;
 mod process;
 mod raw;
 mod server;
+mod tools;
 
 pub use client::*;
 pub use docroot::*;
@@ -81,3 +82,4 @@ pub use multipart::*;
 pub use process::*;
 pub use raw::*;
 pub use server::*;
+pub use tools::*;

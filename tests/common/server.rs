@@ -398,17 +398,3 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
-
-/// Finds a program on PATH, or fails the test naming the package that provides it.
-pub fn require_program(program: &str, package: &str) -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(program))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "`{program}` not found on PATH: install the Debian package `{package}` \
-                 (apt-get install {package}); .ci/run is expected to do so"
-            )
-        })
-}
