@@ -94,7 +94,7 @@ impl Line {
         let mut from = 0;
         for f in &self.sizes {
             out.push_str(&self.text[from..f.at]);
-            let sent = written.min(f.body.end).saturating_sub(f.body.start);
+            let sent = body_sent(&f.body, written);
             if sent == 0 {
                 out.push_str(self.zero);
             } else {
@@ -107,6 +107,12 @@ impl Line {
         pool::give(&pool::LINES, std::mem::replace(&mut self.text, out));
         self.sizes.clear();
     }
+}
+
+/// How much of `body`, a range of a response's bytes, is among the first
+/// `written` of them.
+pub fn body_sent(body: &Range<u64>, written: u64) -> u64 {
+    written.min(body.end).saturating_sub(body.start)
 }
 
 impl Drop for Line {

@@ -389,24 +389,23 @@ impl<'a> Pump<'a> {
                     // More than the script promised: the extra is not sent.
                     s.close = true;
                 }
-                (bytes[..room].to_vec(), 0..room)
+                (bytes[..room].to_vec(), 0..room as u64)
             }
             CgiFraming::Chunked => {
                 let mut framed = format!("{:x}\r\n", bytes.len()).into_bytes();
-                let start = framed.len();
+                let start = framed.len() as u64;
                 framed.extend_from_slice(bytes);
                 framed.extend_from_slice(b"\r\n");
-                (framed, start..start + bytes.len())
+                (framed, start..start + bytes.len() as u64)
             }
-            CgiFraming::UntilClose => (bytes.to_vec(), 0..bytes.len()),
+            CgiFraming::UntilClose => (bytes.to_vec(), 0..bytes.len() as u64),
         };
         if out.is_empty() {
             return Ok(());
         }
         let (written, result) =
             send_bytes_blocking(self.io.output, out, self.io.socket, self.cfg.send_timeout);
-        let written = usize::try_from(written).unwrap_or(usize::MAX);
-        s.sent += written.min(body.end).saturating_sub(body.start) as u64;
+        s.sent += log::body_sent(&body, written);
         result.map_err(|_| Abort::Client)
     }
 
@@ -496,15 +495,9 @@ fn send_decided(
     response: Response,
 ) -> bool {
     let (body_sent, ok) = send_response(io, cfg, &response);
+    let keep_alive = ok && !response.close;
     let status = response.status.code();
-    done(
-        cfg,
-        client,
-        request,
-        status,
-        body_sent,
-        ok && !response.close,
-    )
+    done(cfg, client, request, status, body_sent, keep_alive)
 }
 
 /// Sends a response of our own. Returns the body bytes that reached the
@@ -512,8 +505,7 @@ fn send_decided(
 fn send_response(io: ClientIo, cfg: &Config, response: &Response) -> (u64, bool) {
     let mut writer = ResponseWriter::new(response, io.socket).copying(cfg.no_sendfile);
     let ok = send_blocking(io.output, &mut writer, cfg.send_timeout).is_ok();
-    let body = response.body_range();
-    let body_sent = writer.written().min(body.end).saturating_sub(body.start);
+    let body_sent = log::body_sent(&response.body_range(), writer.written());
     (body_sent, ok)
 }
 

@@ -389,13 +389,12 @@ fn connection(
                         sys::tune_connection(stream.as_fd());
                         tuned = true;
                     }
-                    let (cfg, timer) = (&shared.cfg, timer.as_mut());
+                    let cfg = &shared.cfg;
+                    let (copy, send_timeout) = (cfg.no_sendfile, cfg.send_timeout);
+                    let result = send(&stream, sent, copy, timer.as_mut(), send_timeout).await;
                     // `step` writes the log line when dropped: after this
                     // arm, or with the task if the stop's grace runs out.
-                    if send(&stream, sent, cfg.no_sendfile, timer, cfg.send_timeout)
-                        .await
-                        .is_err()
-                    {
+                    if result.is_err() {
                         return;
                     }
                 }
