@@ -53,7 +53,7 @@ impl Reusable for Box<[u8]> {
 pub struct FreeList<T>(RefCell<Vec<T>>);
 
 impl<T: Reusable> FreeList<T> {
-    pub const fn new() -> FreeList<T> {
+    pub(crate) const fn new() -> FreeList<T> {
         FreeList(RefCell::new(Vec::new()))
     }
 
