@@ -143,12 +143,12 @@ pub fn stop_on_signals() -> io::Result<()> {
     STOP_WRITE.store(ends[1], Ordering::Release);
     for signal in [libc::SIGTERM, libc::SIGINT] {
         // SAFETY: a zeroed sigaction is valid; the handler only touches
-        // atomics, errno and write(2), all async-signal-safe. SA_RESTART
-        // keeps other threads' calls going; poll(2) is never restarted.
+        // atomics, errno and write(2), all async-signal-safe. Without
+        // SA_RESTART, a write blocked on a full pipe (output that is not a
+        // socket) ends with EINTR as well.
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = on_stop_signal as *const () as libc::sighandler_t;
-            action.sa_flags = libc::SA_RESTART;
             libc::sigemptyset(&mut action.sa_mask);
             if libc::sigaction(signal, &action, std::ptr::null_mut()) != 0 {
                 return Err(io::Error::last_os_error());

@@ -31,7 +31,10 @@ fn site() -> Docroot {
         .and_then(|f| f.set_len(BIG))
         .expect("create big.bin");
     script(&root, "chunked.cgi", CHUNKED_SCRIPT);
-    script(&root, "endless.cgi", ENDLESS_SCRIPT);
+    let endless = format!(
+        "printf 'Content-Type: application/octet-stream\\n\\n'\nexec head -c {ENDLESS} /dev/zero\n"
+    );
+    script(&root, "endless.cgi", &endless);
     root
 }
 
@@ -46,9 +49,8 @@ const CHUNKED_SCRIPT: &str =
     "printf 'Content-Type: text/plain\\n\\n'\necho first line\necho second line\n";
 const CHUNKED_BODY: &str = "first line\nsecond line\n";
 
-/// More output than any client here reads.
-const ENDLESS_SCRIPT: &str =
-    "printf 'Content-Type: application/octet-stream\\n\\n'\nexec head -c 1073741824 /dev/zero\n";
+/// What endless.cgi writes: more than any client here reads.
+const ENDLESS: u64 = 1 << 30;
 
 fn server(mode: Mode, root: &Docroot, format: &str) -> Server {
     Server::builder(mode, root.path())
@@ -118,6 +120,16 @@ fn assert_partial(size: u64, received: u64, whole: u64) {
     assert!(
         size >= received && size < whole,
         "logged {size} bytes; the client received {received} of {whole}"
+    );
+}
+
+/// The figure for endless.cgi cut short. What the client received includes the chunked
+/// framing, a few bytes per chunk of thousands, which the figure leaves out.
+fn assert_relayed_partially(size: u64, received: u64) {
+    let framing = received / 1000;
+    assert!(
+        size + framing >= received && size < ENDLESS,
+        "logged {size} bytes; the client received {received} (with chunked framing)"
     );
 }
 
@@ -267,13 +279,7 @@ fn cgi_cut_short_by_the_client_logs_the_bytes_relayed(mode: Mode) {
     drop(conn);
     let (status, size) = logged(&server, "/endless.cgi");
     assert_eq!(status, 200);
-    // What the client received includes the chunked framing, a few bytes per chunk of
-    // thousands, which the figure leaves out.
-    let framing = received / 1000;
-    assert!(
-        size + framing >= received && size < 1 << 30,
-        "logged {size} bytes; the client received {received}"
-    );
+    assert_relayed_partially(size, received);
     assert_logged_once(&server, "/endless.cgi");
 }
 
@@ -300,6 +306,21 @@ fn sigterm_during_a_download_logs_the_bytes_sent(mode: Mode) {
     assert_eq!(code, 200);
     assert_partial(size, received, BIG);
     assert_logged_once(&server, "/big.bin");
+}
+
+/// Inetd mode only: standalone mode's stop lets a script run out its time.
+#[test]
+fn sigterm_during_a_cgi_response_in_inetd_mode_logs_the_bytes_relayed() {
+    let root = site();
+    let server = server(Mode::Inetd, &root, "fnord");
+    let (_conn, received) = start_download(&server, "/endless.cgi");
+    server.signal_inetd(Signal::TERM);
+    let status = server.wait_inetd_exits(1)[0];
+    assert_eq!(status.code(), Some(0), "{}", describe(status));
+    let (code, size) = logged_within(&server, "/endless.cgi", Duration::from_secs(2));
+    assert_eq!(code, 200);
+    assert_relayed_partially(size, received);
+    assert_logged_once(&server, "/endless.cgi");
 }
 
 both_modes!(

@@ -259,6 +259,9 @@ pub fn send_blocking(
     while !writer.is_done() {
         match writer.write_some(fd) {
             Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted && sys::stop_requested() => {
+                return Err(e)
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             // Blocking sockets report a send timeout (SO_SNDTIMEO) as
             // WouldBlock; a non-blocking descriptor says the same when full.
