@@ -36,6 +36,7 @@ pub struct Sent {
     /// Bytes of `response` written so far; the transport keeps it current,
     /// as it can be dropped at any await.
     pub written: u64,
+    /// Written when this is dropped.
     pub log_line: log::Line,
 }
 

@@ -126,6 +126,7 @@ pub fn wait(fd: BorrowedFd<'_>, writable: bool, timeout: Duration) -> io::Result
 static STOP_READ: AtomicI32 = AtomicI32::new(-1);
 /// Its write end, for the signal handler.
 static STOP_WRITE: AtomicI32 = AtomicI32::new(-1);
+/// Set by the handler, for what no poll watches (a write blocked on a pipe).
 static STOPPING: AtomicBool = AtomicBool::new(false);
 
 /// Makes SIGTERM and SIGINT a request to stop rather than death (inetd
