@@ -1,15 +1,22 @@
 //! Access-log lines. Formatting is pure; `emit` is the one write to stderr.
+//!
+//! A line is formatted when its response is decided, while the request it
+//! describes is still at hand, but its size field is filled in only when it
+//! is written: the size is the body bytes that actually went out, as with
+//! nginx's `$body_bytes_sent` and Apache's `%b`, so a download cut short
+//! logs what the client was sent, not what it asked for.
 
 use std::fmt::{self, Write as _};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::config::LogFormat;
 use crate::http::parse::Request;
-use crate::pool;
+use crate::pool::{self, FreeList};
 
 /// What one response contributes to the log.
 pub struct Entry<'a> {
@@ -18,42 +25,100 @@ pub struct Entry<'a> {
     /// The request, when its head parsed.
     pub request: Option<&'a Request<'a>>,
     pub status: u16,
-    pub body_len: u64,
+    /// Where the body lies among the bytes written for the response (its
+    /// head comes first): the size logged is how much of this range went out.
+    pub body: Range<u64>,
 }
 
-/// One formatted access-log line (empty when logging is off). Its buffer
-/// goes back to the thread's free list when dropped.
+/// Formatted access-log lines waiting for their sizes: one response's, or
+/// a pipelined batch's, which are written together. Empty when logging is
+/// off. Its buffers go back to the thread's free lists when dropped.
 #[derive(Default)]
-pub struct Line(String);
+pub struct Line {
+    /// The lines, each without its size.
+    text: String,
+    /// Where each size goes, in order.
+    sizes: Vec<SizeField>,
+    /// How a size of 0 is written: `-` in the common formats, `0` in fnord's.
+    zero: &'static str,
+}
+
+/// The size field of one line.
+struct SizeField {
+    /// Where it goes in `Line::text`.
+    at: usize,
+    /// The body's place among the bytes written, as in `Entry::body`.
+    body: Range<u64>,
+}
+
+thread_local! {
+    /// Lists of size fields, reused as the line buffers are.
+    static SIZES: FreeList<Vec<SizeField>> = const { FreeList::new() };
+}
 
 impl Line {
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.text.is_empty()
     }
 
-    /// Appends another line (pipelined answers log in one write).
-    pub fn push(&mut self, more: &Line) {
-        if self.0.is_empty() {
-            self.0 = pool::take(&pool::LINES);
+    /// Appends `more`, the line of the next pipelined answer, whose bytes
+    /// are written after the first `offset` bytes of this one's.
+    pub fn push(&mut self, mut more: Line, offset: u64) {
+        let base = self.text.len();
+        self.text.push_str(&more.text);
+        for f in more.sizes.drain(..) {
+            self.sizes.push(SizeField {
+                at: base + f.at,
+                body: f.body.start + offset..f.body.end + offset,
+            });
         }
-        self.0.push_str(&more.0);
+        self.zero = more.zero;
     }
 
-    /// Writes the line, if there is one.
-    pub fn emit(&self) {
-        if !self.0.is_empty() {
-            emit(&self.0);
+    /// Writes the line, if there is one, its sizes taken from `written`,
+    /// the bytes of its response (or batch) that went out. The line is
+    /// empty afterwards, so it is never written twice.
+    pub fn emit(&mut self, written: u64) {
+        if self.text.is_empty() {
+            return;
         }
+        self.fill(written);
+        emit(&self.text);
+        self.text.clear();
     }
+
+    /// Puts every size in its place: the part of its body among the first
+    /// `written` bytes.
+    fn fill(&mut self, written: u64) {
+        let mut out = pool::take(&pool::LINES);
+        let mut from = 0;
+        for f in &self.sizes {
+            out.push_str(&self.text[from..f.at]);
+            let sent = body_sent(&f.body, written);
+            if sent == 0 {
+                out.push_str(self.zero);
+            } else {
+                // Writing to a String cannot fail.
+                let _ = write!(out, "{sent}");
+            }
+            from = f.at;
+        }
+        out.push_str(&self.text[from..]);
+        pool::give(&pool::LINES, std::mem::replace(&mut self.text, out));
+        self.sizes.clear();
+    }
+}
+
+/// How much of `body`, a range of a response's bytes, is among the first
+/// `written` of them.
+pub fn body_sent(body: &Range<u64>, written: u64) -> u64 {
+    written.min(body.end).saturating_sub(body.start)
 }
 
 impl Drop for Line {
     fn drop(&mut self) {
-        pool::give(&pool::LINES, std::mem::take(&mut self.0));
+        pool::give(&pool::LINES, std::mem::take(&mut self.text));
+        pool::give(&SIZES, std::mem::take(&mut self.sizes));
     }
 }
 
@@ -61,19 +126,32 @@ pub fn format(format: LogFormat, e: &Entry, now: SystemTime) -> Line {
     if format == LogFormat::Off {
         return Line::default();
     }
-    let mut out = pool::take(&pool::LINES);
+    let mut text = pool::take(&pool::LINES);
     // Writing to a String cannot fail.
-    let _ = match format {
-        LogFormat::Off => Ok(()),
-        LogFormat::Fnord => fnord(&mut out, e),
-        LogFormat::Common | LogFormat::Combined => common(&mut out, format, e, now),
-    };
-    out.push('\n');
-    Line(out)
+    let at = match format {
+        LogFormat::Off => Ok(0),
+        LogFormat::Fnord => fnord(&mut text, e),
+        LogFormat::Common | LogFormat::Combined => common(&mut text, format, e, now),
+    }
+    .unwrap_or_default();
+    text.push('\n');
+    let mut sizes = pool::take(&SIZES);
+    sizes.push(SizeField {
+        at,
+        body: e.body.clone(),
+    });
+    let zero = if format == LogFormat::Fnord { "0" } else { "-" };
+    Line { text, sizes, zero }
 }
 
 /// The Common Log Format, and with Combined the referer and user agent.
-fn common(out: &mut String, format: LogFormat, e: &Entry, now: SystemTime) -> fmt::Result {
+/// Returns where the size goes.
+fn common(
+    out: &mut String,
+    format: LogFormat,
+    e: &Entry,
+    now: SystemTime,
+) -> Result<usize, fmt::Error> {
     let req = e.request;
     write!(out, "{} - - [", e.client)?;
     clf_time(out, now)?;
@@ -88,11 +166,7 @@ fn common(out: &mut String, format: LogFormat, e: &Entry, now: SystemTime) -> fm
         None => out.push('-'),
     }
     write!(out, "\" {} ", e.status)?;
-    if e.body_len == 0 {
-        out.push('-');
-    } else {
-        write!(out, "{}", e.body_len)?;
-    }
+    let size_at = out.len();
     if format == LogFormat::Combined {
         let referer = req.and_then(|r| r.referer.as_deref()).unwrap_or("-");
         let agent = req.and_then(|r| r.user_agent.as_deref()).unwrap_or("-");
@@ -102,18 +176,21 @@ fn common(out: &mut String, format: LogFormat, e: &Entry, now: SystemTime) -> fm
         escape(out, agent);
         out.push('"');
     }
-    Ok(())
+    Ok(size_at)
 }
 
 /// fnord's line: `IP STATUS SIZE HOST USER_AGENT REFERER PATH`, spaces in
 /// the agent and referer turned into `_`, `none` for a missing referer.
-fn fnord(out: &mut String, e: &Entry) -> fmt::Result {
+/// Returns where the size goes.
+fn fnord(out: &mut String, e: &Entry) -> Result<usize, fmt::Error> {
     let req = e.request;
     let host = req.and_then(|r| r.host.as_deref()).unwrap_or("-");
     let agent = req.and_then(|r| r.user_agent.as_deref()).unwrap_or("-");
     let referer = req.and_then(|r| r.referer.as_deref()).unwrap_or("none");
     let path = req.map_or("-", |r| &r.target);
-    write!(out, "{} {} {} ", e.client, e.status, e.body_len)?;
+    write!(out, "{} {} ", e.client, e.status)?;
+    let size_at = out.len();
+    out.push(' ');
     escape(out, host);
     out.push(' ');
     escape_underscored(out, agent);
@@ -121,7 +198,7 @@ fn fnord(out: &mut String, e: &Entry) -> fmt::Result {
     escape_underscored(out, referer);
     out.push(' ');
     escape(out, path);
-    Ok(())
+    Ok(size_at)
 }
 
 /// Appends a client-supplied value kept on one line and free of quotes.
@@ -255,21 +332,32 @@ mod tests {
         }
     }
 
+    fn entry<'a>(r: Option<&'a Request<'a>>, status: u16, body: Range<u64>) -> Entry<'a> {
+        Entry {
+            client: "10.0.0.1",
+            request: r,
+            status,
+            body,
+        }
+    }
+
+    /// The text `emit` would write after `written` bytes went out.
+    fn filled(mut line: Line, written: u64) -> String {
+        line.fill(written);
+        line.text.clone()
+    }
+
     #[test]
     fn common_and_combined() {
         let r = req();
-        let e = Entry {
-            client: "10.0.0.1",
-            request: Some(&r),
-            status: 200,
-            body_len: 2326,
-        };
+        // A 100-byte head, then the body.
+        let e = entry(Some(&r), 200, 100..2426);
         assert_eq!(
-            format(LogFormat::Common, &e, t()).as_str(),
+            filled(format(LogFormat::Common, &e, t()), 2426),
             "10.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"GET /a b?x HTTP/1.1\" 200 2326\n"
         );
         assert_eq!(
-            format(LogFormat::Combined, &e, t()).as_str(),
+            filled(format(LogFormat::Combined, &e, t()), 2426),
             "10.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"GET /a b?x HTTP/1.1\" 200 2326 \"-\" \"Mozilla/5.0 (X11)\"\n"
         );
     }
@@ -277,29 +365,64 @@ mod tests {
     #[test]
     fn fnord_line() {
         let r = req();
-        let e = Entry {
-            client: "10.0.0.1",
-            request: Some(&r),
-            status: 404,
-            body_len: 0,
-        };
+        let e = entry(Some(&r), 404, 100..100);
         assert_eq!(
-            format(LogFormat::Fnord, &e, t()).as_str(),
+            filled(format(LogFormat::Fnord, &e, t()), 100),
             "10.0.0.1 404 0 example.test Mozilla/5.0_(X11) none /a b?x\n"
         );
     }
 
     #[test]
-    fn unparsed_requests_and_hostile_values() {
-        let e = Entry {
-            client: "-",
-            request: None,
-            status: 400,
-            body_len: 12,
+    fn the_size_is_the_body_bytes_written() {
+        let r = req();
+        let e = entry(Some(&r), 200, 100..1100);
+        let size = |format, written| {
+            let line = filled(super::format(format, &e, t()), written);
+            let fields: Vec<&str> = line.trim_end().split(' ').collect();
+            let at = if format == LogFormat::Fnord { 2 } else { 10 };
+            fields[at].to_string()
         };
-        assert!(format(LogFormat::Common, &e, t())
-            .as_str()
-            .contains("\"-\" 400 12"));
+        // Cut off in the head, in the body, after all of it.
+        assert_eq!(size(LogFormat::Common, 40), "-");
+        assert_eq!(size(LogFormat::Fnord, 40), "0");
+        assert_eq!(size(LogFormat::Common, 100), "-");
+        assert_eq!(size(LogFormat::Common, 101), "1");
+        assert_eq!(size(LogFormat::Fnord, 612), "512");
+        assert_eq!(size(LogFormat::Combined, 1100), "1000");
+        assert_eq!(size(LogFormat::Fnord, u64::MAX), "1000");
+    }
+
+    #[test]
+    fn a_pipelined_batch_gives_each_line_its_own_size() {
+        let r = req();
+        // Three answers written as one: two of 150 and 300 bytes held in
+        // memory (100 of head each, then the body), then a head and a
+        // 5000-byte file.
+        let batch = || {
+            let line = |status, body| format(LogFormat::Fnord, &entry(Some(&r), status, body), t());
+            let mut batch = line(200, 100..150);
+            batch.push(line(404, 100..300), 150);
+            batch.push(line(206, 100..5100), 450);
+            batch
+        };
+        let sizes = |written| {
+            filled(batch(), written)
+                .lines()
+                .map(|l| l.split(' ').nth(2).unwrap_or("?").to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        assert_eq!(sizes(0), "0,0,0");
+        assert_eq!(sizes(120), "20,0,0");
+        assert_eq!(sizes(260), "50,10,0");
+        assert_eq!(sizes(551), "50,200,1");
+        assert_eq!(sizes(5550), "50,200,5000");
+    }
+
+    #[test]
+    fn unparsed_requests_and_hostile_values() {
+        let e = entry(None, 400, 0..12);
+        assert!(filled(format(LogFormat::Common, &e, t()), 12).contains("\"-\" 400 12"));
         let mut escaped = String::new();
         escape(&mut escaped, "a\"b\x1b");
         assert_eq!(escaped, "a\\\"b\\x1b");

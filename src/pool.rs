@@ -22,15 +22,6 @@ pub trait Reusable: Default {
     fn held(&self) -> usize;
 }
 
-impl Reusable for Vec<u8> {
-    fn reset(&mut self) {
-        self.clear();
-    }
-    fn held(&self) -> usize {
-        self.capacity()
-    }
-}
-
 impl Reusable for String {
     fn reset(&mut self) {
         self.clear();
@@ -40,13 +31,13 @@ impl Reusable for String {
     }
 }
 
-impl Reusable for Vec<Chunk> {
+impl<T> Reusable for Vec<T> {
     fn reset(&mut self) {
-        // Drops the chunks now: they may hold files open.
+        // Drops the items now: body chunks may hold files open.
         self.clear();
     }
     fn held(&self) -> usize {
-        self.capacity() * std::mem::size_of::<Chunk>()
+        self.capacity() * std::mem::size_of::<T>()
     }
 }
 
@@ -62,7 +53,7 @@ impl Reusable for Box<[u8]> {
 pub struct FreeList<T>(RefCell<Vec<T>>);
 
 impl<T: Reusable> FreeList<T> {
-    const fn new() -> FreeList<T> {
+    pub(crate) const fn new() -> FreeList<T> {
         FreeList(RefCell::new(Vec::new()))
     }
 

@@ -3,6 +3,7 @@
 
 use std::cell::Cell;
 use std::io::Write;
+use std::ops::Range;
 use std::sync::Arc;
 
 use crate::cgi::{self, CgiHead};
@@ -28,6 +29,16 @@ pub struct Response {
     pub body_len: u64,
     /// The server closes the connection after this response.
     pub close: bool,
+}
+
+impl Response {
+    /// Where the body lies among the bytes the response puts on the wire:
+    /// it ends them, after the head (a small body rides in `head`).
+    pub fn body_range(&self) -> Range<u64> {
+        let chunks: u64 = self.body.iter().map(Chunk::size).sum();
+        let end = self.head.len() as u64 + chunks;
+        end.saturating_sub(self.body_len)..end
+    }
 }
 
 /// The head and body buffers go back to this thread's free lists.

@@ -27,10 +27,16 @@ pub enum Step {
     Close,
 }
 
-/// A response and its access-log line.
+/// A response and its access-log line. Dropping it writes the line, with
+/// the body bytes among the `written` ones: every response that started
+/// gets exactly one line however its sending ends (done, client gone,
+/// timed out, or the connection dropped at shutdown).
 pub struct Sent {
     pub response: Response,
-    /// Written (`emit`) once the response has gone.
+    /// Bytes of `response` written so far; the transport keeps it current,
+    /// as it can be dropped at any await.
+    pub written: u64,
+    /// Written when this is dropped.
     pub log_line: log::Line,
 }
 
@@ -39,11 +45,19 @@ impl Sent {
     /// beyond its head.
     fn append(&mut self, mut next: Sent) {
         let r = &mut self.response;
+        let offset = r.head.len() as u64;
         r.head.extend_from_slice(&next.response.head);
         std::mem::swap(&mut r.body, &mut next.response.body);
         r.body_len += next.response.body_len;
         r.close = next.response.close;
-        self.log_line.push(&next.log_line);
+        self.log_line
+            .push(std::mem::take(&mut next.log_line), offset);
+    }
+}
+
+impl Drop for Sent {
+    fn drop(&mut self) {
+        self.log_line.emit(self.written);
     }
 }
 
@@ -213,8 +227,12 @@ fn sent(cfg: &Config, client: &str, request: Option<&parse::Request>, response: 
         client,
         request,
         status: response.status.code(),
-        body_len: response.body_len,
+        body: response.body_range(),
     };
     let log_line = log::format(cfg.log_format, &entry, SystemTime::now());
-    Step::Send(Sent { response, log_line })
+    Step::Send(Sent {
+        response,
+        written: 0,
+        log_line,
+    })
 }

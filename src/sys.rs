@@ -4,6 +4,7 @@ use std::fs::File;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Duration;
 
 use rustix::event::{PollFd, PollFlags};
@@ -94,25 +95,95 @@ pub fn is_socket(fd: BorrowedFd<'_>) -> bool {
     })
 }
 
-/// Waits until `fd` is readable (or writable). Returns false on timeout.
+/// Waits until `fd` is readable (or writable). Returns false on timeout,
+/// and at once when a stop was asked for (see `stop_on_signals`).
 pub fn wait(fd: BorrowedFd<'_>, writable: bool, timeout: Duration) -> io::Result<bool> {
     let flags = if writable {
         PollFlags::OUT
     } else {
         PollFlags::IN
     };
-    let mut fds = [PollFd::new(&fd, flags)];
+    let stop = stop_fd();
+    let mut fds = [
+        PollFd::new(&fd, flags),
+        PollFd::new(stop.as_ref().unwrap_or(&fd), PollFlags::IN),
+    ];
+    let watched = if stop.is_some() { 2 } else { 1 };
     let ts = rustix::time::Timespec {
         tv_sec: timeout.as_secs() as _,
         tv_nsec: timeout.subsec_nanos() as _,
     };
     loop {
-        match rustix::event::poll(&mut fds, Some(&ts)) {
-            Ok(n) => return Ok(n > 0),
+        match rustix::event::poll(&mut fds[..watched], Some(&ts)) {
+            Ok(n) => return Ok(n > 0 && !stop_requested()),
             Err(rustix::io::Errno::INTR) => continue,
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// The read end of the stop pipe (-1 until `stop_on_signals`).
+static STOP_READ: AtomicI32 = AtomicI32::new(-1);
+/// Its write end, for the signal handler.
+static STOP_WRITE: AtomicI32 = AtomicI32::new(-1);
+/// Set by the handler, for what no poll watches (a write blocked on a pipe).
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// Makes SIGTERM and SIGINT a request to stop rather than death (inetd
+/// mode, where a process killed in the middle of a response would never
+/// write its access-log line). The handler sets a flag and makes a pipe
+/// readable; every wait polls that pipe too, so a signal ends the wait in
+/// progress whichever thread it lands on, and any later one at once.
+pub fn stop_on_signals() -> io::Result<()> {
+    let mut ends = [-1; 2];
+    // SAFETY: pipe2 writes two descriptors into the array it is given.
+    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    STOP_READ.store(ends[0], Ordering::Release);
+    STOP_WRITE.store(ends[1], Ordering::Release);
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: a zeroed sigaction is valid; the handler only touches
+        // atomics, errno and write(2), all async-signal-safe. Without
+        // SA_RESTART, a write blocked on a full pipe (output that is not a
+        // socket) ends with EINTR as well.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_stop_signal as *const () as libc::sighandler_t;
+            libc::sigemptyset(&mut action.sa_mask);
+            if libc::sigaction(signal, &action, std::ptr::null_mut()) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(())
+}
+
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    STOPPING.store(true, Ordering::Release);
+    let fd = STOP_WRITE.load(Ordering::Acquire);
+    // SAFETY: async-signal-safe calls only; errno is put back for the code
+    // the signal interrupted. The pipe is non-blocking: once full, it is
+    // readable enough.
+    unsafe {
+        let errno = libc::__errno_location();
+        let saved = *errno;
+        libc::write(fd, [1u8].as_ptr().cast(), 1);
+        *errno = saved;
+    }
+}
+
+/// Whether a stop was asked for (see `stop_on_signals`).
+pub fn stop_requested() -> bool {
+    STOPPING.load(Ordering::Acquire)
+}
+
+/// The descriptor that turns readable when a stop is asked for, for the
+/// waits that poll several descriptors; None unless `stop_on_signals` ran.
+pub fn stop_fd() -> Option<BorrowedFd<'static>> {
+    let fd = STOP_READ.load(Ordering::Acquire);
+    // SAFETY: the pipe is never closed once made.
+    (fd >= 0).then(|| unsafe { BorrowedFd::borrow_raw(fd) })
 }
 
 /// Socket settings for a served connection: no Nagle delay on small

@@ -2,8 +2,9 @@
 //!
 //! A counting global allocator counts the allocations made on the test's
 //! own thread while a `Session` parses requests, resolves them through the
-//! open-file cache, decides the responses, formats the access-log lines and
-//! a `ResponseWriter` moves every byte (sendfile included) into a socket.
+//! open-file cache, decides the responses, formats the access-log lines, a
+//! `ResponseWriter` moves every byte (sendfile included) into a socket, and
+//! the lines are written with the sizes sent (to /dev/null here).
 //! That is the whole per-request path of both transports except the wait
 //! for readiness.
 //!
@@ -87,6 +88,7 @@ impl Fixture {
             std::fs::write(root.join("example.test/small.txt"), vec![b'v'; 1000]).unwrap();
         }
         let site = Site::open(root, "index.html", features.clone()).unwrap();
+        staticd::log::open_file(std::path::Path::new("/dev/null")).unwrap();
         let cfg = Config {
             features,
             ..Config::default()
@@ -110,7 +112,7 @@ impl Fixture {
         let mut sent = 0;
         loop {
             match session.step(&self.cfg, &self.site, false) {
-                Step::Send(s) => {
+                Step::Send(mut s) => {
                     assert!(
                         (200..400).contains(&s.response.status.code()),
                         "{:?}",
@@ -119,10 +121,12 @@ impl Fixture {
                     let mut writer = ResponseWriter::new(&s.response, true);
                     while !writer.is_done() {
                         writer.write_some(self.out.as_fd()).unwrap();
+                        s.written = writer.written();
                         self.drain();
                     }
                     sent += 1;
                     assert!(!s.log_line.is_empty(), "the log line is formatted");
+                    // Dropping `s` writes the line.
                 }
                 Step::Read { .. } => return sent,
                 Step::Cgi(_) | Step::Close => panic!("unexpected step"),

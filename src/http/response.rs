@@ -22,6 +22,17 @@ pub enum Chunk {
     },
 }
 
+impl Chunk {
+    /// The bytes it puts on the wire.
+    pub fn size(&self) -> u64 {
+        match self {
+            Chunk::Bytes(bytes) => bytes.len() as u64,
+            Chunk::Shared { len, .. } => *len as u64,
+            Chunk::File { len, .. } => *len,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {
     Ok,

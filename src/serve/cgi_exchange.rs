@@ -39,16 +39,13 @@ pub struct ClientIo<'a> {
     pub socket: bool,
 }
 
-/// How the exchange ended.
-pub struct Done {
-    /// The connection can carry another request.
-    pub keep_alive: bool,
-    pub log_line: log::Line,
-}
-
-/// Runs `job`. `input` holds what the client sent after the request head;
-/// the body is taken from it (and read from the client as needed), and
-/// whatever follows the body stays in it for the next request.
+/// Runs `job` and writes its access-log line; returns whether the
+/// connection can carry another request. `input` holds what the client sent
+/// after the request head; the body is taken from it (and read from the
+/// client as needed), and whatever follows the body stays in it for the
+/// next request. The line is written here, not by the transport, so that
+/// it is written even if the transport's task is gone by then (the stop's
+/// grace ran out while the script ran).
 pub fn run(
     job: Box<CgiJob>,
     io: ClientIo,
@@ -56,16 +53,16 @@ pub fn run(
     cfg: &Config,
     site: &Site,
     client: &str,
-) -> Done {
+) -> bool {
     let mut job = job;
     for _ in 0..MAX_LOCAL_REDIRECTS {
         match exchange(&job, io, input, cfg, client) {
             Ended::Finished {
                 status,
-                body_len,
+                body_sent,
                 keep_alive,
             } => {
-                return done(cfg, client, &job.request, status, body_len, keep_alive);
+                return done(cfg, client, &job.request, status, body_sent, keep_alive);
             }
             Ended::LocalRedirect(target) => {
                 let request = redirected(&job.request, target);
@@ -88,7 +85,8 @@ pub fn run(
 enum Ended {
     Finished {
         status: u16,
-        body_len: u64,
+        /// Body bytes that reached the client.
+        body_sent: u64,
         keep_alive: bool,
     },
     /// The script asked for another local path to be served instead.
@@ -181,7 +179,8 @@ struct Sending {
     status: u16,
     framing: CgiFraming,
     close: bool,
-    /// Body bytes sent to the client.
+    /// Body bytes of the script's that reached the client (the chunked
+    /// framing around them is not counted).
     sent: u64,
 }
 
@@ -235,7 +234,7 @@ impl<'a> Pump<'a> {
             match self.poll_once(self.script.deadline() - now) {
                 Ok(Some(ended)) => return ended,
                 Ok(None) => {}
-                Err(Abort::Client) => return self.client_gone(),
+                Err(Abort::Client) => return self.cut_short(),
                 Err(Abort::Script(why)) => return self.abort(Status::BadGateway, why),
             }
         }
@@ -256,6 +255,9 @@ impl<'a> Pump<'a> {
         if want_client {
             fds.push(PollFd::from_borrowed_fd(self.io.input, PollFlags::IN));
         }
+        if let Some(stop) = sys::stop_fd() {
+            fds.push(PollFd::from_borrowed_fd(stop, PollFlags::IN));
+        }
         let ts = rustix::time::Timespec {
             tv_sec: timeout.as_secs() as _,
             tv_nsec: timeout.subsec_nanos() as _,
@@ -263,6 +265,9 @@ impl<'a> Pump<'a> {
         match rustix::event::poll(&mut fds, Some(&ts)) {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(_) => return Err(Abort::Client),
+        }
+        if sys::stop_requested() {
+            return Err(Abort::Client);
         }
         let ready: Vec<bool> = fds.iter().map(|f| !f.revents().is_empty()).collect();
         drop(fds);
@@ -375,7 +380,8 @@ impl<'a> Pump<'a> {
         let Some(s) = &mut self.sending else {
             return Ok(());
         };
-        let out = match s.framing {
+        // What goes out, and where the script's bytes are in it.
+        let (out, body) = match s.framing {
             CgiFraming::Empty => return Ok(()),
             CgiFraming::Length(n) => {
                 let room = (n - s.sent).min(bytes.len() as u64) as usize;
@@ -383,29 +389,29 @@ impl<'a> Pump<'a> {
                     // More than the script promised: the extra is not sent.
                     s.close = true;
                 }
-                s.sent += room as u64;
-                bytes[..room].to_vec()
+                (bytes[..room].to_vec(), 0..room as u64)
             }
             CgiFraming::Chunked => {
-                s.sent += bytes.len() as u64;
                 let mut framed = format!("{:x}\r\n", bytes.len()).into_bytes();
+                let start = framed.len() as u64;
                 framed.extend_from_slice(bytes);
                 framed.extend_from_slice(b"\r\n");
-                framed
+                (framed, start..start + bytes.len() as u64)
             }
-            CgiFraming::UntilClose => {
-                s.sent += bytes.len() as u64;
-                bytes.to_vec()
-            }
+            CgiFraming::UntilClose => (bytes.to_vec(), 0..bytes.len() as u64),
         };
         if out.is_empty() {
             return Ok(());
         }
-        self.send(out)
+        let (written, result) =
+            send_bytes_blocking(self.io.output, out, self.io.socket, self.cfg.send_timeout);
+        s.sent += log::body_sent(&body, written);
+        result.map_err(|_| Abort::Client)
     }
 
     fn send(&self, bytes: Vec<u8>) -> Result<(), Abort> {
         send_bytes_blocking(self.io.output, bytes, self.io.socket, self.cfg.send_timeout)
+            .1
             .map_err(|_| Abort::Client)
     }
 
@@ -425,7 +431,7 @@ impl<'a> Pump<'a> {
         keep_alive &= self.body_left == 0;
         Ended::Finished {
             status: s.status,
-            body_len: s.sent,
+            body_sent: s.sent,
             keep_alive,
         }
     }
@@ -440,7 +446,7 @@ impl<'a> Pump<'a> {
             ));
             return Ended::Finished {
                 status: s.status,
-                body_len: s.sent,
+                body_sent: s.sent,
                 keep_alive: false,
             };
         }
@@ -449,19 +455,21 @@ impl<'a> Pump<'a> {
         fail(job, io, cfg, status, why)
     }
 
-    fn client_gone(self) -> Ended {
+    /// The exchange ends before the script's output did.
+    fn cut_short(self) -> Ended {
         let status = self.sending.as_ref().map_or(499, |s| s.status);
         let sent = self.sending.as_ref().map_or(0, |s| s.sent);
         Ended::Finished {
             status,
-            body_len: sent,
+            body_sent: sent,
             keep_alive: false,
         }
     }
 }
 
 enum Abort {
-    /// The client went away or stopped reading.
+    /// The client went away or stopped reading, or inetd mode was asked to
+    /// stop (`sys::stop_on_signals`).
     Client,
     /// The script's output is not a valid CGI response.
     Script(&'static str),
@@ -471,15 +479,10 @@ enum Abort {
 fn fail(job: &CgiJob, io: ClientIo, cfg: &Config, status: Status, why: &str) -> Ended {
     log::diagnostic(&format!("staticd: cgi {}: {why}\n", job.script.script_name));
     let response = respond::cgi_failure(job, status);
-    let body_len = response.body_len;
-    let _ = send_blocking(
-        io.output,
-        ResponseWriter::new(&response, io.socket).copying(cfg.no_sendfile),
-        cfg.send_timeout,
-    );
+    let (body_sent, _) = send_response(io, cfg, &response);
     Ended::Finished {
         status: status.code(),
-        body_len,
+        body_sent,
         keep_alive: false,
     }
 }
@@ -490,35 +493,39 @@ fn send_decided(
     io: ClientIo,
     request: &Request,
     response: Response,
-) -> Done {
-    let (status, body_len, close) = (response.status.code(), response.body_len, response.close);
-    let ok = send_blocking(
-        io.output,
-        ResponseWriter::new(&response, io.socket).copying(cfg.no_sendfile),
-        cfg.send_timeout,
-    )
-    .is_ok();
-    done(cfg, client, request, status, body_len, ok && !close)
+) -> bool {
+    let (body_sent, ok) = send_response(io, cfg, &response);
+    let keep_alive = ok && !response.close;
+    let status = response.status.code();
+    done(cfg, client, request, status, body_sent, keep_alive)
 }
 
+/// Sends a response of our own. Returns the body bytes that reached the
+/// client, and whether all of it did.
+fn send_response(io: ClientIo, cfg: &Config, response: &Response) -> (u64, bool) {
+    let mut writer = ResponseWriter::new(response, io.socket).copying(cfg.no_sendfile);
+    let ok = send_blocking(io.output, &mut writer, cfg.send_timeout).is_ok();
+    let body_sent = log::body_sent(&response.body_range(), writer.written());
+    (body_sent, ok)
+}
+
+/// Writes the access-log line; returns `keep_alive`.
 fn done(
     cfg: &Config,
     client: &str,
     request: &Request,
     status: u16,
-    body_len: u64,
+    body_sent: u64,
     keep_alive: bool,
-) -> Done {
+) -> bool {
     let entry = log::Entry {
         client,
         request: Some(request),
         status,
-        body_len,
+        body: 0..body_sent,
     };
-    Done {
-        keep_alive,
-        log_line: log::format(cfg.log_format, &entry, SystemTime::now()),
-    }
+    log::format(cfg.log_format, &entry, SystemTime::now()).emit(body_sent);
+    keep_alive
 }
 
 /// Every header field of the request, for the HTTP_* variables.

@@ -25,7 +25,7 @@ use crate::config::Config;
 use crate::log;
 use crate::pool;
 use crate::respond::CgiJob;
-use crate::session::{Session, Step};
+use crate::session::{Sent, Session, Step};
 use crate::site::{describe, Site};
 use crate::sys;
 
@@ -389,11 +389,11 @@ fn connection(
                         sys::tune_connection(stream.as_fd());
                         tuned = true;
                     }
-                    let mut writer =
-                        ResponseWriter::new(&sent.response, true).copying(shared.cfg.no_sendfile);
-                    let send_timeout = shared.cfg.send_timeout;
-                    let result = send(&stream, &mut writer, timer.as_mut(), send_timeout).await;
-                    sent.log_line.emit();
+                    let cfg = &shared.cfg;
+                    let (copy, send_timeout) = (cfg.no_sendfile, cfg.send_timeout);
+                    let result = send(&stream, sent, copy, timer.as_mut(), send_timeout).await;
+                    // `step` writes the log line when dropped: after this
+                    // arm, or with the task if the stop's grace runs out.
                     if result.is_err() {
                         return;
                     }
@@ -481,14 +481,13 @@ pub(crate) async fn run_cgi(
             output: fd.as_fd(),
             socket: true,
         };
-        let done = cgi_exchange::run(job, io, &mut input, &cfg, &site, &client);
-        (done, input)
+        let keep_alive = cgi_exchange::run(job, io, &mut input, &cfg, &site, &client);
+        (keep_alive, input)
     });
     match task.await {
-        Ok((done, input)) => {
+        Ok((keep_alive, input)) => {
             *session.input() = input;
-            done.log_line.emit();
-            done.keep_alive
+            keep_alive
         }
         Err(_) => false,
     }
@@ -557,17 +556,20 @@ async fn read_some(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<bool> {
     }
 }
 
-/// Writes a whole response; a client that takes nothing for `send_timeout`
-/// is given up on. `timer` is the connection's one timer.
+/// Writes a whole response, counting in `sent.written` what went out; a
+/// client that takes nothing for `send_timeout` is given up on. `timer` is
+/// the connection's one timer.
 async fn send(
     stream: &TcpStream,
-    writer: &mut ResponseWriter<'_>,
+    sent: &mut Sent,
+    copy: bool,
     mut timer: Pin<&mut Sleep>,
     send_timeout: Duration,
 ) -> io::Result<()> {
+    let mut writer = ResponseWriter::new(&sent.response, true).copying(copy);
     while !writer.is_done() {
         match stream.try_io(Interest::WRITABLE, || writer.write_some(stream.as_fd())) {
-            Ok(_) => {}
+            Ok(_) => sent.written = writer.written(),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 let deadline = Instant::now() + send_timeout;
                 within(stream.writable(), deadline, timer.as_mut()).await?;

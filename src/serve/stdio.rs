@@ -22,6 +22,11 @@ const STDERR_GRACE: Duration = Duration::from_secs(2);
 const READ_CHUNK: usize = 16 * 1024;
 
 pub fn run(cfg: &Config, site: &Site) -> io::Result<()> {
+    // SIGTERM (a super-server stopping) then ends the response in flight,
+    // which is logged with the bytes it sent, instead of killing the
+    // process before its log line. Should this fail, SIGTERM kills as it
+    // always did: serving goes on.
+    let _ = sys::stop_on_signals();
     let served = serve(cfg, site);
     // The process exits next: let CGI scripts' last stderr lines through.
     cgi::finish_stderr(STDERR_GRACE);
@@ -43,18 +48,19 @@ fn serve(cfg: &Config, site: &Site) -> io::Result<()> {
     }
     let mut session = Session::new(client_address(input));
     loop {
-        match session.step(cfg, site, false) {
+        match session.step(cfg, site, sys::stop_requested()) {
             Step::Read { deadline, .. } => {
                 let timeout = deadline.saturating_duration_since(Instant::now());
                 if !read_some(input, session.input(), timeout)? {
                     return Ok(());
                 }
             }
-            Step::Send(sent) => {
-                let writer =
+            Step::Send(mut sent) => {
+                let mut writer =
                     ResponseWriter::new(&sent.response, out_socket).copying(cfg.no_sendfile);
-                let result = send_blocking(output, writer, cfg.send_timeout);
-                sent.log_line.emit();
+                let result = send_blocking(output, &mut writer, cfg.send_timeout);
+                sent.written = writer.written();
+                // Dropping `sent` writes its log line.
                 if result.is_err() {
                     return Ok(());
                 }
@@ -66,9 +72,8 @@ fn serve(cfg: &Config, site: &Site) -> io::Result<()> {
                     socket: out_socket,
                 };
                 let client = session.client().to_string();
-                let done = cgi_exchange::run(job, io, session.input(), cfg, site, &client);
-                done.log_line.emit();
-                session.cgi_finished(done.keep_alive);
+                let keep_alive = cgi_exchange::run(job, io, session.input(), cfg, site, &client);
+                session.cgi_finished(keep_alive);
             }
             Step::Close => break,
         }

@@ -31,8 +31,7 @@ use super::linger_deadline;
 use crate::config::Config;
 use crate::http::response::Chunk;
 use crate::pool;
-use crate::respond::Response;
-use crate::session::{Session, Step};
+use crate::session::{Sent, Session, Step};
 use crate::site::{describe, Site};
 use crate::sys;
 
@@ -157,9 +156,9 @@ async fn serve(
                 }
             }
             Step::Send(mut sent) => {
-                let result = send(stream, &mut sent.response, cfg.send_timeout).await;
-                sent.log_line.emit();
-                if result.is_err() {
+                // Dropping `sent` writes its log line: after this arm, or
+                // with the task if the stop's grace runs out.
+                if send(stream, &mut sent, cfg.send_timeout).await.is_err() {
                     return;
                 }
             }
@@ -211,18 +210,19 @@ async fn linger(stream: &TcpStream) {
 
 /// Writes a whole response: the head and in-memory chunks as they are,
 /// files a block at a time through a buffer, each write gathering all that
-/// is ready (so a head leaves with the first block of its file). A client
-/// that takes nothing for `send_timeout` is given up on; a file that shrank
-/// ends the connection after what was read of it, never padded.
-async fn send(
-    stream: &TcpStream,
-    response: &mut Response,
-    send_timeout: Duration,
-) -> io::Result<()> {
+/// is ready (so a head leaves with the first block of its file), counting
+/// in `sent.written` what went out. A client that takes nothing for
+/// `send_timeout` is given up on; a file that shrank ends the connection
+/// after what was read of it, never padded.
+async fn send(stream: &TcpStream, sent: &mut Sent, send_timeout: Duration) -> io::Result<()> {
+    let Sent {
+        response, written, ..
+    } = sent;
     let mut out = Outgoing {
         pieces: Vec::new(),
         head: None,
         send_timeout,
+        written,
     };
     out.pieces
         .push(Piece::new(Held::Head(std::mem::take(&mut response.head))));
@@ -237,14 +237,16 @@ async fn send(
 }
 
 /// What is ready to go out, in order.
-struct Outgoing {
+struct Outgoing<'a> {
     pieces: Vec<Piece>,
     /// The response head once written, to be reused.
     head: Option<Vec<u8>>,
     send_timeout: Duration,
+    /// Bytes of the response written so far.
+    written: &'a mut u64,
 }
 
-impl Outgoing {
+impl Outgoing<'_> {
     async fn send_body(&mut self, stream: &TcpStream, body: &mut Vec<Chunk>) -> io::Result<()> {
         for chunk in body.drain(..) {
             match chunk {
@@ -310,7 +312,8 @@ impl Outgoing {
                 Ok(n) => n,
                 Err(e) => return Err(e),
             };
-            let mut written = 0;
+            *self.written += n as u64;
+            let mut finished = 0;
             for piece in &mut pieces {
                 let len = piece.end - piece.start;
                 if n < len {
@@ -318,9 +321,9 @@ impl Outgoing {
                     break;
                 }
                 n -= len;
-                written += 1;
+                finished += 1;
             }
-            for piece in pieces.drain(..written) {
+            for piece in pieces.drain(..finished) {
                 match piece.held {
                     Held::Head(head) => self.head = Some(head),
                     Held::Block(block) => blocks::give(block),

@@ -27,6 +27,8 @@ pub struct ResponseWriter<'a> {
     response: &'a Response,
     /// Bytes of the head already written.
     head_done: usize,
+    /// Bytes of the whole response written, for the access log.
+    written: u64,
     /// The body chunk being written and how far into it.
     chunk: usize,
     chunk_done: u64,
@@ -55,6 +57,7 @@ impl<'a> ResponseWriter<'a> {
         ResponseWriter {
             response,
             head_done: 0,
+            written: 0,
             chunk: 0,
             chunk_done: 0,
             use_mmap: false,
@@ -75,6 +78,11 @@ impl<'a> ResponseWriter<'a> {
         self
     }
 
+    /// Bytes of the response written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
     pub fn is_done(&self) -> bool {
         self.head_done == self.response.head.len() && self.chunk == self.response.body.len()
     }
@@ -83,6 +91,12 @@ impl<'a> ResponseWriter<'a> {
     /// written; a file that ended early (it shrank) is an UnexpectedEof error,
     /// which ends the connection: padding would send bytes that are not the file.
     pub fn write_some(&mut self, out: BorrowedFd<'_>) -> io::Result<usize> {
+        let n = self.write_next(out)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn write_next(&mut self, out: BorrowedFd<'_>) -> io::Result<usize> {
         if self.head_done < self.response.head.len() {
             let more = !self.response.body.is_empty();
             let n = self.write_bytes(out, &self.response.head[self.head_done..], more)?;
@@ -235,15 +249,19 @@ fn write_mapped(
 }
 
 /// Writes a whole response, waiting with poll(2) whenever the descriptor is
-/// full. A client that accepts nothing for `send_timeout` is given up on.
+/// full. A client that accepts nothing for `send_timeout` is given up on,
+/// and so is every client once inetd mode is asked to stop (`sys::wait`).
 pub fn send_blocking(
     fd: BorrowedFd<'_>,
-    mut writer: ResponseWriter<'_>,
+    writer: &mut ResponseWriter<'_>,
     send_timeout: Duration,
 ) -> io::Result<()> {
     while !writer.is_done() {
         match writer.write_some(fd) {
             Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted && sys::stop_requested() => {
+                return Err(e)
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             // Blocking sockets report a send timeout (SO_SNDTIMEO) as
             // WouldBlock; a non-blocking descriptor says the same when full.
@@ -259,13 +277,14 @@ pub fn send_blocking(
 }
 
 /// Writes bytes that are not a decided response (a CGI script's output as
-/// it streams), the same way.
+/// it streams), the same way. Returns how many were written, and how the
+/// writing ended.
 pub fn send_bytes_blocking(
     fd: BorrowedFd<'_>,
     bytes: Vec<u8>,
     socket: bool,
     send_timeout: Duration,
-) -> io::Result<()> {
+) -> (u64, io::Result<()>) {
     let response = Response {
         status: crate::http::response::Status::Ok,
         head: bytes,
@@ -273,5 +292,7 @@ pub fn send_bytes_blocking(
         body_len: 0,
         close: false,
     };
-    send_blocking(fd, ResponseWriter::new(&response, socket), send_timeout)
+    let mut writer = ResponseWriter::new(&response, socket);
+    let result = send_blocking(fd, &mut writer, send_timeout);
+    (writer.written(), result)
 }

@@ -323,6 +323,14 @@ impl Server {
             .expect("only a standalone server has a single process")
     }
 
+    /// Inetd mode: sends `signal` to every per-connection process started so far.
+    pub fn signal_inetd(&self, signal: rustix::process::Signal) {
+        let acceptor = self.inetd.as_ref().expect("only in inetd mode");
+        for child in acceptor.children.lock().unwrap().iter() {
+            child.signal(signal);
+        }
+    }
+
     /// Inetd mode: waits until `n` per-connection processes have been started and have
     /// exited, and returns their exit statuses in start order.
     pub fn wait_inetd_exits(&self, n: usize) -> Vec<ExitStatus> {
