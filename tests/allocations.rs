@@ -86,7 +86,7 @@ impl Fixture {
             std::fs::create_dir(root.join("example.test")).unwrap();
             std::fs::write(root.join("example.test/small.txt"), vec![b'v'; 1000]).unwrap();
         }
-        let site = Site::open(root, "index.html", features.clone()).unwrap();
+        let site = Site::open(root, &["index.html"], features.clone()).unwrap();
         let cfg = Config {
             features,
             ..Config::default()
