@@ -207,14 +207,7 @@ fn worker(shared: Shared, group: Vec<Listener>) {
     rt.block_on(async move {
         let mut accepting = Vec::new();
         for l in group {
-            let task =
-                match l {
-                    Listener::Tcp(l) => TcpListener::from_std(l)
-                        .map(|l| tokio::spawn(accept_loop(l, shared.clone()))),
-                    Listener::Unix(l) => UnixListener::from_std(l)
-                        .map(|l| tokio::spawn(accept_loop(l, shared.clone()))),
-                };
-            match task {
+            match start(l, &shared) {
                 Ok(task) => accepting.push(task),
                 Err(e) => eprintln!("staticd: cannot use listener: {}", describe(&e)),
             }
@@ -243,6 +236,15 @@ pub(crate) async fn connections_finished(shared: &Shared) {
     while shared.conns.active.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Starts accepting on `listener`, on this thread's runtime.
+fn start(listener: Listener, shared: &Shared) -> io::Result<tokio::task::JoinHandle<()>> {
+    let shared = shared.clone();
+    Ok(match listener {
+        Listener::Tcp(l) => tokio::spawn(accept_loop(TcpListener::from_std(l)?, shared)),
+        Listener::Unix(l) => tokio::spawn(accept_loop(UnixListener::from_std(l)?, shared)),
+    })
 }
 
 async fn accept_loop(listener: impl Accept, shared: Shared) {
