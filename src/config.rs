@@ -107,7 +107,8 @@ impl FromStr for Bind {
         if unbracketed.parse::<IpAddr>().is_ok() || is_host_name(s) {
             return Ok(Bind::Host(unbracketed.to_string()));
         }
-        let hint = if s.contains(':') {
+        let looks_like_a_port = s.contains(':') || s.bytes().all(|b| b.is_ascii_digit());
+        let hint = if looks_like_a_port {
             " (the port goes in --port)"
         } else {
             ""
@@ -129,11 +130,15 @@ fn unix_path(path: &str) -> Result<PathBuf, String> {
 }
 
 /// Letters, digits, `-`, `_` and dots between non-empty labels: what a
-/// resolver may know, /etc/hosts included (hence `_`).
+/// resolver may know, /etc/hosts included (hence `_`). The last label is
+/// not all digits (RFC 1123 §2.1): `8080` or `127.1` is a mistake here, not
+/// a name for the resolver to read as an IPv4 address.
 fn is_host_name(s: &str) -> bool {
     let s = s.strip_suffix('.').unwrap_or(s);
+    let numeric = |label: &str| label.bytes().all(|b| b.is_ascii_digit());
     !s.is_empty()
         && s.len() <= 253
+        && !s.rsplit('.').next().is_some_and(numeric)
         && s.split('.').all(|label| {
             (1..=63).contains(&label.len())
                 && !label.starts_with('-')
@@ -168,6 +173,9 @@ mod tests {
             "",
             "unix:",
             "127.0.0.1:8080",
+            "8080",
+            "127.1",
+            "1.2.3.4.5",
             "a..b",
             "-a",
             "a b",
@@ -178,7 +186,9 @@ mod tests {
         }
         let long = format!("unix:/{}", "a".repeat(UNIX_PATH_MAX));
         assert!(long.parse::<Bind>().is_err());
-        let hint = "127.0.0.1:8080".parse::<Bind>().unwrap_err();
-        assert!(hint.contains("--port"), "{hint}");
+        for port_mistake in ["127.0.0.1:8080", "8080"] {
+            let hint = port_mistake.parse::<Bind>().unwrap_err();
+            assert!(hint.contains("--port"), "{hint}");
+        }
     }
 }

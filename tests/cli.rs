@@ -58,6 +58,7 @@ fn invalid_values_are_usage_errors() {
         &["--unix-mode", "1777"],
         &["--unix-mode", "u+rw"],
         &["--bind", "127.0.0.1:8080"],
+        &["--bind", "8080"],
         &["--bind", "unix:"],
         &["--bind", ""],
         &["--user", ""],
