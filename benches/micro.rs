@@ -30,7 +30,7 @@ fn answer(site: &Site, raw: &[u8]) -> (usize, u16) {
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("temporary directory");
     std::fs::write(dir.path().join("small.txt"), vec![b'a'; 1000]).expect("write small.txt");
-    let site = Site::open(dir.path(), "index.html", Features::default()).expect("open the site");
+    let site = Site::open(dir.path(), &["index.html"], Features::default()).expect("open the site");
     // The first answer fills the open-file cache; every later one hits it.
     assert_eq!(answer(&site, REQUEST).1, 200, "small.txt must be served");
 

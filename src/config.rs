@@ -2,6 +2,7 @@
 
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::str::FromStr;
 use std::time::Duration;
 
 pub use crate::site::Features;
@@ -23,13 +24,16 @@ pub enum LogFormat {
 pub struct Config {
     pub root: PathBuf,
     pub port: u16,
-    /// Addresses to listen on; empty means every IPv4 and IPv6 address.
-    pub bind: Vec<IpAddr>,
+    /// Where to listen; empty means every IPv4 and IPv6 address.
+    pub bind: Vec<Bind>,
+    /// Permission bits of the Unix-domain socket files bound.
+    pub unix_mode: u32,
     pub threads: usize,
     pub inetd: bool,
     /// Standalone mode on io_uring (`serve::uring`) instead of epoll.
     pub io_uring: bool,
-    pub index: String,
+    /// Index file names for a directory request, tried in order.
+    pub index: Vec<String>,
     pub features: Features,
     pub log_format: LogFormat,
     pub read_timeout: Duration,
@@ -53,11 +57,14 @@ impl Default for Config {
             root: PathBuf::from("."),
             port: 8080,
             bind: Vec::new(),
+            // Any local user may connect, as to a TCP port; a proxy's socket
+            // is usually guarded by its directory's permissions instead.
+            unix_mode: 0o666,
             // main counts the cores; a library user says how many.
             threads: 1,
             inetd: false,
             io_uring: false,
-            index: "index.html".to_string(),
+            index: vec!["index.html".to_string()],
             features: Features::default(),
             log_format: LogFormat::Common,
             read_timeout: Duration::from_secs(10),
@@ -68,6 +75,120 @@ impl Default for Config {
             cgi_max: 16,
             max_connections: 1024,
             shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// One place to listen (`--bind`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Bind {
+    /// An IP address or a host name, resolved at start-up.
+    Host(String),
+    /// A Unix-domain stream socket at this path (`unix:PATH`).
+    Unix(PathBuf),
+}
+
+/// The longest path a Unix socket address holds (sun_path less its NUL).
+const UNIX_PATH_MAX: usize = 107;
+
+impl FromStr for Bind {
+    type Err = String;
+
+    /// `unix:PATH`, an IPv4 or IPv6 address (brackets allowed), or a host
+    /// name. Only the shape is checked here: names resolve at start-up.
+    fn from_str(s: &str) -> Result<Bind, String> {
+        if let Some(path) = s.strip_prefix("unix:") {
+            return unix_path(path).map(Bind::Unix);
+        }
+        let unbracketed = s
+            .strip_prefix('[')
+            .and_then(|rest| rest.strip_suffix(']'))
+            .unwrap_or(s);
+        if unbracketed.parse::<IpAddr>().is_ok() || is_host_name(s) {
+            return Ok(Bind::Host(unbracketed.to_string()));
+        }
+        let looks_like_a_port = s.contains(':') || s.bytes().all(|b| b.is_ascii_digit());
+        let hint = if looks_like_a_port {
+            " (the port goes in --port)"
+        } else {
+            ""
+        };
+        Err(format!("not an IP address, host name or unix:PATH{hint}"))
+    }
+}
+
+fn unix_path(path: &str) -> Result<PathBuf, String> {
+    if path.is_empty() {
+        return Err("unix: needs a path, e.g. unix:/run/staticd.sock".to_string());
+    }
+    if path.len() > UNIX_PATH_MAX {
+        return Err(format!(
+            "a Unix socket path has at most {UNIX_PATH_MAX} bytes"
+        ));
+    }
+    Ok(PathBuf::from(path))
+}
+
+/// Letters, digits, `-`, `_` and dots between non-empty labels: what a
+/// resolver may know, /etc/hosts included (hence `_`). The last label is
+/// not all digits (RFC 1123 §2.1): `8080` or `127.1` is a mistake here, not
+/// a name for the resolver to read as an IPv4 address.
+fn is_host_name(s: &str) -> bool {
+    let s = s.strip_suffix('.').unwrap_or(s);
+    let numeric = |label: &str| label.bytes().all(|b| b.is_ascii_digit());
+    !s.is_empty()
+        && s.len() <= 253
+        && !s.rsplit('.').next().is_some_and(numeric)
+        && s.split('.').all(|label| {
+            (1..=63).contains(&label.len())
+                && !label.starts_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bind_forms() {
+        let host = |s: &str| Bind::Host(s.to_string());
+        assert_eq!("127.0.0.1".parse(), Ok(host("127.0.0.1")));
+        assert_eq!("::1".parse(), Ok(host("::1")));
+        assert_eq!("[::1]".parse(), Ok(host("::1")));
+        assert_eq!("localhost".parse(), Ok(host("localhost")));
+        assert_eq!("web-1.example.org.".parse(), Ok(host("web-1.example.org.")));
+        assert_eq!(
+            "unix:/run/staticd.sock".parse(),
+            Ok(Bind::Unix("/run/staticd.sock".into()))
+        );
+        assert_eq!("unix:rel.sock".parse(), Ok(Bind::Unix("rel.sock".into())));
+    }
+
+    #[test]
+    fn bind_mistakes() {
+        for bad in [
+            "",
+            "unix:",
+            "127.0.0.1:8080",
+            "8080",
+            "127.1",
+            "1.2.3.4.5",
+            "a..b",
+            "-a",
+            "a b",
+            "[::1",
+            "/x.sock",
+        ] {
+            assert!(bad.parse::<Bind>().is_err(), "{bad:?}");
+        }
+        let long = format!("unix:/{}", "a".repeat(UNIX_PATH_MAX));
+        assert!(long.parse::<Bind>().is_err());
+        for port_mistake in ["127.0.0.1:8080", "8080"] {
+            let hint = port_mistake.parse::<Bind>().unwrap_err();
+            assert!(hint.contains("--port"), "{hint}");
         }
     }
 }

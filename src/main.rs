@@ -3,14 +3,14 @@
 //! This file only turns the command line into a `Config` and starts a
 //! transport; everything else lives in the modules below.
 
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use clap::builder::NonEmptyStringValueParser;
 use clap::{Parser, ValueEnum};
 
-use staticd::config::{Config, LogFormat};
+use staticd::config::{Bind, Config, LogFormat};
 use staticd::site::{self, Site};
 use staticd::{privileges, serve};
 
@@ -27,9 +27,15 @@ struct Cli {
     #[arg(long, value_name = "N", default_value_t = 8080)]
     port: u16,
 
-    /// Address to listen on; repeat for several. Default: all IPv4 and IPv6 addresses.
+    /// Where to listen: an IP address, a host name (every address it
+    /// resolves to) or unix:PATH (a Unix-domain socket); repeat for several.
+    /// Default: all IPv4 and IPv6 addresses.
     #[arg(long, value_name = "ADDR")]
-    bind: Vec<IpAddr>,
+    bind: Vec<Bind>,
+
+    /// Permissions of the --bind unix: socket files, in octal.
+    #[arg(long, value_name = "MODE", default_value = "666", value_parser = parse_mode)]
+    unix_mode: u32,
 
     /// Worker threads in standalone mode. Default: the number of cores.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -48,9 +54,11 @@ struct Cli {
     #[arg(long, conflicts_with = "inetd")]
     io_uring: bool,
 
-    /// File served for a directory request ending in `/`.
-    #[arg(long, value_name = "NAME", default_value = "index.html")]
-    index: String,
+    /// Files served for a directory request ending in `/`: the first of
+    /// these comma-separated names that exists.
+    #[arg(long, value_name = "NAMES", default_value = "index.html", value_delimiter = ',',
+          value_parser = parse_index_name)]
+    index: Vec<String>,
 
     /// Virtual hosts: serve ROOT/<host>[:<port>] by the Host header, else ROOT/default.
     #[arg(long)]
@@ -61,11 +69,12 @@ struct Cli {
     listing: bool,
 
     /// Switch to this user (name or uid) after binding the port.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = NonEmptyStringValueParser::new())]
     user: Option<String>,
 
     /// Switch to this group (name or gid); default: the user's primary group.
-    #[arg(long, value_name = "NAME", requires = "user")]
+    #[arg(long, value_name = "NAME", requires = "user",
+          value_parser = NonEmptyStringValueParser::new())]
     group: Option<String>,
 
     /// chroot(2) here after binding; --root is then inside it.
@@ -142,6 +151,7 @@ impl Cli {
             root: self.root,
             port: self.port,
             bind: self.bind,
+            unix_mode: self.unix_mode,
             threads,
             inetd: self.inetd,
             io_uring: self.io_uring,
@@ -233,24 +243,54 @@ fn default_max_connections(threads: usize) -> usize {
     nofile.saturating_sub(reserved).max(16)
 }
 
-/// Help and version go to stdout in full; a usage error is one line.
-fn usage_error(e: clap::Error) -> ExitCode {
+/// Help and version go to stdout in full. A usage error is clap's whole
+/// message (valid values, "a similar argument exists" and other tips) on
+/// stderr, as `staticd: ...`, with exit code 2.
+fn usage_error(mut e: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
         let _ = e.print();
         return ExitCode::SUCCESS;
     }
+    add_root_tip(&mut e);
     let rendered = e.render().to_string();
-    let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
-    let first = lines.next().unwrap_or("invalid arguments");
-    let first = first.strip_prefix("error: ").unwrap_or(first);
-    // "...were not provided:" names the arguments on the next line.
-    let detail = match (first.ends_with(':'), lines.next()) {
-        (true, Some(next)) => format!(" {next}"),
-        _ => String::new(),
-    };
-    eprintln!("staticd: {first}{detail} (see --help)");
+    let message = rendered.strip_prefix("error: ").unwrap_or(&rendered);
+    eprint!("staticd: {message}");
     ExitCode::from(2)
+}
+
+/// `staticd www` is the natural mistake for `staticd --root www`: say so.
+fn add_root_tip(e: &mut clap::Error) {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return;
+    };
+    if arg.starts_with('-') {
+        return;
+    }
+    let tip = format!("to serve the directory '{arg}', use '--root {arg}'").into();
+    let mut tips = match e.get(ContextKind::Suggested) {
+        Some(ContextValue::StyledStrs(tips)) => tips.clone(),
+        _ => Vec::new(),
+    };
+    tips.push(tip);
+    e.insert(ContextKind::Suggested, ContextValue::StyledStrs(tips));
+}
+
+/// `--unix-mode`: permission bits in octal, as chmod(1) takes them.
+fn parse_mode(s: &str) -> Result<u32, String> {
+    match u32::from_str_radix(s, 8) {
+        Ok(mode) if mode <= 0o777 && !s.starts_with('+') => Ok(mode),
+        _ => Err("not an octal mode from 000 to 777, e.g. 660".to_string()),
+    }
+}
+
+fn parse_index_name(s: &str) -> Result<String, String> {
+    site::check_index_name(s)?;
+    Ok(s.to_string())
 }
 
 fn run(cfg: Config, privileges: Privileges) -> Result<(), String> {
@@ -260,22 +300,27 @@ fn run(cfg: Config, privileges: Privileges) -> Result<(), String> {
     if cfg.io_uring {
         serve::uring::check()?;
     }
-    let listeners = if cfg.inetd {
+    let bound = if cfg.inetd {
         None
     } else {
-        Some(serve::event_loop::bind(&cfg)?)
+        Some(serve::listen::bind(&cfg)?)
     };
     privileges.apply()?;
     let site = Site::open(&cfg.root, &cfg.index, cfg.features.clone())?;
-    let Some(listeners) = listeners else {
+    let Some(bound) = bound else {
         return serve::stdio::run(&cfg, &site).map_err(|e| site::describe(&e));
     };
+    // The Unix socket files go when `_files` drops: once the workers stopped.
+    let serve::listen::Bound {
+        groups,
+        files: _files,
+    } = bound;
     let (cfg, site) = (Arc::new(cfg), Arc::new(site));
     #[cfg(feature = "uring")]
     if cfg.io_uring {
-        return serve::uring::run(cfg, site, listeners).map_err(|e| site::describe(&e));
+        return serve::uring::run(cfg, site, groups).map_err(|e| site::describe(&e));
     }
-    serve::event_loop::run(cfg, site, listeners).map_err(|e| site::describe(&e))
+    serve::event_loop::run(cfg, site, groups).map_err(|e| site::describe(&e))
 }
 
 /// --user, --group and --chroot.

@@ -80,7 +80,8 @@ pub struct Session {
 const MAX_BATCH: usize = 64 * 1024;
 
 impl Session {
-    /// `client` is the peer's IP address as text, for the log.
+    /// `client` names the peer for the log: its IP address as text, `unix:`
+    /// for a Unix-socket client (as nginx logs it), or `-` when unknown.
     pub fn new(client: String) -> Session {
         Session {
             input: Vec::new(),

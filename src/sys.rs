@@ -4,6 +4,8 @@ use std::fs::File;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::net::UnixListener;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Duration;
 
@@ -206,6 +208,47 @@ pub fn shutdown_write(fd: BorrowedFd<'_>) {
 pub fn peer_addr(fd: BorrowedFd<'_>) -> Option<SocketAddr> {
     let any = rustix::net::getpeername(fd).ok()??;
     SocketAddr::try_from(any).ok()
+}
+
+/// Whether `fd` is a Unix-domain socket (a proxy on this host at the other end).
+pub fn is_unix_socket(fd: BorrowedFd<'_>) -> bool {
+    rustix::net::getsockname(fd)
+        .is_ok_and(|a| a.address_family() == rustix::net::AddressFamily::UNIX)
+}
+
+/// A listening Unix-domain stream socket at `path`, with permissions
+/// `mode`. The mode is set before listen(2), while connecting is still
+/// refused: nobody gets in under the bits the umask left.
+pub fn unix_listener(path: &Path, mode: u32) -> io::Result<UnixListener> {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let addr = SocketAddrUnix::new(path)?;
+    let flags = SocketFlags::CLOEXEC | SocketFlags::NONBLOCK;
+    let fd = rustix::net::socket_with(AddressFamily::UNIX, SocketType::STREAM, flags, None)?;
+    rustix::net::bind(&fd, &addr)?;
+    let listening = rustix::fs::chmod(path, Mode::from_raw_mode(mode))
+        .and_then(|()| rustix::net::listen(&fd, 4096));
+    if let Err(e) = listening {
+        let _ = std::fs::remove_file(path);
+        return Err(e.into());
+    }
+    Ok(UnixListener::from(fd))
+}
+
+/// Whether a server accepts on the Unix socket at `path`: connecting is
+/// refused on a socket file its server left behind. Non-blocking, so that a
+/// live server with a full backlog cannot hold up the start.
+pub fn unix_socket_in_use(path: &Path) -> io::Result<bool> {
+    use rustix::io::Errno;
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let addr = SocketAddrUnix::new(path)?;
+    let flags = SocketFlags::CLOEXEC | SocketFlags::NONBLOCK;
+    let fd = rustix::net::socket_with(AddressFamily::UNIX, SocketType::STREAM, flags, None)?;
+    match rustix::net::connect(&fd, &addr) {
+        // EAGAIN: the backlog is full, of a live server.
+        Ok(()) | Err(Errno::AGAIN) => Ok(true),
+        Err(Errno::CONNREFUSED | Errno::NOENT) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// A listening TCP socket. `reuse_port` lets every worker thread have its

@@ -87,7 +87,7 @@ impl Fixture {
             std::fs::create_dir(root.join("example.test")).unwrap();
             std::fs::write(root.join("example.test/small.txt"), vec![b'v'; 1000]).unwrap();
         }
-        let site = Site::open(root, "index.html", features.clone()).unwrap();
+        let site = Site::open(root, &["index.html"], features.clone()).unwrap();
         staticd::log::open_file(std::path::Path::new("/dev/null")).unwrap();
         let cfg = Config {
             features,

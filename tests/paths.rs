@@ -138,6 +138,27 @@ fn custom_index_name_is_used(mode: Mode) {
     assert_error(&get_raw(&server, "/sub/"), 404);
 }
 
+fn index_names_are_tried_in_order(mode: Mode) {
+    let root = site();
+    root.file("b.html", "root b\n");
+    root.file("both/a.html", "both a\n");
+    root.file("both/b.html", "both b\n");
+    let server = Server::builder(mode, root.path())
+        .args(["--index", "a.html,b.html"])
+        .start();
+    assert_eq!(
+        server.get("/").body,
+        b"root b\n",
+        "falls back to the second name"
+    );
+    assert_eq!(
+        server.get("/both/").body,
+        b"both a\n",
+        "the first name wins"
+    );
+    assert_error(&get_raw(&server, "/sub/"), 404);
+}
+
 // --- path safety -----------------------------------------------------------------------
 
 fn dotdot_above_root_gets_400(mode: Mode) {
@@ -350,6 +371,7 @@ both_modes!(
     root_serves_its_index,
     directory_without_index_gets_404,
     custom_index_name_is_used,
+    index_names_are_tried_in_order,
     dotdot_above_root_gets_400,
     percent_encoded_dotdot_gets_400,
     dotdot_with_encoded_slash_gets_400,

@@ -156,7 +156,7 @@ fn unknown_group_exits_1_naming_the_group(mode: Mode) {
 fn group_without_user_is_a_usage_error(mode: Mode) {
     let root = site();
     let outcome = run_failing(mode, root.path(), &["--group", "nogroup"]);
-    assert_startup_failure(&outcome, 2, &[]);
+    assert_usage_error(&outcome, &["--user"]);
 }
 
 /// `JAIL/site/a.txt` inside a temp dir that also holds `secret.txt` outside the jail.

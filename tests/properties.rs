@@ -463,7 +463,7 @@ fn responses_never_leave_the_root() {
             vhosts,
             ..Features::default()
         };
-        let site = Site::open(&confined.root(), "index.html", features).unwrap();
+        let site = Site::open(&confined.root(), &["index.html"], features).unwrap();
         let mut runner = TestRunner::new(RunnerConfig {
             cases: 400,
             ..RunnerConfig::default()
@@ -494,7 +494,7 @@ static FILE_NO: AtomicUsize = AtomicUsize::new(0);
 #[test]
 fn range_answers_carry_the_files_bytes() {
     let root = Docroot::new();
-    let site = Site::open(root.path(), "index.html", Features::default()).unwrap();
+    let site = Site::open(root.path(), &["index.html"], Features::default()).unwrap();
     let mut runner = TestRunner::new(RunnerConfig {
         cases: 300,
         ..RunnerConfig::default()

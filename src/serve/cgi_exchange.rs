@@ -140,7 +140,7 @@ fn exchange(job: &CgiJob, io: ClientIo, input: &mut Vec<u8>, cfg: &Config, clien
         content_length,
         server_name: &server_name,
         server_port,
-        remote_addr: client,
+        remote_addr: remote_addr(io.input, client),
         remote_port: sys::peer_addr(io.input).map(|a| a.port()),
     };
     let script = match cgi::spawn(&params, cfg.cgi_timeout, permit) {
@@ -557,6 +557,19 @@ fn server_identity(req: &Request, input: BorrowedFd<'_>) -> (String, u16) {
     let (name, port) = crate::site::vhost::split_port(host);
     let port = port.and_then(|p| p.parse().ok()).unwrap_or(local_port);
     (name.to_string(), port)
+}
+
+/// REMOTE_ADDR: the client's address, or for a Unix-socket connection
+/// (a proxy on this host) the loopback address. RFC 3875 §4.1.8 makes it an
+/// IPv4 or IPv6 address and scripts parse it as one (allow lists, rate
+/// limits, logs), so `unix:`, the access log's word, would break them; and
+/// 127.0.0.1 is what they see when the same proxy connects over TCP.
+fn remote_addr<'a>(socket: BorrowedFd<'_>, client: &'a str) -> &'a str {
+    if sys::is_unix_socket(socket) {
+        "127.0.0.1"
+    } else {
+        client
+    }
 }
 
 /// The query string of a target (without `?`), and the rest.

@@ -1,11 +1,11 @@
 //! Standalone mode: one single-threaded tokio runtime per worker thread,
-//! each with its own SO_REUSEPORT listener per address, so the kernel
+//! each with its own SO_REUSEPORT listener per TCP address, so the kernel
 //! spreads connections over the threads and no work moves between them.
+//! (Unix sockets cannot be bound per thread: every thread accepts on one.)
 
 use std::cell::Cell;
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -14,12 +14,13 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use tokio::io::Interest;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{watch, Notify};
 use tokio::time::Sleep;
 
 use super::cgi_exchange::{self, ClientIo};
 use super::linger_deadline;
+use super::listen::Listener;
 use super::writer::ResponseWriter;
 use crate::config::Config;
 use crate::log;
@@ -34,74 +35,9 @@ pub(crate) const READ_CHUNK: usize = 16 * 1024;
 /// How long accepting pauses when the process is out of descriptors.
 const EMFILE_PAUSE: Duration = Duration::from_millis(100);
 
-/// Binds every address (one listener per address per thread). Errors name
-/// the address and the problem, ready for a one-line message.
-pub fn bind(cfg: &Config) -> Result<Vec<Vec<std::net::TcpListener>>, String> {
-    let explicit = !cfg.bind.is_empty();
-    let addrs: Vec<IpAddr> = if explicit {
-        cfg.bind.clone()
-    } else {
-        vec![
-            IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-            IpAddr::V6(Ipv6Addr::UNSPECIFIED),
-        ]
-    };
-    let mut per_thread: Vec<Vec<std::net::TcpListener>> =
-        (0..cfg.threads).map(|_| Vec::new()).collect();
-    for ip in addrs {
-        match bind_group(SocketAddr::new(ip, cfg.port), cfg.threads) {
-            Ok(group) => {
-                for (thread, l) in per_thread.iter_mut().zip(group) {
-                    thread.push(l);
-                }
-            }
-            // A machine without IPv6 still serves IPv4 by default.
-            Err(e) if !explicit && ip.is_ipv6() && ipv6_unavailable(&e) => {}
-            Err(e) => {
-                let why = if e.kind() == io::ErrorKind::AddrInUse {
-                    "address already in use".to_string()
-                } else {
-                    describe(&e)
-                };
-                return Err(format!(
-                    "cannot listen on {}: {why}",
-                    SocketAddr::new(ip, cfg.port)
-                ));
-            }
-        }
-    }
-    Ok(per_thread)
-}
-
-/// `count` listeners sharing one address through SO_REUSEPORT.
-fn bind_group(addr: SocketAddr, count: usize) -> io::Result<Vec<std::net::TcpListener>> {
-    if addr.port() != 0 {
-        sys::check_port_free(addr)?;
-    }
-    let first = sys::listener(addr, true)?;
-    let addr = first.local_addr()?;
-    let mut group = vec![first];
-    for _ in 1..count {
-        group.push(sys::listener(addr, true)?);
-    }
-    Ok(group)
-}
-
-fn ipv6_unavailable(e: &io::Error) -> bool {
-    use rustix::io::Errno;
-    matches!(
-        e.raw_os_error().map(Errno::from_raw_os_error),
-        Some(Errno::AFNOSUPPORT | Errno::ADDRNOTAVAIL | Errno::PROTONOSUPPORT)
-    )
-}
-
 /// Runs the workers until SIGINT or SIGTERM, then lets in-flight responses
 /// finish (up to the grace period) and returns.
-pub fn run(
-    cfg: Arc<Config>,
-    site: Arc<Site>,
-    listeners: Vec<Vec<std::net::TcpListener>>,
-) -> io::Result<()> {
+pub fn run(cfg: Arc<Config>, site: Arc<Site>, listeners: Vec<Vec<Listener>>) -> io::Result<()> {
     run_workers(cfg, site, listeners, worker)
 }
 
@@ -111,8 +47,8 @@ pub fn run(
 pub(crate) fn run_workers(
     cfg: Arc<Config>,
     site: Arc<Site>,
-    listeners: Vec<Vec<std::net::TcpListener>>,
-    worker: fn(Shared, Vec<std::net::TcpListener>),
+    listeners: Vec<Vec<Listener>>,
+    worker: fn(Shared, Vec<Listener>),
 ) -> io::Result<()> {
     // Signal handlers first: from the first accepted connection on, SIGTERM
     // must mean a graceful stop, never the default kill.
@@ -129,7 +65,7 @@ pub(crate) fn run_workers(
     });
     // Announced only when everything is ready: tests and scripts wait for it.
     for l in listeners.first().into_iter().flatten() {
-        eprintln!("staticd: listening on {}", l.local_addr()?);
+        eprintln!("staticd: listening on {}", l.name()?);
     }
     let shared = Shared {
         cfg,
@@ -259,7 +195,7 @@ pub(crate) fn start_runtime<T>(shared: &Shared, build: impl Fn() -> io::Result<T
     }
 }
 
-fn worker(shared: Shared, group: Vec<std::net::TcpListener>) {
+fn worker(shared: Shared, group: Vec<Listener>) {
     let build = || {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -271,8 +207,8 @@ fn worker(shared: Shared, group: Vec<std::net::TcpListener>) {
     rt.block_on(async move {
         let mut accepting = Vec::new();
         for l in group {
-            match TcpListener::from_std(l) {
-                Ok(l) => accepting.push(tokio::spawn(accept_loop(l, shared.clone()))),
+            match start(l, &shared) {
+                Ok(task) => accepting.push(task),
                 Err(e) => eprintln!("staticd: cannot use listener: {}", describe(&e)),
             }
         }
@@ -302,22 +238,98 @@ pub(crate) async fn connections_finished(shared: &Shared) {
     }
 }
 
-async fn accept_loop(listener: TcpListener, shared: Shared) {
+/// Starts accepting on `listener`, on this thread's runtime.
+fn start(listener: Listener, shared: &Shared) -> io::Result<tokio::task::JoinHandle<()>> {
+    let shared = shared.clone();
+    Ok(match listener {
+        Listener::Tcp(l) => tokio::spawn(accept_loop(TcpListener::from_std(l)?, shared)),
+        Listener::Unix(l) => tokio::spawn(accept_loop(UnixListener::from_std(l)?, shared)),
+    })
+}
+
+async fn accept_loop(listener: impl Accept, shared: Shared) {
     let mut last_complaint: Option<Instant> = None;
     loop {
-        match listener.accept().await {
-            Ok((stream, peer)) => {
+        match listener.next().await {
+            Ok((stream, client)) => {
                 // The place is taken after accept(2): a worker waiting on an
                 // empty listener must not hold one that a client queued on
                 // another worker's listener needs. At the bound, this client
                 // waits here unserved, and this worker accepts no one else.
                 let slot = shared.conns.take_slot().await;
-                tokio::spawn(connection(stream, peer, shared.clone(), slot));
+                tokio::spawn(connection(stream, client, shared.clone(), slot));
             }
             Err(e) => accept_failed(&e, &mut last_complaint).await,
         }
     }
 }
+
+/// A listener as the accept loop sees it.
+trait Accept: Send + 'static {
+    type Stream: Socket;
+
+    /// The next connection, and its client's address for the log.
+    fn next(&self) -> impl Future<Output = io::Result<(Self::Stream, String)>> + Send + '_;
+}
+
+impl Accept for TcpListener {
+    type Stream = TcpStream;
+
+    async fn next(&self) -> io::Result<(TcpStream, String)> {
+        let (stream, peer) = self.accept().await?;
+        Ok((stream, peer.ip().to_string()))
+    }
+}
+
+impl Accept for UnixListener {
+    type Stream = UnixStream;
+
+    /// The client is a proxy on this host; the log says `unix:`, as
+    /// nginx's `$remote_addr` does.
+    async fn next(&self) -> io::Result<(UnixStream, String)> {
+        let (stream, _) = self.accept().await?;
+        Ok((stream, "unix:".to_string()))
+    }
+}
+
+/// What a connection does with its socket, TCP or Unix-domain: tokio gives
+/// both these methods, but no trait for them.
+trait Socket: AsFd + Send + Sync + 'static {
+    fn readable(&self) -> impl Future<Output = io::Result<()>> + Send + '_;
+    fn writable(&self) -> impl Future<Output = io::Result<()>> + Send + '_;
+    fn try_read(&self, buf: &mut [u8]) -> io::Result<usize>;
+    fn try_read_buf(&self, buf: &mut Vec<u8>) -> io::Result<usize>;
+    fn try_io<R>(&self, interest: Interest, f: impl FnOnce() -> io::Result<R>) -> io::Result<R>;
+}
+
+macro_rules! socket {
+    ($stream:ty) => {
+        impl Socket for $stream {
+            fn readable(&self) -> impl Future<Output = io::Result<()>> + Send + '_ {
+                <$stream>::readable(self)
+            }
+            fn writable(&self) -> impl Future<Output = io::Result<()>> + Send + '_ {
+                <$stream>::writable(self)
+            }
+            fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+                <$stream>::try_read(self, buf)
+            }
+            fn try_read_buf(&self, buf: &mut Vec<u8>) -> io::Result<usize> {
+                <$stream>::try_read_buf(self, buf)
+            }
+            fn try_io<R>(
+                &self,
+                interest: Interest,
+                f: impl FnOnce() -> io::Result<R>,
+            ) -> io::Result<R> {
+                <$stream>::try_io(self, interest, f)
+            }
+        }
+    };
+}
+
+socket!(TcpStream);
+socket!(UnixStream);
 
 /// After accept(2) failed. Out of descriptors, the pending connection stays
 /// queued: pause instead of spinning on the same error, and close what the
@@ -347,12 +359,12 @@ fn out_of_resources(e: &io::Error) -> bool {
 /// timer reset for every wait and the step matched by reference: each value
 /// is held once, so a quiet keep-alive connection is a small task.
 fn connection(
-    stream: TcpStream,
-    peer: SocketAddr,
+    stream: impl Socket,
+    client: String,
     shared: Shared,
     slot: Slot,
 ) -> impl Future<Output = ()> {
-    let mut session = Session::new(peer.ip().to_string());
+    let mut session = Session::new(client);
     async move {
         // Held until the connection ends, whichever way it ends.
         let _slot = slot;
@@ -521,7 +533,7 @@ async fn within<T>(
 }
 
 /// Reads what is there. False: the client closed or failed.
-async fn read_some(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<bool> {
+async fn read_some(stream: &impl Socket, buf: &mut Vec<u8>) -> io::Result<bool> {
     loop {
         stream.readable().await?;
         let borrowed = buf.capacity() == 0;
@@ -560,7 +572,7 @@ async fn read_some(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<bool> {
 /// client that takes nothing for `send_timeout` is given up on. `timer` is
 /// the connection's one timer.
 async fn send(
-    stream: &TcpStream,
+    stream: &impl Socket,
     sent: &mut Sent,
     copy: bool,
     mut timer: Pin<&mut Sleep>,
@@ -582,7 +594,7 @@ async fn send(
 
 /// Reads and drops what the client still sends until it closes or the
 /// linger time is over; `timer` is the connection's one timer.
-async fn linger(stream: &TcpStream, mut timer: Pin<&mut Sleep>) {
+async fn linger(stream: &impl Socket, mut timer: Pin<&mut Sleep>) {
     let deadline = linger_deadline();
     // From the free list, not the stack: a buffer here would make every
     // connection's task that much bigger.

@@ -3,6 +3,7 @@
 
 pub mod cgi_exchange;
 pub mod event_loop;
+pub mod listen;
 pub mod stdio;
 #[cfg(feature = "uring")]
 pub mod uring;

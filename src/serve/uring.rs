@@ -14,20 +14,22 @@ use std::cell::RefCell;
 use std::fs::File;
 use std::future::Future;
 use std::io;
-use std::net::{Shutdown, SocketAddr};
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::net::Shutdown;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd};
+use std::os::unix::net::UnixListener;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, types};
 use tokio::sync::watch;
-use tokio_uring::buf::{BoundedBuf, IoBuf};
-use tokio_uring::net::{TcpListener, TcpStream};
-use tokio_uring::{OneshotOutputTransform, UnsubmittedOneshot};
+use tokio_uring::buf::{BoundedBuf, BoundedBufMut, IoBuf};
+use tokio_uring::net::{TcpListener, TcpStream, UnixStream};
+use tokio_uring::{BufResult, OneshotOutputTransform, UnsubmittedOneshot};
 
 use super::event_loop::{self, Shared, READ_CHUNK};
 use super::linger_deadline;
+use super::listen::Listener;
 use crate::config::Config;
 use crate::http::response::Chunk;
 use crate::pool;
@@ -54,15 +56,11 @@ pub fn check() -> Result<(), String> {
 }
 
 /// Runs the workers until SIGINT or SIGTERM, as `event_loop::run` does.
-pub fn run(
-    cfg: Arc<Config>,
-    site: Arc<Site>,
-    listeners: Vec<Vec<std::net::TcpListener>>,
-) -> io::Result<()> {
+pub fn run(cfg: Arc<Config>, site: Arc<Site>, listeners: Vec<Vec<Listener>>) -> io::Result<()> {
     event_loop::run_workers(cfg, site, listeners, worker)
 }
 
-fn worker(shared: Shared, group: Vec<std::net::TcpListener>) {
+fn worker(shared: Shared, group: Vec<Listener>) {
     let mut builder = tokio_uring::builder();
     builder.entries(RING_ENTRIES);
     let Some(rt) = event_loop::start_runtime(&shared, || tokio_uring::Runtime::new(&builder))
@@ -70,12 +68,13 @@ fn worker(shared: Shared, group: Vec<std::net::TcpListener>) {
         return;
     };
     rt.block_on(async move {
-        let mut accepting = Vec::new();
-        for l in group {
-            let listener = Rc::new(TcpListener::from_std(l));
-            let task = tokio_uring::spawn(accept_loop(Rc::clone(&listener), shared.clone()));
-            accepting.push((listener, task));
-        }
+        let accepting: Vec<_> = group
+            .into_iter()
+            .map(|l| match l {
+                Listener::Tcp(l) => start(TcpListener::from_std(l), &shared),
+                Listener::Unix(l) => start(l, &shared),
+            })
+            .collect();
         let mut stop_wait = shared.stop.clone();
         let _ = stop_wait.wait_for(|s| *s).await;
         for (listener, task) in &accepting {
@@ -89,22 +88,33 @@ fn worker(shared: Shared, group: Vec<std::net::TcpListener>) {
     });
 }
 
+/// Starts accepting on `listener`; returns it (to shut it down at the
+/// stop) and the task.
+fn start<L: Accept>(
+    listener: L,
+    shared: &Shared,
+) -> (Rc<dyn AsRawFd>, tokio::task::JoinHandle<()>) {
+    let listener = Rc::new(listener);
+    let task = tokio_uring::spawn(accept_loop(Rc::clone(&listener), shared.clone()));
+    (listener, task)
+}
+
 /// The descriptor of something that owns one, for the `sys` helpers.
-fn borrow(owner: &impl AsRawFd) -> BorrowedFd<'_> {
+fn borrow(owner: &(impl AsRawFd + ?Sized)) -> BorrowedFd<'_> {
     // SAFETY: `owner` keeps the descriptor open for as long as the borrow.
     unsafe { BorrowedFd::borrow_raw(owner.as_raw_fd()) }
 }
 
-async fn accept_loop(listener: Rc<TcpListener>, shared: Shared) {
+async fn accept_loop<L: Accept>(listener: Rc<L>, shared: Shared) {
     let mut last_complaint: Option<Instant> = None;
     loop {
-        match listener.accept().await {
-            Ok((stream, peer)) => {
+        match L::next(&listener).await {
+            Ok((stream, client)) => {
                 // As in the event loop: the place is taken after accept(2).
                 let slot = shared.conns.take_slot().await;
                 let shared = shared.clone();
                 tokio_uring::spawn(async move {
-                    connection(stream, peer, shared).await;
+                    connection(stream, client, shared).await;
                     drop(slot);
                 });
             }
@@ -113,7 +123,94 @@ async fn accept_loop(listener: Rc<TcpListener>, shared: Shared) {
     }
 }
 
-async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
+/// A listener as the accept loop sees it.
+trait Accept: AsRawFd + 'static {
+    type Stream: Socket;
+
+    /// The next connection, and its client's address for the log.
+    async fn next(listener: &Rc<Self>) -> io::Result<(Self::Stream, String)>;
+}
+
+impl Accept for TcpListener {
+    type Stream = TcpStream;
+
+    async fn next(listener: &Rc<Self>) -> io::Result<(TcpStream, String)> {
+        let (stream, peer) = listener.accept().await?;
+        Ok((stream, peer.ip().to_string()))
+    }
+}
+
+impl Accept for UnixListener {
+    type Stream = UnixStream;
+
+    /// The client is a proxy on this host; the log says `unix:`, as
+    /// nginx's `$remote_addr` does.
+    async fn next(listener: &Rc<Self>) -> io::Result<(UnixStream, String)> {
+        let fd = accept_unix(Rc::clone(listener)).await?;
+        // SAFETY: accept(2) made the descriptor for this stream alone.
+        let stream = unsafe { UnixStream::from_raw_fd(fd.into_raw_fd()) };
+        Ok((stream, "unix:".to_string()))
+    }
+}
+
+/// accept(2) on a Unix listener as an io_uring operation: tokio-uring's
+/// UnixListener only binds a socket of its own, and staticd binds before it
+/// gives up its privileges. The operation holds the listener open.
+fn accept_unix(listener: Rc<UnixListener>) -> impl Future<Output = io::Result<OwnedFd>> {
+    let sqe = opcode::Accept::new(
+        types::Fd(listener.as_raw_fd()),
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+    )
+    .flags(libc::SOCK_CLOEXEC)
+    .build();
+    UnsubmittedOneshot::new(listener, AcceptDone, sqe).submit()
+}
+
+struct AcceptDone;
+
+impl OneshotOutputTransform for AcceptDone {
+    type Output = io::Result<OwnedFd>;
+    type StoredData = Rc<UnixListener>;
+
+    fn transform_oneshot_output(self, _: Rc<UnixListener>, cqe: cqueue::Entry) -> Self::Output {
+        let fd = cqe.result();
+        if fd < 0 {
+            return Err(io::Error::from_raw_os_error(-fd));
+        }
+        // SAFETY: the kernel made this descriptor for us, and nothing else owns it.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+}
+
+/// What a connection does with its socket, TCP or Unix-domain: tokio-uring
+/// gives both these methods, but no trait for them.
+trait Socket: AsRawFd + 'static {
+    async fn read<T: BoundedBufMut>(&self, buf: T) -> BufResult<usize, T>;
+    async fn writev<T: BoundedBuf>(&self, bufs: Vec<T>) -> BufResult<usize, Vec<T>>;
+    fn shutdown(&self, how: Shutdown) -> io::Result<()>;
+}
+
+macro_rules! socket {
+    ($stream:ty) => {
+        impl Socket for $stream {
+            async fn read<T: BoundedBufMut>(&self, buf: T) -> BufResult<usize, T> {
+                <$stream>::read(self, buf).await
+            }
+            async fn writev<T: BoundedBuf>(&self, bufs: Vec<T>) -> BufResult<usize, Vec<T>> {
+                <$stream>::writev(self, bufs).await
+            }
+            fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+                <$stream>::shutdown(self, how)
+            }
+        }
+    };
+}
+
+socket!(TcpStream);
+socket!(UnixStream);
+
+async fn connection(stream: impl Socket, client: String, shared: Shared) {
     let Shared {
         cfg,
         site,
@@ -121,14 +218,14 @@ async fn connection(stream: TcpStream, peer: SocketAddr, shared: Shared) {
         ..
     } = shared;
     sys::tune_connection(borrow(&stream));
-    let mut session = Session::new(peer.ip().to_string());
+    let mut session = Session::new(client);
     serve(&stream, &mut session, &cfg, &site, &mut stop).await;
     let _ = stream.shutdown(Shutdown::Both);
 }
 
 /// Drives the session exactly as `event_loop::connection` does.
 async fn serve(
-    stream: &TcpStream,
+    stream: &impl Socket,
     session: &mut Session,
     cfg: &Arc<Config>,
     site: &Arc<Site>,
@@ -181,7 +278,7 @@ async fn serve(
 
 /// Reads what is there into the spare capacity of `input`. False: the
 /// client closed or failed.
-async fn read_some(stream: &TcpStream, input: &mut Vec<u8>) -> io::Result<bool> {
+async fn read_some(stream: &impl Socket, input: &mut Vec<u8>) -> io::Result<bool> {
     let mut buf = std::mem::take(input);
     if buf.capacity() == 0 {
         buf = pool::take(&pool::READS);
@@ -193,7 +290,7 @@ async fn read_some(stream: &TcpStream, input: &mut Vec<u8>) -> io::Result<bool> 
     Ok(result? > 0)
 }
 
-async fn linger(stream: &TcpStream) {
+async fn linger(stream: &impl Socket) {
     let _ = tokio::time::timeout_at(linger_deadline().into(), async {
         let mut scratch = Vec::with_capacity(4096);
         loop {
@@ -214,7 +311,7 @@ async fn linger(stream: &TcpStream) {
 /// in `sent.written` what went out. A client that takes nothing for
 /// `send_timeout` is given up on; a file that shrank ends the connection
 /// after what was read of it, never padded.
-async fn send(stream: &TcpStream, sent: &mut Sent, send_timeout: Duration) -> io::Result<()> {
+async fn send(stream: &impl Socket, sent: &mut Sent, send_timeout: Duration) -> io::Result<()> {
     let Sent {
         response, written, ..
     } = sent;
@@ -247,7 +344,7 @@ struct Outgoing<'a> {
 }
 
 impl Outgoing<'_> {
-    async fn send_body(&mut self, stream: &TcpStream, body: &mut Vec<Chunk>) -> io::Result<()> {
+    async fn send_body(&mut self, stream: &impl Socket, body: &mut Vec<Chunk>) -> io::Result<()> {
         for chunk in body.drain(..) {
             match chunk {
                 Chunk::Bytes(bytes) => self.pieces.push(Piece::new(Held::Bytes(bytes))),
@@ -266,7 +363,7 @@ impl Outgoing<'_> {
 
     async fn send_file(
         &mut self,
-        stream: &TcpStream,
+        stream: &impl Socket,
         file: &Arc<File>,
         offset: u64,
         len: u64,
@@ -300,7 +397,7 @@ impl Outgoing<'_> {
     }
 
     /// Writes every piece, with as few operations as the socket allows.
-    async fn flush(&mut self, stream: &TcpStream) -> io::Result<()> {
+    async fn flush(&mut self, stream: &impl Socket) -> io::Result<()> {
         while !self.pieces.is_empty() {
             let write = stream.writev(std::mem::take(&mut self.pieces));
             let (result, mut pieces) = match tokio::time::timeout(self.send_timeout, write).await {

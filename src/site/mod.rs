@@ -38,7 +38,8 @@ pub struct Site {
     root: OwnedFd,
     /// The root's absolute path: scripts are run by path.
     root_path: PathBuf,
-    index: String,
+    /// Index file names, tried in order.
+    index: Vec<String>,
     features: Features,
 }
 
@@ -95,21 +96,30 @@ enum HostDir {
 }
 
 impl Site {
-    /// Opens the root. Fails with a message that names the problem.
-    pub fn open(root: &Path, index: &str, features: Features) -> Result<Site, String> {
+    /// Opens the root; `index` names the index files a directory request
+    /// tries, in order. Fails with a message that names the problem.
+    pub fn open(
+        root: &Path,
+        index: &[impl AsRef<str>],
+        features: Features,
+    ) -> Result<Site, String> {
         let shown = root.display();
         let fd = sys::open_dir(root).map_err(|e| format!("root {shown}: {}", describe(&e)))?;
         // Refuse an unreadable root now rather than 403 on every request.
         std::fs::read_dir(root).map_err(|e| format!("root {shown}: {}", describe(&e)))?;
-        if index.is_empty() || index.contains('/') || index == "." || index == ".." {
-            return Err(format!("index {index:?}: must be a plain file name"));
+        if index.is_empty() {
+            return Err("index: no file name given".to_string());
+        }
+        for name in index {
+            let name = name.as_ref();
+            check_index_name(name).map_err(|why| format!("index {name:?}: {why}"))?;
         }
         let root_path =
             std::path::absolute(root).map_err(|e| format!("root {shown}: {}", describe(&e)))?;
         let site = Site {
             root: fd,
             root_path,
-            index: index.to_string(),
+            index: index.iter().map(|n| n.as_ref().to_string()).collect(),
             features,
         };
         // openat2 arrived in Linux 5.6; without it the root cannot be enforced.
@@ -282,28 +292,39 @@ impl Site {
         if !rel.is_empty() {
             rel.push(b'/');
         }
-        rel.extend_from_slice(self.index.as_bytes());
-        match sys::open_beneath(dir, &rel) {
-            Ok(index) => {
-                let index_meta = index.metadata().map_err(SiteError::from_io)?;
-                if index_meta.is_dir() {
-                    return Err(SiteError::NotFound);
-                }
-                if let Some(script) = self.script(d, &rel, &index_meta, String::new())? {
-                    return Ok(script);
-                }
-                FileSet::discover(dir, &rel, index).map(|set| Resource::File(Arc::new(set)))
+        let dir_len = rel.len();
+        // The first index name that exists decides, even when it is a
+        // directory (then 404, as for one name): no listing hides it.
+        for name in &self.index {
+            rel.truncate(dir_len);
+            rel.extend_from_slice(name.as_bytes());
+            match sys::open_beneath(dir, &rel) {
+                Ok(index) => return self.index_file(d, &rel, index),
+                Err(e) => match SiteError::from_io(e) {
+                    SiteError::NotFound => continue,
+                    other => return Err(other),
+                },
             }
-            Err(e) => match SiteError::from_io(e) {
-                SiteError::NotFound if self.features.listing => {
-                    let url = q.path.directory_url_without_query();
-                    listing::read(&file, url)
-                        .map(Resource::Listing)
-                        .map_err(SiteError::from_io)
-                }
-                other => Err(other),
-            },
         }
+        if !self.features.listing {
+            return Err(SiteError::NotFound);
+        }
+        let url = q.path.directory_url_without_query();
+        listing::read(&file, url)
+            .map(Resource::Listing)
+            .map_err(SiteError::from_io)
+    }
+
+    /// A directory's index file, opened as `index` at `rel`.
+    fn index_file(&self, d: &InDir, rel: &[u8], index: File) -> Result<Resource, SiteError> {
+        let index_meta = index.metadata().map_err(SiteError::from_io)?;
+        if index_meta.is_dir() {
+            return Err(SiteError::NotFound);
+        }
+        if let Some(script) = self.script(d, rel, &index_meta, String::new())? {
+            return Ok(script);
+        }
+        FileSet::discover(d.fd, rel, index).map(|set| Resource::File(Arc::new(set)))
     }
 }
 
@@ -381,6 +402,15 @@ impl SiteError {
     }
 }
 
+/// Whether `name` can be an index file name: one plain name in the
+/// directory, never a path (`--index` is checked with this too).
+pub fn check_index_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
+        return Err("must be a plain file name (no `/`, not `.` or `..`)".to_string());
+    }
+    Ok(())
+}
+
 /// An I/O error as a short phrase without Rust's "(os error N)" suffix.
 pub fn describe(e: &io::Error) -> String {
     let s = e.to_string();
@@ -393,6 +423,15 @@ pub fn describe(e: &io::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn index_names() {
+        assert!(check_index_name("index.html").is_ok());
+        assert!(check_index_name(".index").is_ok());
+        for bad in ["", ".", "..", "a/b", "/a", "a/", "a\0b"] {
+            assert!(check_index_name(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn content_types() {

@@ -218,6 +218,34 @@ pub fn assert_startup_failure(outcome: &Outcome, code: i32, needles: &[&str]) {
     }
 }
 
+/// Asserts a usage error: exit 2, nothing on stdout, and clap's message on stderr (it
+/// may take several lines: valid values, tips) starting `staticd: `, containing every
+/// one of `needles`.
+pub fn assert_usage_error(outcome: &Outcome, needles: &[&str]) {
+    assert_eq!(
+        outcome.status.code(),
+        Some(2),
+        "expected exit code 2, got {}; stderr: {:#?}",
+        describe(outcome.status),
+        outcome.stderr
+    );
+    assert_eq!(outcome.stdout, "", "a usage error prints nothing on stdout");
+    let first = outcome.stderr.first().map_or("", String::as_str);
+    assert!(
+        first.starts_with("staticd: ") && !first.starts_with("staticd: error"),
+        "stderr must start with `staticd: ` and the message: {:#?}",
+        outcome.stderr
+    );
+    let all = outcome.stderr.join("\n");
+    for needle in needles {
+        assert!(
+            all.contains(needle),
+            "stderr does not mention {needle:?}: {:#?}",
+            outcome.stderr
+        );
+    }
+}
+
 /// Checks a common-log timestamp such as `[30/Nov/2026:04:48:17 +0000]`.
 pub fn assert_log_timestamp(stamp: &str) {
     let bytes = stamp.as_bytes();

@@ -34,7 +34,7 @@ impl Builder {
         self
     }
 
-    /// Standalone only: listen on these addresses instead of 127.0.0.1.
+    /// Standalone only: listen on these addresses (or `unix:PATH`) instead of 127.0.0.1.
     pub fn bind(mut self, addr: &str) -> Builder {
         self.binds.push(addr.to_string());
         self
@@ -162,10 +162,12 @@ impl Builder {
                 );
             }
         }
+        // Unix sockets are announced as `unix:PATH`; their tests know the path.
         let addrs = stderr
             .snapshot()
             .iter()
             .filter_map(|l| l.strip_prefix("staticd: listening on "))
+            .filter(|a| !a.starts_with("unix:"))
             .map(|a| {
                 a.trim()
                     .parse::<SocketAddr>()
