@@ -39,12 +39,22 @@ tr.dir td.name a { font-weight: 600; }
 .size, .date { text-align: right; white-space: nowrap; }
 td.size, td.date { color: var(--muted); }
 .note { margin-top: 1.5rem; color: var(--muted); font-size: 0.9rem; }
+.error { max-width: 36rem; margin: 8vh auto 0; }
 .error h1 .code { display: block; font-size: 3.5rem; line-height: 1; color: var(--accent); }
+/* A phone: each entry becomes two lines, the name above its size and date,
+   rather than three squeezed columns. */
 @media (max-width: 32rem) {
   body { padding: 1.25rem 0.75rem 2rem; }
   h1 { font-size: 1.35rem; }
-  th, td { padding: 0.45rem 0.3rem; }
-  td.date { white-space: normal; }
+  table, thead, tbody { display: block; }
+  tr { display: flex; flex-wrap: wrap; column-gap: 1.25rem; padding: 0.5rem 0.25rem;
+    border-bottom: 1px solid var(--line); }
+  thead tr { border-bottom: 2px solid var(--ink); }
+  th, td { padding: 0; border: 0; }
+  td.name { flex: 1 0 100%; }
+  td.size, td.date { font-size: 0.875rem; text-align: left; }
+  td.size { min-width: 4.5rem; }
+  td:empty { display: none; }
 }
 "
     };
