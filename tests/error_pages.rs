@@ -119,11 +119,14 @@ fn head_of_an_error_page_has_its_length_and_no_body(mode: Mode) {
     assert!(head.body.is_empty());
 }
 
+/// Extra request header fields.
+type Headers<'a> = &'a [(&'a str, &'a str)];
+
 fn every_error_status_has_both_forms(mode: Mode) {
     let root = site();
     root.fifo("pipe");
     let server = Server::start(mode, &root);
-    let cases: [(&str, &str, &[(&str, &str)], u16); 6] = [
+    let cases: [(&str, &str, Headers, u16); 6] = [
         ("GET", "/missing", &[], 404),
         ("GET", "/%zz", &[], 400),
         ("GET", "/pipe", &[], 403),

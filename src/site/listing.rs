@@ -265,9 +265,9 @@ fn entry_row(out: &mut String, e: &Entry) {
         );
     }
     let t = Utc::of(e.modified);
-    let _ = write!(
+    let _ = writeln!(
         out,
-        "<td class=\"date\"><time datetime=\"{}\">{}</time></td></tr>\n",
+        "<td class=\"date\"><time datetime=\"{}\">{}</time></td></tr>",
         t.rfc3339(),
         t.minutes()
     );
