@@ -146,7 +146,7 @@ impl Reply {
             Ok(Resource::AddSlash(location) | Resource::Redirect(location)) => {
                 let mut h = HeadBuilder::new(Status::MovedPermanently);
                 h.header("Location", &location);
-                reply.text(Status::MovedPermanently, h)
+                reply.short_body(Status::MovedPermanently, h)
             }
             Ok(Resource::Listing(l)) => reply.listing(req, l),
             Ok(Resource::Script(_)) => reply.error(Status::InternalServerError),
@@ -161,7 +161,7 @@ impl Reply {
     fn not_allowed(&self) -> Response {
         let mut h = HeadBuilder::new(Status::MethodNotAllowed);
         h.header("Allow", ALLOW);
-        self.text(Status::MethodNotAllowed, h)
+        self.short_body(Status::MethodNotAllowed, h)
     }
 }
 
@@ -315,12 +315,12 @@ impl Reply {
     }
 
     fn error(&self, status: Status) -> Response {
-        self.text(status, HeadBuilder::new(status))
+        self.short_body(status, HeadBuilder::new(status))
     }
 
     /// A status with its short body: an HTML page for a person (an error,
     /// to a browser), else the text line `<code> <reason>\n`.
-    fn text(&self, status: Status, mut h: HeadBuilder) -> Response {
+    fn short_body(&self, status: Status, mut h: HeadBuilder) -> Response {
         let page = match (self.errors, page::error_page(status)) {
             (ErrorForm::ByAccept { html }, Some(page)) => {
                 h.header("Vary", "Accept");
@@ -398,7 +398,7 @@ impl Reply {
             RangeOutcome::Unsatisfiable => {
                 let mut h = HeadBuilder::new(Status::RangeNotSatisfiable);
                 h.header_display("Content-Range", format_args!("bytes */{size}"));
-                self.text(Status::RangeNotSatisfiable, h)
+                self.short_body(Status::RangeNotSatisfiable, h)
             }
         }
     }

@@ -175,6 +175,9 @@ fn compare(a: &Entry, b: &Entry, sort: Sort) -> Ordering {
         .then_with(|| a.name.cmp(&b.name))
 }
 
+/// The listing as a page for people: a standalone HTML5 document with the
+/// shared stylesheet inline. (Writing to a String cannot fail, hence the
+/// ignored results of `write!` here and below.)
 pub fn html(l: &Listing) -> String {
     let shown = escape_html(&decoded_path(&l.url_path));
     let mut out = String::with_capacity(4096 + l.entries.len() * 256);
@@ -229,8 +232,15 @@ fn header_cell(out: &mut String, current: Sort, key: SortKey) {
     };
     let (aria, arrow) = match (active, current.order) {
         (false, _) => ("", ""),
-        (true, Order::Asc) => (" aria-sort=\"ascending\"", " \u{25b2}"),
-        (true, Order::Desc) => (" aria-sort=\"descending\"", " \u{25bc}"),
+        // aria-sort tells a screen reader; the arrow is for the eye.
+        (true, Order::Asc) => (
+            " aria-sort=\"ascending\"",
+            " <span aria-hidden=\"true\">\u{25b2}</span>",
+        ),
+        (true, Order::Desc) => (
+            " aria-sort=\"descending\"",
+            " <span aria-hidden=\"true\">\u{25bc}</span>",
+        ),
     };
     let _ = write!(
         out,
@@ -393,6 +403,8 @@ fn civil_from_days(days: u64) -> (u64, u32, u32) {
     (year, month, day)
 }
 
+/// The listing for programs: `{"path":...,"entries":[{"name","type","size","modified"}]}`,
+/// `modified` in Unix seconds.
 pub fn json(l: &Listing) -> String {
     let mut out = format!("{{\"path\":{},\"entries\":[", json_string(&l.url_path));
     for (i, e) in l.entries.iter().enumerate() {
@@ -548,7 +560,9 @@ mod tests {
             key: SortKey::Size,
             order: Order::Asc,
         }));
-        assert!(by_size.contains("<a href=\"?sort=size&amp;order=desc\">Size \u{25b2}</a>"));
+        assert!(by_size.contains(
+            "<a href=\"?sort=size&amp;order=desc\">Size <span aria-hidden=\"true\">\u{25b2}</span></a>"
+        ));
         assert!(by_size.contains("<a href=\"?sort=name&amp;order=asc\">Name</a>"));
         assert_ne!(page, by_size, "each order is its own representation");
     }
