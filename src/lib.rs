@@ -8,6 +8,7 @@ pub mod cgi;
 pub mod config;
 pub mod http;
 pub mod log;
+pub mod page;
 pub mod pool;
 pub mod privileges;
 pub mod respond;

@@ -11,9 +11,10 @@ use crate::http::conditional::{self, Precondition, Validators};
 use crate::http::parse::{BodyFraming, Method, ParseError, Request};
 use crate::http::range::{self, ByteRange, RangeOutcome};
 use crate::http::response::{Chunk, HeadBuilder, Persistence, Status};
+use crate::page;
 use crate::pool;
 use crate::site::file::{FileSet, Source};
-use crate::site::listing::{self, Listing};
+use crate::site::listing::{self, Listing, Sort};
 use crate::site::negotiate;
 use crate::site::path::{self, PathError, SitePath};
 use crate::site::{Lookup, Resource, ScriptTarget, Site, SiteError};
@@ -78,6 +79,7 @@ pub fn respond(site: &Site, req: &Request, force_close: bool) -> Answer {
     let reply = Reply {
         persistence: persistence(req, force_close),
         head_only: req.method == Method::Head,
+        errors: ErrorForm::for_accept(req.accept.as_deref()),
     };
     // POST means something only to a CGI script.
     let post = matches!(&req.method, Method::Other(m) if m == "POST") && site.runs_cgi();
@@ -155,9 +157,9 @@ impl Reply {
             Ok(Resource::AddSlash(location) | Resource::Redirect(location)) => {
                 let mut h = HeadBuilder::new(Status::MovedPermanently);
                 h.header("Location", &location);
-                reply.text(Status::MovedPermanently, h)
+                reply.short_body(Status::MovedPermanently, h)
             }
-            Ok(Resource::Listing(l)) => reply.listing(req, &l),
+            Ok(Resource::Listing(l)) => reply.listing(req, l),
             Ok(Resource::Script(_)) => reply.error(Status::InternalServerError),
             Err(SiteError::BadHost | SiteError::BadRequest) => reply.error(Status::BadRequest),
             Err(SiteError::NotFound) => reply.error(Status::NotFound),
@@ -170,7 +172,7 @@ impl Reply {
     fn not_allowed(&self) -> Response {
         let mut h = HeadBuilder::new(Status::MethodNotAllowed);
         h.header("Allow", ALLOW);
-        self.text(Status::MethodNotAllowed, h)
+        self.short_body(Status::MethodNotAllowed, h)
     }
 }
 
@@ -235,10 +237,11 @@ pub fn cgi_head(job: &CgiJob, head: &CgiHead) -> (Vec<u8>, CgiFraming, bool) {
 /// not start (500, 403).
 pub fn cgi_failure(job: &CgiJob, status: Status) -> Response {
     // The request body may be partly unread: the connection closes.
-    let head_only = job.request.method == Method::Head;
+    let req = &job.request;
     Reply {
         persistence: Persistence::Close,
-        head_only,
+        head_only: req.method == Method::Head,
+        errors: ErrorForm::for_accept(req.accept.as_deref()),
     }
     .error(status)
 }
@@ -283,6 +286,7 @@ pub fn refuse(err: ParseError) -> Response {
     Reply {
         persistence: Persistence::Close,
         head_only: false,
+        errors: ErrorForm::Plain,
     }
     .error(status)
 }
@@ -291,6 +295,27 @@ pub fn refuse(err: ParseError) -> Response {
 struct Reply {
     persistence: Persistence,
     head_only: bool,
+    errors: ErrorForm,
+}
+
+/// The form an error body takes.
+#[derive(Clone, Copy)]
+enum ErrorForm {
+    /// The request could not be parsed, so nothing is known of what the
+    /// client accepts: the status line as text.
+    Plain,
+    /// Chosen by the request's Accept, so the response varies with it.
+    ByAccept { html: bool },
+}
+
+impl ErrorForm {
+    /// An HTML page only for a client that lists text/html itself, as
+    /// browsers do; curl's `*/*` keeps the one-line text.
+    fn for_accept(accept: Option<&str>) -> ErrorForm {
+        ErrorForm::ByAccept {
+            html: negotiate::lists_html(accept),
+        }
+    }
 }
 
 impl Reply {
@@ -301,11 +326,40 @@ impl Reply {
     }
 
     fn error(&self, status: Status) -> Response {
-        self.text(status, HeadBuilder::new(status))
+        self.short_body(status, HeadBuilder::new(status))
     }
 
-    /// A status with its short text body, `<code> <reason>\n`.
-    fn text(&self, status: Status, mut h: HeadBuilder) -> Response {
+    /// A status with its short body: an HTML page for a person (an error,
+    /// to a browser), else the text line `<code> <reason>\n`.
+    fn short_body(&self, status: Status, mut h: HeadBuilder) -> Response {
+        let page = match (self.errors, page::error_page(status)) {
+            (ErrorForm::ByAccept { html }, Some(page)) => {
+                h.header("Vary", "Accept");
+                html.then_some(page)
+            }
+            _ => None,
+        };
+        match page {
+            Some(page) => self.page(status, h, page),
+            None => self.status_line(status, h),
+        }
+    }
+
+    /// A body that is an HTML page built at compile time.
+    fn page(&self, status: Status, mut h: HeadBuilder, page: &'static str) -> Response {
+        h.header("Content-Type", "text/html; charset=utf-8");
+        h.header_u64("Content-Length", page.len() as u64);
+        let mut resp = self.build(status, h, Vec::new(), 0);
+        if !self.head_only {
+            // Small bodies ride in the same write as the head.
+            resp.head.extend_from_slice(page.as_bytes());
+            resp.body_len = page.len() as u64;
+        }
+        resp
+    }
+
+    /// The body `<code> <reason>\n`, as text.
+    fn status_line(&self, status: Status, mut h: HeadBuilder) -> Response {
         // Three digits, a space, the reason and a newline.
         let body_len = 3 + 1 + status.reason().len() + 1;
         h.header("Content-Type", "text/plain; charset=utf-8");
@@ -355,7 +409,7 @@ impl Reply {
             RangeOutcome::Unsatisfiable => {
                 let mut h = HeadBuilder::new(Status::RangeNotSatisfiable);
                 h.header_display("Content-Range", format_args!("bytes */{size}"));
-                self.text(Status::RangeNotSatisfiable, h)
+                self.short_body(Status::RangeNotSatisfiable, h)
             }
         }
     }
@@ -398,14 +452,19 @@ impl Reply {
         h
     }
 
-    /// A generated directory index, as HTML or (when asked for) JSON.
-    fn listing(&self, req: &Request, l: &Listing) -> Response {
+    /// A generated directory index, as HTML or (when asked for) JSON, in
+    /// the order the query asks for.
+    fn listing(&self, req: &Request, l: Listing) -> Response {
+        let query = req.target.split_once('?').map(|(_, q)| q);
+        let l = l.sorted(Sort::from_query(query));
         let (body, content_type) = if negotiate::prefers_json(req.accept.as_deref()) {
-            (listing::json(l), "application/json")
+            (listing::json(&l), "application/json")
         } else {
-            (listing::html(l), "text/html; charset=utf-8")
+            (listing::html(&l), "text/html; charset=utf-8")
         };
-        // Both renderings vary with Accept; the ETag is over the bytes sent.
+        // Both renderings vary with Accept. The ETag is over the bytes sent,
+        // so each order (its own URL, its own body) has its own ETag, and
+        // one that comes out the same is the same representation.
         let v = Validators::for_bytes(body.as_bytes(), l.modified);
         let rep = Representation {
             content_type,

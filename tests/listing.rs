@@ -1,5 +1,5 @@
-//! Directory listings (`--listing`): HTML5 and JSON, ordering, escaping, validators.
-//! Every test runs in both modes.
+//! Directory listings (`--listing`): HTML5 and JSON, ordering (by query), escaping,
+//! validators. Every test runs in both modes.
 
 #[macro_use]
 mod common;
@@ -44,6 +44,18 @@ fn unix_secs(t: SystemTime) -> u64 {
 
 fn listing_server(mode: Mode, root: &Docroot) -> Server {
     Server::builder(mode, root.path()).arg("--listing").start()
+}
+
+/// The table body: the entries' rows, without the sorting links in the head.
+fn tbody(page: &str) -> &str {
+    let start = page.find("<tbody>").expect("<tbody>");
+    let end = page.find("</tbody>").expect("</tbody>");
+    &page[start..end]
+}
+
+/// Every `<a href="HREF">TEXT</a>` of the entries, in order, as written (still escaped).
+fn entry_anchors(page: &str) -> Vec<(String, String)> {
+    anchors(tbody(page))
 }
 
 /// Every `<a href="HREF">TEXT</a>` in the page, in order, as written (still escaped).
@@ -138,7 +150,7 @@ fn html_listing_has_dirs_first_then_files_sorted(mode: Mode) {
     let root = site();
     let server = listing_server(mode, &root);
     let page = get_listing(&server, "/d/").body_str();
-    let texts: Vec<String> = anchors(&page)
+    let texts: Vec<String> = entry_anchors(&page)
         .into_iter()
         .map(|(_, text)| html_unescape(&text))
         .collect();
@@ -153,7 +165,7 @@ fn html_listing_escapes_names_and_encodes_hrefs(mode: Mode) {
     let root = site();
     let server = listing_server(mode, &root);
     let page = get_listing(&server, "/d/").body_str();
-    let (href, text) = anchors(&page)
+    let (href, text) = entry_anchors(&page)
         .into_iter()
         .find(|(_, text)| html_unescape(text) == FUNNY)
         .unwrap_or_else(|| panic!("no anchor for {FUNNY:?}: {page}"));
@@ -171,7 +183,7 @@ fn html_listing_links_directories_with_a_slash(mode: Mode) {
     let root = site();
     let server = listing_server(mode, &root);
     let page = get_listing(&server, "/d/").body_str();
-    let links = anchors(&page);
+    let links = entry_anchors(&page);
     assert!(
         links.contains(&("sub/".to_string(), "sub/".to_string())),
         "{page}"
@@ -188,20 +200,47 @@ fn html_listing_links_directories_with_a_slash(mode: Mode) {
 
 fn html_listing_shows_sizes_and_dates(mode: Mode) {
     let root = site();
+    root.file("d/big.bin", vec![b'x'; 1300]);
     let server = listing_server(mode, &root);
     let page = get_listing(&server, "/d/").body_str();
     let row = row_text(&page, "b.txt");
-    assert!(
-        row.split_whitespace().any(|w| w == "3"),
-        "size 3 in {row:?}"
-    );
-    assert!(row.contains(&http_date(newest())), "date in {row:?}");
+    assert!(row.contains(" 3 B "), "size 3 in {row:?}");
+    // rfc_example_time() + 1000 s, to the minute, in UTC.
+    assert!(row.contains("1994-11-06 09:06"), "date in {row:?}");
     let row = row_text(&page, "Z.txt");
+    assert!(row.contains(" 7 B "), "size 7 in {row:?}");
+    assert!(row.contains("1994-11-06 08:49"), "{row:?}");
+    let row = row_text(&page, "big.bin");
+    assert!(row.contains(" 1.3 KiB "), "{row:?}");
     assert!(
-        row.split_whitespace().any(|w| w == "7"),
-        "size 7 in {row:?}"
+        page.contains("title=\"1300 bytes\">1.3 KiB<"),
+        "the exact size on hover: {page}"
     );
-    assert!(row.contains(&http_date(rfc_example_time())), "{row:?}");
+    assert!(page.contains("Modified (UTC)"), "{page}");
+}
+
+fn html_listing_fits_phones_and_needs_nothing_else(mode: Mode) {
+    let root = site();
+    let server = listing_server(mode, &root);
+    let page = get_listing(&server, "/d/").body_str();
+    assert!(
+        page.contains("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"),
+        "{page}"
+    );
+    assert!(page.contains("<style>"), "{page}");
+    for external in ["<script", "<link", "src=", "@import", "url("] {
+        assert!(!page.contains(external), "{external} in {page}");
+    }
+}
+
+fn title_and_heading_show_the_decoded_path(mode: Mode) {
+    let root = Docroot::new();
+    root.file("with space/<b> & ü/x.txt", "x");
+    let server = listing_server(mode, &root);
+    let page = get_listing(&server, "/with%20space/%3Cb%3E%20&%20%C3%BC/").body_str();
+    let shown = "Index of /with space/&lt;b&gt; &amp; ü/";
+    assert!(page.contains(&format!("<title>{shown}</title>")), "{page}");
+    assert!(page.contains(&format!("<h1>{shown}</h1>")), "{page}");
 }
 
 fn hidden_entries_are_not_listed(mode: Mode) {
@@ -219,7 +258,7 @@ fn root_listing_has_no_parent_link(mode: Mode) {
     let server = listing_server(mode, &root);
     let page = get_listing(&server, "/").body_str();
     assert!(page.contains("<title>Index of /</title>"), "{page}");
-    let hrefs: Vec<String> = anchors(&page).into_iter().map(|(h, _)| h).collect();
+    let hrefs: Vec<String> = entry_anchors(&page).into_iter().map(|(h, _)| h).collect();
     assert_eq!(hrefs, ["top.txt"], "{page}");
 }
 
@@ -312,6 +351,202 @@ fn directory_without_slash_still_redirects(mode: Mode) {
     assert_eq!(resp.header("location"), Some("/d/"));
 }
 
+// --- Awkward names --------------------------------------------------------------------
+
+/// Names that break naive links: URL delimiters, escapes, a leading dash, a colon
+/// (a scheme?), markup characters and non-ASCII.
+const AWKWARD: [&str; 9] = [
+    "with space.txt",
+    "hash#tag.txt",
+    "what?.txt",
+    "100%.txt",
+    "-rf",
+    "a:b.txt",
+    "<i>&\"'.txt",
+    "naïve café.txt",
+    "日本.txt",
+];
+
+fn every_link_reaches_its_file(mode: Mode) {
+    let root = Docroot::new();
+    for (i, name) in AWKWARD.iter().enumerate() {
+        root.file(&format!("odd/{name}"), format!("file {i}"));
+    }
+    root.file("odd/dir #2/inner.txt", "inner");
+    let server = listing_server(mode, &root);
+    let page = get_listing(&server, "/odd/?sort=date&order=desc").body_str();
+    let links = entry_anchors(&page);
+    for (i, name) in AWKWARD.iter().enumerate() {
+        let (href, _) = links
+            .iter()
+            .find(|(_, text)| html_unescape(text) == *name)
+            .unwrap_or_else(|| panic!("no link for {name:?}: {page}"));
+        // A relative reference, resolved against the listing's URL (the query drops).
+        let href = html_unescape(href);
+        assert!(!href.contains(['#', '?', ' ', '<', '"']), "{href:?}");
+        let resp = server.get(&format!("/odd/{href}"));
+        assert_eq!(resp.status, 200, "{name:?} via {href:?}: {resp:#?}");
+        assert_eq!(resp.body_str(), format!("file {i}"), "{name:?}");
+    }
+    let (dir_href, _) = links
+        .iter()
+        .find(|(_, text)| text == "dir #2/")
+        .unwrap_or_else(|| panic!("no link for the directory: {page}"));
+    assert_eq!(dir_href, "dir%20%232/");
+    assert_eq!(get_listing(&server, "/odd/dir%20%232/").status, 200);
+}
+
+// --- Sorting by query --------------------------------------------------------------
+
+fn entry_texts(page: &str) -> Vec<String> {
+    entry_anchors(page)
+        .into_iter()
+        .map(|(_, text)| html_unescape(&text))
+        .filter(|t| t != "../")
+        .collect()
+}
+
+fn html_listing_sorts_by_the_query(mode: Mode) {
+    let root = site();
+    let server = listing_server(mode, &root);
+    let order = |query: &str| entry_texts(&get_listing(&server, &format!("/d/{query}")).body_str());
+    // Sizes: b.txt 3, FUNNY 6, Z.txt 7; b.txt is the newest, the others (and the two
+    // directories) tie by date, and ties go by name.
+    // Directories come first whatever the order.
+    assert_eq!(
+        order("?sort=size&order=asc"),
+        ["abc/", "sub/", "b.txt", FUNNY, "Z.txt"]
+    );
+    assert_eq!(
+        order("?sort=size&order=desc"),
+        ["abc/", "sub/", "Z.txt", FUNNY, "b.txt"]
+    );
+    assert_eq!(
+        order("?sort=date&order=desc"),
+        ["abc/", "sub/", "b.txt", "Z.txt", FUNNY]
+    );
+    assert_eq!(
+        order("?sort=name&order=desc"),
+        ["sub/", "abc/", "b.txt", FUNNY, "Z.txt"]
+    );
+    assert_eq!(order("?order=asc&sort=size"), order("?sort=size"));
+}
+
+fn column_headings_are_links_that_toggle_the_order(mode: Mode) {
+    let root = site();
+    let server = listing_server(mode, &root);
+    let heading_links = |path: &str| -> Vec<String> {
+        let page = get_listing(&server, path).body_str();
+        let thead = &page[page.find("<thead>").unwrap()..page.find("</thead>").unwrap()];
+        anchors(thead)
+            .into_iter()
+            .map(|(href, _)| html_unescape(&href))
+            .collect()
+    };
+    assert_eq!(
+        heading_links("/d/"),
+        [
+            "?sort=name&order=desc",
+            "?sort=size&order=asc",
+            "?sort=date&order=asc"
+        ]
+    );
+    assert_eq!(
+        heading_links("/d/?sort=size&order=asc"),
+        [
+            "?sort=name&order=asc",
+            "?sort=size&order=desc",
+            "?sort=date&order=asc"
+        ]
+    );
+    assert_eq!(
+        heading_links("/d/?sort=size&order=desc")[1],
+        "?sort=size&order=asc"
+    );
+}
+
+fn invalid_sort_values_fall_back_to_name_ascending(mode: Mode) {
+    let root = site();
+    let server = listing_server(mode, &root);
+    let plain = get_listing(&server, "/d/");
+    for query in [
+        "?sort=bogus&order=sideways",
+        "?sort=",
+        "?order=",
+        "?sort=SIZE",
+        "?sort=name&order=asc",
+        "?x=1",
+        "?",
+        "?sort=size%00&order=%ZZ",
+    ] {
+        let resp = get_listing(&server, &format!("/d/{query}"));
+        assert_eq!(resp.body, plain.body, "{query}");
+        assert_eq!(resp.header("etag"), plain.header("etag"), "{query}");
+    }
+}
+
+fn json_listing_honours_the_sort(mode: Mode) {
+    let root = site();
+    let server = listing_server(mode, &root);
+    let names = |path: &str| -> Vec<String> {
+        let text = get_json(&server, path);
+        json::parse(&text)
+            .get("entries")
+            .as_array()
+            .iter()
+            .map(|e| e.get("name").as_str().to_string())
+            .collect()
+    };
+    assert_eq!(
+        names("/d/?sort=size&order=desc"),
+        ["abc", "sub", "Z.txt", FUNNY, "b.txt"]
+    );
+    assert_eq!(
+        names("/d/?sort=date&order=desc"),
+        ["abc", "sub", "b.txt", "Z.txt", FUNNY]
+    );
+    assert_eq!(names("/d/?sort=nonsense"), names("/d/"));
+}
+
+fn each_order_has_its_own_etag(mode: Mode) {
+    let root = site();
+    let server = listing_server(mode, &root);
+    let plain = get_listing(&server, "/d/");
+    let by_size = get_listing(&server, "/d/?sort=size&order=desc");
+    let plain_etag = plain.header("etag").unwrap();
+    let size_etag = by_size.header("etag").unwrap();
+    assert_ne!(plain_etag, size_etag);
+    assert_eq!(
+        by_size.header("last-modified"),
+        plain.header("last-modified")
+    );
+    assert!(by_size.header("vary").unwrap().contains("Accept"));
+    let again = server.request(
+        "GET",
+        "/d/?sort=size&order=desc",
+        &[("if-none-match", size_etag)],
+    );
+    assert_eq!(again.status, 304, "{again:#?}");
+    assert_eq!(again.header("etag"), Some(size_etag));
+    // The sorted ETag does not validate the unsorted page, nor the reverse.
+    let other = server.request("GET", "/d/", &[("if-none-match", size_etag)]);
+    assert_eq!(other.status, 200, "{other:#?}");
+    assert_eq!(other.body, plain.body);
+    let other = server.request(
+        "GET",
+        "/d/?sort=size&order=desc",
+        &[("if-none-match", plain_etag)],
+    );
+    assert_eq!(other.status, 200, "{other:#?}");
+    let head = server.request("HEAD", "/d/?sort=size&order=desc", &[]);
+    assert!(head.body.is_empty());
+    assert_eq!(head.header("etag"), Some(size_etag));
+    assert_eq!(
+        head.header("content-length"),
+        by_size.header("content-length")
+    );
+}
+
 // --- JSON ---------------------------------------------------------------------------
 
 fn get_json(server: &Server, path: &str) -> String {
@@ -361,8 +596,8 @@ fn json_listing_has_sizes_and_unix_mtimes(mode: Mode) {
         entry("Z.txt").get("modified").as_u64(),
         unix_secs(rfc_example_time())
     );
-    // Directories have a size too (whatever the file system says).
-    entry("sub").get("size").as_u64();
+    // A directory's st_size says nothing about its contents.
+    assert_eq!(entry("sub").get("size"), &json::Value::Null);
 }
 
 fn json_is_chosen_only_when_preferred_to_html(mode: Mode) {
@@ -613,6 +848,14 @@ both_modes!(
     html_listing_escapes_names_and_encodes_hrefs,
     html_listing_links_directories_with_a_slash,
     html_listing_shows_sizes_and_dates,
+    html_listing_fits_phones_and_needs_nothing_else,
+    title_and_heading_show_the_decoded_path,
+    every_link_reaches_its_file,
+    html_listing_sorts_by_the_query,
+    column_headings_are_links_that_toggle_the_order,
+    invalid_sort_values_fall_back_to_name_ascending,
+    json_listing_honours_the_sort,
+    each_order_has_its_own_etag,
     hidden_entries_are_not_listed,
     root_listing_has_no_parent_link,
     listing_has_vary_strong_etag_and_newest_last_modified,

@@ -130,6 +130,14 @@ pub fn prefers_json(accept: Option<&str>) -> bool {
     }
 }
 
+/// Whether Accept names text/html itself with q > 0. Browsers do; a bare
+/// `*/*` (curl) or `text/*` does not count.
+pub fn lists_html(accept: Option<&str>) -> bool {
+    accept.is_some_and(|header| {
+        weighted(header).any(|(t, q)| t.eq_ignore_ascii_case("text/html") && q > 0)
+    })
+}
+
 /// `a;q=0.5, b` -> ("a", 500), ("b", 1000): tokens as sent (compare them
 /// ignoring case), q-values in thousandths (RFC 9110 §12.4.2). An
 /// unparsable q counts as 0.
@@ -224,5 +232,17 @@ mod tests {
         assert!(!prefers_json(Some("text/html,application/json;q=0.9")));
         assert!(!prefers_json(Some("*/*")));
         assert!(!prefers_json(None));
+    }
+
+    #[test]
+    fn html_only_when_listed() {
+        let firefox = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
+        assert!(lists_html(Some(firefox)));
+        assert!(lists_html(Some("TEXT/HTML;q=0.1")));
+        assert!(!lists_html(Some("*/*")));
+        assert!(!lists_html(Some("text/*")));
+        assert!(!lists_html(Some("text/html;q=0, */*")));
+        assert!(!lists_html(Some("application/json")));
+        assert!(!lists_html(None));
     }
 }

@@ -148,7 +148,8 @@ fn normalise(raw_path: &[u8]) -> Result<(Vec<u8>, bool), PathError> {
     Ok((parts.join(&b'/'), trailing_slash))
 }
 
-fn percent_decode(input: &[u8]) -> Option<Vec<u8>> {
+/// Decodes every %-escape; None if one is malformed.
+pub fn percent_decode(input: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(input.len());
     let mut i = 0;
     while i < input.len() {
