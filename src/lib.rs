@@ -4,6 +4,7 @@
 //! `http` and `site` decide; `respond` is where decisions meet; `session`
 //! drives one connection without I/O; `serve` holds the transports.
 
+pub mod calendar;
 pub mod cgi;
 pub mod config;
 pub mod http;

@@ -12,8 +12,9 @@ use std::io::{self, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
+use crate::calendar::Utc;
 use crate::config::LogFormat;
 use crate::http::parse::Request;
 use crate::pool::{self, FreeList};
@@ -230,32 +231,17 @@ fn clf_time(out: &mut String, t: SystemTime) -> fmt::Result {
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
-    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
-    let rem = secs % 86_400;
+    let u = Utc::of(t);
     write!(
         out,
-        "{d:02}/{}/{y}:{:02}:{:02}:{:02} +0000",
-        MONTHS[(m - 1) as usize],
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
+        "{:02}/{}/{}:{:02}:{:02}:{:02} +0000",
+        u.day,
+        MONTHS[(u.month - 1) as usize],
+        u.year,
+        u.hour,
+        u.minute,
+        u.second
     )
-}
-
-/// Days since 1970-01-01 to (year, month, day), after Howard Hinnant's
-/// `civil_from_days`.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 /// Where access-log lines go: stderr unless `--log-file` names a file.
@@ -316,7 +302,7 @@ pub fn diagnostic(line: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use std::time::{Duration, UNIX_EPOCH};
 
     fn t() -> SystemTime {
         UNIX_EPOCH + Duration::from_secs(971_186_136) // 2000-10-10 13:55:36 UTC
@@ -431,8 +417,6 @@ mod tests {
 
     #[test]
     fn dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
         let mut s = String::new();
         clf_time(&mut s, UNIX_EPOCH).unwrap();
         assert_eq!(s, "01/Jan/1970:00:00:00 +0000");

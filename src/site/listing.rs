@@ -9,6 +9,7 @@ use std::os::fd::AsFd;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::path::{percent_decode, percent_encode_path};
+use crate::calendar::Utc;
 use crate::page::{self, escape_html};
 
 pub struct Entry {
@@ -336,31 +337,13 @@ pub fn human_size(bytes: u64) -> String {
     }
 }
 
-/// A time as UTC calendar fields. File times before 1970 show as 1970.
-struct Utc {
-    year: u64,
-    month: u32,
-    day: u32,
-    hour: u64,
-    minute: u64,
-    second: u64,
+/// How a listing writes a file time (UTC, so every reader sees the same).
+trait ListingTime {
+    fn minutes(&self) -> String;
+    fn rfc3339(&self) -> String;
 }
 
-impl Utc {
-    fn of(t: SystemTime) -> Utc {
-        let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        let (year, month, day) = civil_from_days(secs / 86_400);
-        let in_day = secs % 86_400;
-        Utc {
-            year,
-            month,
-            day,
-            hour: in_day / 3600,
-            minute: in_day / 60 % 60,
-            second: in_day % 60,
-        }
-    }
-
+impl ListingTime for Utc {
     /// `2026-11-30 18:32`: sorts as text, reads the same everywhere.
     fn minutes(&self) -> String {
         let Utc {
@@ -386,21 +369,6 @@ impl Utc {
         } = self;
         format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z")
     }
-}
-
-/// Days since 1970-01-01 -> (year, month, day) in the Gregorian calendar:
-/// Howard Hinnant's `civil_from_days`, restricted to days after the epoch.
-fn civil_from_days(days: u64) -> (u64, u32, u32) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (year, month, day)
 }
 
 /// The listing for programs: `{"path":...,"entries":[{"name","type","size","modified"}]}`,
