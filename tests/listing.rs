@@ -577,6 +577,35 @@ fn json_listing_has_path_and_entries_in_order(mode: Mode) {
     );
 }
 
+/// A symlink is listed as serving would find it: one that stays inside the
+/// root shows its target's size; one that leads out (which would be 404)
+/// is left out, so no size or date of a file outside the root shows.
+fn symlinks_out_of_the_root_are_not_listed(mode: Mode) {
+    let outside = Docroot::new();
+    let secret = outside.file("secret.txt", "0123456789 outside the root");
+    let root = Docroot::new();
+    root.file("d/real.txt", "inside");
+    root.file("other/far.txt", "farther inside");
+    root.symlink("d/near", "real.txt");
+    root.symlink("d/far", "../other/far.txt");
+    root.symlink("d/out", &secret);
+    root.symlink("d/up", "../../../../../../../../etc/hostname");
+    let server = listing_server(mode, &root);
+    let text = get_json(&server, "/d/");
+    let doc = json::parse(&text);
+    let entries = doc.get("entries").as_array();
+    let listed: Vec<(&str, u64)> = entries
+        .iter()
+        .map(|e| (e.get("name").as_str(), e.get("size").as_u64()))
+        .collect();
+    assert_eq!(
+        listed,
+        [("far", 14), ("near", 6), ("real.txt", 6)],
+        "{text}"
+    );
+    assert_eq!(server.get("/d/out").status, 404);
+}
+
 fn json_listing_has_sizes_and_unix_mtimes(mode: Mode) {
     let root = site();
     let server = listing_server(mode, &root);
@@ -843,6 +872,7 @@ mod json {
 }
 
 both_modes!(
+    symlinks_out_of_the_root_are_not_listed,
     html_listing_is_an_html5_page_with_title,
     html_listing_has_dirs_first_then_files_sorted,
     html_listing_escapes_names_and_encodes_hrefs,

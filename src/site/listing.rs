@@ -2,15 +2,17 @@
 //! rendering them as HTML5 or JSON.
 
 use std::cmp::Ordering;
+use std::ffi::CStr;
 use std::fmt::Write;
 use std::fs::File;
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::path::{percent_decode, percent_encode_path};
 use crate::calendar::Utc;
 use crate::page::{self, escape_html};
+use crate::sys;
 
 pub struct Entry {
     pub name: Vec<u8>,
@@ -106,10 +108,12 @@ fn param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
-/// Reads a directory's visible entries, by name. Hidden names are left out,
-/// and so are entries that cannot be inspected (dangling or redirecting
-/// symlinks).
-pub fn read(dir: &File, url_path: String) -> io::Result<Listing> {
+/// Reads a directory's visible entries, by name. `dir` is the directory
+/// `rel` (empty, or ending in `/`) beneath the site's `root`. Hidden names
+/// are left out, and so are entries that could not be served: dangling or
+/// redirecting symlinks, and symlinks that lead out of the root, whose
+/// target's size and date are nobody's business.
+pub fn read(dir: &File, root: BorrowedFd<'_>, rel: &[u8], url_path: String) -> io::Result<Listing> {
     let mut modified = dir.metadata()?.modified().unwrap_or(UNIX_EPOCH);
     let mut entries = Vec::new();
     for item in rustix::fs::Dir::read_from(dir.as_fd())? {
@@ -118,9 +122,7 @@ pub fn read(dir: &File, url_path: String) -> io::Result<Listing> {
         if name.starts_with(b".") {
             continue;
         }
-        let Ok(st) =
-            rustix::fs::statat(dir.as_fd(), item.file_name(), rustix::fs::AtFlags::empty())
-        else {
+        let Some(st) = entry_status(dir, root, rel, item.file_name()) else {
             continue;
         };
         let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
@@ -143,6 +145,26 @@ pub fn read(dir: &File, url_path: String) -> io::Result<Listing> {
         modified,
     };
     Ok(listing.sorted(Sort::default()))
+}
+
+/// What the entry `name` of `dir` is, as serving would find it: a symlink
+/// is followed only as far as it stays beneath the root. None: not there,
+/// or not to be shown.
+fn entry_status(
+    dir: &File,
+    root: BorrowedFd<'_>,
+    rel: &[u8],
+    name: &CStr,
+) -> Option<rustix::fs::Stat> {
+    use rustix::fs::{statat, AtFlags, FileType};
+    let st = statat(dir.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::Symlink {
+        return Some(st);
+    }
+    // Rare enough that building the path costs nothing that matters.
+    let mut path = rel.to_vec();
+    path.extend_from_slice(name.to_bytes());
+    sys::stat_beneath(root, &path).ok()
 }
 
 impl Listing {

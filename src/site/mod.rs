@@ -310,7 +310,8 @@ impl Site {
             return Err(SiteError::NotFound);
         }
         let url = q.path.directory_url_without_query();
-        listing::read(&file, url)
+        rel.truncate(dir_len);
+        listing::read(&file, dir, &rel, url)
             .map(Resource::Listing)
             .map_err(SiteError::from_io)
     }
