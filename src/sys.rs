@@ -45,6 +45,15 @@ pub fn open_dir_beneath(dir: BorrowedFd<'_>, rel: &[u8]) -> io::Result<OwnedFd> 
     )?)
 }
 
+/// The status of what `rel` leads to beneath `dir`, following symlinks only
+/// as far as they stay beneath it (as `open_beneath` does).
+pub fn stat_beneath(dir: BorrowedFd<'_>, rel: &[u8]) -> io::Result<rustix::fs::Stat> {
+    let flags = OFlags::PATH | OFlags::CLOEXEC;
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+    let fd = rustix::fs::openat2(dir, rel, flags, Mode::empty(), resolve)?;
+    Ok(rustix::fs::fstat(&fd)?)
+}
+
 /// The target of the symlink `name` in `dir` (EINVAL when it is no symlink).
 pub fn read_link(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<Vec<u8>> {
     let target = rustix::fs::readlinkat(dir, name, Vec::new())?;
@@ -172,6 +181,29 @@ extern "C" fn on_stop_signal(_: libc::c_int) {
         let saved = *errno;
         libc::write(fd, [1u8].as_ptr().cast(), 1);
         *errno = saved;
+    }
+}
+
+/// Starts a helper thread with SIGTERM and SIGINT blocked in it (a thread
+/// inherits its creator's signal mask): a stop signal must land on the
+/// serving thread, whose blocking write it interrupts, not on a thread
+/// that merely copies a script's stderr.
+pub fn spawn_helper<F>(name: &str, f: F) -> io::Result<std::thread::JoinHandle<()>>
+where
+    F: FnOnce() + Send + 'static,
+{
+    // SAFETY: the sets are initialised by sigemptyset before use, and
+    // pthread_sigmask only changes this thread's mask, restored below.
+    unsafe {
+        let mut block: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut block);
+        libc::sigaddset(&mut block, libc::SIGTERM);
+        libc::sigaddset(&mut block, libc::SIGINT);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old);
+        let spawned = std::thread::Builder::new().name(name.to_string()).spawn(f);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        spawned
     }
 }
 

@@ -112,12 +112,10 @@ pub fn spawn(p: &CgiParams, timeout: Duration, permit: Permit) -> io::Result<Scr
     if let Some(stderr) = stderr {
         let name = p.script_name.to_string();
         let forwarding = Forwarding::start();
-        std::thread::Builder::new()
-            .name("cgi-stderr".to_string())
-            .spawn(move || {
-                forward_stderr(&name, stderr, io::stderr());
-                drop(forwarding);
-            })?;
+        crate::sys::spawn_helper("cgi-stderr", move || {
+            forward_stderr(&name, stderr, io::stderr());
+            drop(forwarding);
+        })?;
     }
     Ok(script)
 }
@@ -202,10 +200,7 @@ impl Drop for Script {
             {}
             drop(permit);
         };
-        let handed_off = std::thread::Builder::new()
-            .name("cgi-reaper".to_string())
-            .spawn(reaper)
-            .is_ok();
+        let handed_off = crate::sys::spawn_helper("cgi-reaper", reaper).is_ok();
         if !handed_off {
             // No thread to be had: blocking here beats leaving a zombie.
             let _ = self.child.wait();

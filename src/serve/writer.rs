@@ -257,11 +257,14 @@ pub fn send_blocking(
     send_timeout: Duration,
 ) -> io::Result<()> {
     while !writer.is_done() {
+        // Checked before every write, not only when one is interrupted: a
+        // stop that came between two writes, or to a client that never
+        // fills the socket, must end the response too.
+        if sys::stop_requested() {
+            return Err(io::ErrorKind::Interrupted.into());
+        }
         match writer.write_some(fd) {
             Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted && sys::stop_requested() => {
-                return Err(e)
-            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             // Blocking sockets report a send timeout (SO_SNDTIMEO) as
             // WouldBlock; a non-blocking descriptor says the same when full.
