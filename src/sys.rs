@@ -249,17 +249,22 @@ pub fn is_unix_socket(fd: BorrowedFd<'_>) -> bool {
 }
 
 /// A listening Unix-domain stream socket at `path`, with permissions
-/// `mode`. The mode is set before listen(2), while connecting is still
-/// refused: nobody gets in under the bits the umask left.
+/// `mode`. The file is made with that mode by bind(2) itself, under a umask
+/// set for the purpose: a chmod by path afterwards would follow a symlink
+/// that someone with write access to the directory swapped in meanwhile.
+/// The umask is the process's, so this runs at start-up, before any thread.
 pub fn unix_listener(path: &Path, mode: u32) -> io::Result<UnixListener> {
     use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
     let addr = SocketAddrUnix::new(path)?;
     let flags = SocketFlags::CLOEXEC | SocketFlags::NONBLOCK;
     let fd = rustix::net::socket_with(AddressFamily::UNIX, SocketType::STREAM, flags, None)?;
-    rustix::net::bind(&fd, &addr)?;
-    let listening = rustix::fs::chmod(path, Mode::from_raw_mode(mode))
-        .and_then(|()| rustix::net::listen(&fd, 4096));
-    if let Err(e) = listening {
+    // A socket file starts from 0777; the umask takes away the rest.
+    let mask = Mode::from_raw_mode(!mode & 0o777);
+    let previous = rustix::process::umask(mask);
+    let bound = rustix::net::bind(&fd, &addr);
+    rustix::process::umask(previous);
+    bound?;
+    if let Err(e) = rustix::net::listen(&fd, 4096) {
         let _ = std::fs::remove_file(path);
         return Err(e.into());
     }
