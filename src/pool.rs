@@ -1,13 +1,13 @@
 //! Per-thread free lists of the buffers one request needs: response heads,
-//! body chunk lists, access-log lines and read buffers.
+//! access-log lines and read buffers here; the modules that own other
+//! kinds (body chunk lists, log size fields) keep their lists beside them,
+//! so this module depends on nothing above it.
 //!
 //! A buffer goes back to its list when the thing holding it is dropped, so
 //! once a thread is warm, serving a cached file allocates nothing, and a
 //! connection that is idle holds none of them.
 
 use std::cell::RefCell;
-
-use crate::http::response::Chunk;
 
 /// Buffers kept per thread and kind; more are freed.
 const KEEP: usize = 64;
@@ -79,8 +79,6 @@ impl<T: Reusable> FreeList<T> {
 thread_local! {
     /// Response heads (and small bodies riding with them).
     pub static HEADS: FreeList<Vec<u8>> = const { FreeList::new() };
-    /// Lists of body chunks.
-    pub static BODIES: FreeList<Vec<Chunk>> = const { FreeList::new() };
     /// Access-log lines.
     pub static LINES: FreeList<String> = const { FreeList::new() };
     /// Read buffers of connections with something to read.

@@ -10,7 +10,7 @@ use crate::cgi::{self, CgiHead};
 use crate::http::conditional::{self, Precondition, Validators};
 use crate::http::parse::{BodyFraming, Method, ParseError, Request};
 use crate::http::range::{self, ByteRange, RangeOutcome};
-use crate::http::response::{Chunk, HeadBuilder, Persistence, Status};
+use crate::http::response::{self, Chunk, HeadBuilder, Persistence, Status};
 use crate::page;
 use crate::pool;
 use crate::site::file::{FileSet, Source};
@@ -46,13 +46,13 @@ impl Response {
 impl Drop for Response {
     fn drop(&mut self) {
         pool::give(&pool::HEADS, std::mem::take(&mut self.head));
-        pool::give(&pool::BODIES, std::mem::take(&mut self.body));
+        pool::give(&response::BODIES, std::mem::take(&mut self.body));
     }
 }
 
 /// A body of one chunk, in a list from the free list.
 fn one_chunk(chunk: Chunk) -> Vec<Chunk> {
-    let mut body = pool::take(&pool::BODIES);
+    let mut body = pool::take(&response::BODIES);
     body.push(chunk);
     body
 }
@@ -527,7 +527,7 @@ impl Reply {
     /// A response with a body, which HEAD leaves off.
     fn with_body(&self, status: Status, h: HeadBuilder, body: Vec<Chunk>, len: u64) -> Response {
         if self.head_only {
-            pool::give(&pool::BODIES, body);
+            pool::give(&response::BODIES, body);
             self.build(status, h, Vec::new(), 0)
         } else {
             self.build(status, h, body, len)

@@ -4,6 +4,8 @@
 use std::cell::RefCell;
 use std::fs::File;
 use std::sync::Arc;
+
+use crate::pool::FreeList;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A piece of a response body.
@@ -20,6 +22,12 @@ pub enum Chunk {
         offset: u64,
         len: u64,
     },
+}
+
+thread_local! {
+    /// Lists of body chunks, reused through the thread's free list (here,
+    /// beside `Chunk`, so that `pool` knows nothing of responses).
+    pub static BODIES: FreeList<Vec<Chunk>> = const { FreeList::new() };
 }
 
 impl Chunk {
