@@ -20,7 +20,7 @@ use tokio::time::Sleep;
 
 use super::cgi_exchange::{self, ClientIo};
 use super::linger_deadline;
-use super::listen::Listener;
+use super::listen::{Listener, UNIX_CLIENT};
 use super::writer::ResponseWriter;
 use crate::config::Config;
 use crate::log;
@@ -284,11 +284,9 @@ impl Accept for TcpListener {
 impl Accept for UnixListener {
     type Stream = UnixStream;
 
-    /// The client is a proxy on this host; the log says `unix:`, as
-    /// nginx's `$remote_addr` does.
     async fn next(&self) -> io::Result<(UnixStream, String)> {
         let (stream, _) = self.accept().await?;
-        Ok((stream, "unix:".to_string()))
+        Ok((stream, UNIX_CLIENT.to_string()))
     }
 }
 

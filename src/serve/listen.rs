@@ -12,6 +12,10 @@ use crate::config::{Bind, Config};
 use crate::site::describe;
 use crate::sys;
 
+/// How the access log names a client that came over a Unix socket (a
+/// proxy on this host), as nginx's `$remote_addr` does.
+pub(crate) const UNIX_CLIENT: &str = "unix:";
+
 /// One listening socket.
 pub enum Listener {
     Tcp(std::net::TcpListener),

@@ -29,7 +29,7 @@ use tokio_uring::{BufResult, OneshotOutputTransform, UnsubmittedOneshot};
 
 use super::event_loop::{self, Shared, READ_CHUNK};
 use super::linger_deadline;
-use super::listen::Listener;
+use super::listen::{Listener, UNIX_CLIENT};
 use crate::config::Config;
 use crate::http::response::Chunk;
 use crate::pool;
@@ -143,13 +143,11 @@ impl Accept for TcpListener {
 impl Accept for UnixListener {
     type Stream = UnixStream;
 
-    /// The client is a proxy on this host; the log says `unix:`, as
-    /// nginx's `$remote_addr` does.
     async fn next(listener: &Rc<Self>) -> io::Result<(UnixStream, String)> {
         let fd = accept_unix(Rc::clone(listener)).await?;
         // SAFETY: accept(2) made the descriptor for this stream alone.
         let stream = unsafe { UnixStream::from_raw_fd(fd.into_raw_fd()) };
-        Ok((stream, "unix:".to_string()))
+        Ok((stream, UNIX_CLIENT.to_string()))
     }
 }
 
