@@ -250,7 +250,8 @@ fn write_mapped(
 
 /// Writes a whole response, waiting with poll(2) whenever the descriptor is
 /// full. A client that accepts nothing for `send_timeout` is given up on,
-/// and so is every client once inetd mode is asked to stop (`sys::wait`).
+/// and so is every client once inetd mode is asked to stop
+/// (`sys::stop_requested`, checked before each write and polled by `sys::wait`).
 pub fn send_blocking(
     fd: BorrowedFd<'_>,
     writer: &mut ResponseWriter<'_>,
