@@ -108,6 +108,28 @@ fn announce(line: &str) {
         .write_all(format!("{line}\n").as_bytes());
 }
 
+/// `openssl` arguments that make a private key `{key}` in each format staticd reads.
+const P256_PKCS8: &[&str] = &[
+    "genpkey",
+    "-algorithm",
+    "EC",
+    "-pkeyopt",
+    "ec_paramgen_curve:P-256",
+    "-out",
+    "{key}",
+];
+const P384_SEC1: &[&str] = &[
+    "ecparam",
+    "-name",
+    "secp384r1",
+    "-genkey",
+    "-noout",
+    "-out",
+    "{key}",
+];
+const RSA_PKCS1: &[&str] = &["genrsa", "-traditional", "-out", "{key}", "2048"];
+const ED25519_PKCS8: &[&str] = &["genpkey", "-algorithm", "ed25519", "-out", "{key}"];
+
 /// A throw-away PKI: an ECDSA P-256 CA, and leaf certificates it signs.
 struct Pki {
     openssl: PathBuf,
@@ -166,9 +188,15 @@ impl Pki {
         self.leaf("localhost", "DNS:localhost,IP:127.0.0.1")
     }
 
-    /// A leaf with CN `cn` and the subjectAltNames `sans` (`DNS:a.test,IP:...`), written
-    /// as `<cn>.pem` and `<cn>.key` (a `*` in `cn` becomes `_`).
+    /// A leaf with CN `cn` and the subjectAltNames `sans` (`DNS:a.test,IP:...`) and a
+    /// P-256 key (PKCS#8), written as `<cn>.pem` and `<cn>.key` (a `*` in `cn` becomes
+    /// `_`).
     fn leaf(&self, cn: &str, sans: &str) -> Leaf {
+        self.leaf_with_key(cn, sans, P256_PKCS8)
+    }
+
+    /// As `leaf`, with the key made by `openssl KEYGEN...` (`{key}` is the key file).
+    fn leaf_with_key(&self, cn: &str, sans: &str, keygen: &[&str]) -> Leaf {
         let base = cn.replace('*', "_");
         let (csr, ext) = (format!("{base}.csr"), format!("{base}.ext"));
         let leaf = Leaf {
@@ -188,16 +216,17 @@ impl Pki {
             ),
         )
         .unwrap();
+        let key = leaf.key.to_str().unwrap();
+        let keygen: Vec<&str> = keygen
+            .iter()
+            .map(|a| if *a == "{key}" { key } else { a })
+            .collect();
+        self.openssl(&keygen);
         self.openssl(&[
             "req",
             "-new",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            leaf.key.to_str().unwrap(),
+            "-key",
+            key,
             "-out",
             &csr,
             "-subj",
@@ -482,7 +511,66 @@ fn curl_https_keep_alive_reuses_the_connection(mode: Mode) {
     }
 }
 
+/// Cleartext HTTP to the TLS port gets a cleartext 400 that says to use HTTPS.
+fn curl_http_to_the_tls_port_is_told_to_use_https(mode: Mode) {
+    let Some((openssl, curl_bin)) = tools("curl", "curl") else {
+        return;
+    };
+    let pki = Pki::new(openssl);
+    let root = site();
+    let server = tls_server(mode, &root, &pki.localhost(), &[]);
+    let url = format!("http://localhost:{}/a.txt", server.addr().port());
+    let (body, trace) = curl(&curl_bin, &pki.ca(), server.addr(), &[&url]);
+    assert_trace(&trace, &["< HTTP/1.1 400", "< connection: close"]);
+    let body = String::from_utf8_lossy(&body);
+    assert!(body.contains("HTTPS"), "body does not say HTTPS: {body:?}");
+}
+
+/// `--redirect-http`: curl -L goes from the cleartext port to the TLS one and gets the
+/// file, with the HSTS header on it.
+#[test]
+fn curl_follows_redirect_http_to_https() {
+    let Some((openssl, curl_bin)) = tools("curl", "curl") else {
+        return;
+    };
+    let pki = Pki::new(openssl);
+    let root = site();
+    let http_port = free_port().to_string();
+    let server = tls_server(
+        Mode::Standalone,
+        &root,
+        &pki.localhost(),
+        &[
+            OsStr::new("--redirect-http"),
+            OsStr::new(&http_port),
+            OsStr::new("--hsts"),
+            OsStr::new("600"),
+        ],
+    );
+    let announced = format!("staticd: redirecting to https on 127.0.0.1:{http_port}");
+    server.stderr().wait_line(|l| l == announced);
+    let tls_port = server.addr().port();
+    let (body, trace) = curl(
+        &curl_bin,
+        &pki.ca(),
+        server.addr(),
+        &["-L", &format!("http://localhost:{http_port}/a.txt?x=1")],
+    );
+    assert_eq!(body, b"alpha\n");
+    assert_trace(
+        &trace,
+        &[
+            "< HTTP/1.1 308",
+            &format!("< location: https://localhost:{tls_port}/a.txt?x=1"),
+            "SSL certificate verify ok",
+            "< HTTP/1.1 200",
+            "< strict-transport-security: max-age=600",
+        ],
+    );
+}
+
 both_modes!(
+    curl_http_to_the_tls_port_is_told_to_use_https,
     curl_https_get_verifies_the_certificate,
     curl_https_head_then_get_on_one_connection,
     curl_https_ranges,
@@ -724,6 +812,18 @@ fn s_client_tls13_and_tls12_with_aead_suites(mode: Mode) {
             h.show()
         );
     }
+    // Key exchange on each group a client may insist on.
+    for group in ["X25519", "P-256", "P-384"] {
+        let h = hs(&["-groups", group]);
+        h.assert_served();
+        assert!(
+            h.run
+                .stdout
+                .contains(&format!("Server Temp Key: {}", temp_key_name(group))),
+            "{group}: {}",
+            h.show()
+        );
+    }
     // The server's pick when the client offers everything it has.
     let h = hs(&["-tls1_2"]);
     h.assert_served();
@@ -887,13 +987,110 @@ fn s_client_sni_picks_the_certificate(mode: Mode) {
     }
 }
 
+/// How s_client names a key-exchange group on its `Server Temp Key:` line.
+fn temp_key_name(group: &str) -> &str {
+    match group {
+        "P-256" => "ECDH, prime256v1",
+        "P-384" => "ECDH, secp384r1",
+        other => other,
+    }
+}
+
+fn s_client_pipelined_requests(mode: Mode) {
+    let Some(openssl) = tool("openssl", "openssl") else {
+        return;
+    };
+    let pki = Pki::new(openssl.clone());
+    let root = site();
+    let server = tls_server(mode, &root, &pki.localhost(), &[]);
+    // Three requests in one write: TLS records carry them together, the answers come in
+    // order, and the last one's Connection: close ends the connection (and s_client).
+    let run = run_bounded(
+        Command::new(&openssl)
+            .args(["s_client", "-quiet", "-ign_eof", "-verify_return_error"])
+            .args(["-connect", &server.addr().to_string(), "-CAfile"])
+            .arg(pki.ca())
+            .args(localhost_args(&[])),
+        b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\n\r\n\
+          HEAD /b.txt HTTP/1.1\r\nHost: localhost\r\n\r\n\
+          GET /b.txt HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+        TOOL_TIMEOUT,
+    );
+    let responses = parse_responses(&run.raw_stdout, &["GET", "HEAD", "GET"]);
+    let got: Vec<(u16, &[u8])> = responses
+        .iter()
+        .map(|r| (r.status, r.body.as_slice()))
+        .collect();
+    assert_eq!(
+        got,
+        [(200, &b"alpha\n"[..]), (200, b""), (200, b"bravo bravo\n")],
+        "{}",
+        run.describe("openssl s_client")
+    );
+    assert!(responses[2].has_token("connection", "close"));
+}
+
 both_modes!(
+    s_client_pipelined_requests,
     s_client_tls13_and_tls12_with_aead_suites,
     s_client_tls11_and_tls10_refused_by_the_server,
     s_client_cbc_suites_refused,
     s_client_alpn,
     s_client_sni_picks_the_certificate,
 );
+
+/// Keys as openssl writes them: RSA in PKCS#1, P-384 in SEC1, Ed25519 in PKCS#8 (P-256
+/// in PKCS#8 is every other test's). Each serves TLS 1.3 and 1.2 with a signature of
+/// its own kind.
+fn s_client_key_types_and_formats(mode: Mode) {
+    let Some(openssl) = tool("openssl", "openssl") else {
+        return;
+    };
+    let pki = Pki::new(openssl.clone());
+    let root = site();
+    for (cn, keygen, header, signature) in [
+        (
+            "rsa.test",
+            RSA_PKCS1,
+            "-----BEGIN RSA PRIVATE KEY-----",
+            "RSA-PSS",
+        ),
+        (
+            "p384.test",
+            P384_SEC1,
+            "-----BEGIN EC PRIVATE KEY-----",
+            "ECDSA",
+        ),
+        (
+            "ed25519.test",
+            ED25519_PKCS8,
+            "-----BEGIN PRIVATE KEY-----",
+            "Ed25519",
+        ),
+    ] {
+        let leaf = pki.leaf_with_key(cn, &format!("DNS:{cn}"), keygen);
+        let pem = fs::read_to_string(&leaf.key).unwrap();
+        assert!(pem.starts_with(header), "{cn}: openssl wrote {pem:?}");
+        let server = tls_server(mode, &root, &leaf, &[]);
+        for version in ["-tls1_3", "-tls1_2"] {
+            let h = s_client(
+                &openssl,
+                &pki.ca(),
+                server.addr(),
+                &[version, "-servername", cn, "-verify_hostname", cn],
+            );
+            h.assert_served();
+            let peer = h.line_starting("Peer signature type: ").unwrap_or("");
+            assert!(
+                peer.contains(signature),
+                "{cn} {version}: want a {signature} signature: {}",
+                h.show()
+            );
+        }
+    }
+}
+
+both_modes!(s_client_key_types_and_formats);
 
 // ---------------------------------------------------------------------------------------
 // Session resumption
