@@ -535,20 +535,23 @@ fn curl_follows_redirect_http_to_https() {
     };
     let pki = Pki::new(openssl);
     let root = site();
-    let http_port = free_port().to_string();
+    // Port 0, as with --port: the kernel picks one and the start-up line names it.
     let server = tls_server(
         Mode::Standalone,
         &root,
         &pki.localhost(),
         &[
             OsStr::new("--redirect-http"),
-            OsStr::new(&http_port),
+            OsStr::new("0"),
             OsStr::new("--hsts"),
             OsStr::new("600"),
         ],
     );
-    let announced = format!("staticd: redirecting to https on 127.0.0.1:{http_port}");
-    server.stderr().wait_line(|l| l == announced);
+    let prefix = "staticd: redirecting to https on 127.0.0.1:";
+    let announced = server.stderr().wait_line(|l| l.starts_with(prefix));
+    let http_port: u16 = announced[prefix.len()..]
+        .parse()
+        .unwrap_or_else(|e| panic!("{announced:?}: {e}"));
     let tls_port = server.addr().port();
     let (body, trace) = curl(
         &curl_bin,
