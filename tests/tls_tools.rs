@@ -733,6 +733,16 @@ impl Handshake {
             self.show()
         );
         assert_eq!(self.received_alert(), None, "{}", self.show());
+        // After its response to HTTP/1.0 the server closes the TLS session properly, so
+        // that a client can tell the end from a truncation.
+        assert!(
+            self.run
+                .stdout
+                .lines()
+                .any(|l| l.starts_with("<<< ") && l.ends_with(", warning close_notify")),
+            "no close_notify from the server: {}",
+            self.show()
+        );
     }
 
     /// The handshake failed because the server sent a fatal alert, one of `alerts`
@@ -1114,6 +1124,18 @@ fn resume(
     second: SocketAddr,
     how: &[&str],
 ) -> Handshake {
+    resume_with(openssl, pki, first, second, how, &[])
+}
+
+/// As `resume`, with `extra` arguments for the second handshake.
+fn resume_with(
+    openssl: &Path,
+    pki: &Pki,
+    first: SocketAddr,
+    second: SocketAddr,
+    how: &[&str],
+    extra: &[&str],
+) -> Handshake {
     let session = tempfile::NamedTempFile::new_in(pki.dir.path()).unwrap();
     let session_path = session.path().to_str().unwrap();
     fs::remove_file(session_path).unwrap();
@@ -1129,6 +1151,7 @@ fn resume(
     );
     let mut args = localhost_args(how);
     args.extend(["-sess_in", session_path]);
+    args.extend(extra);
     let h = s_client(openssl, &pki.ca(), second, &args);
     h.assert_served();
     h
@@ -1154,6 +1177,27 @@ fn standalone_resumes_tickets_and_session_ids() {
         let h = resume(&openssl, &pki, server.addr(), server.addr(), how);
         assert_resumed(&h, how);
     }
+    // TLS 1.3 early data (0-RTT) could be replayed: the server takes none, and the
+    // request goes through after the handshake instead.
+    let early = pki.path("early.txt");
+    fs::write(&early, "GET /b.txt HTTP/1.0\r\n\r\n").unwrap();
+    let h = resume_with(
+        &openssl,
+        &pki,
+        server.addr(),
+        server.addr(),
+        TLS13_TICKET,
+        &["-early_data", early.to_str().unwrap()],
+    );
+    assert_resumed(&h, TLS13_TICKET);
+    // Its tickets allow no early data ("not sent"); were one sent, it must be rejected.
+    let out = &h.run.stdout;
+    assert!(
+        (out.contains("Early data was not sent") || out.contains("Early data was rejected"))
+            && !out.contains("bravo"),
+        "the server took early data: {}",
+        h.show()
+    );
 }
 
 #[test]
