@@ -15,6 +15,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -64,37 +65,44 @@ fn run_bounded(cmd: &mut Command, input: &[u8], limit: Duration) -> Run {
         let _ = stdin.write_all(&input);
     });
     let collect = |mut stream: Box<dyn Read + Send>| {
+        let (sender, receiver) = mpsc::channel();
         thread::spawn(move || {
             let mut bytes = Vec::new();
             let _ = stream.read_to_end(&mut bytes);
-            bytes
-        })
+            let _ = sender.send(bytes);
+        });
+        receiver
     };
     let stdout = collect(Box::new(child.stdout.take().unwrap()));
     let stderr = collect(Box::new(child.stderr.take().unwrap()));
     let deadline = Instant::now() + limit;
+    let mut overran = false;
     let status = loop {
         if let Some(status) = child.try_wait().expect("try_wait") {
-            break Some(status);
+            break status;
         }
         if Instant::now() >= deadline {
-            break None;
+            overran = true;
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+            break child.wait().expect("wait");
         }
         thread::sleep(Duration::from_millis(20));
     };
-    if status.is_none() {
-        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-        let _ = child.wait();
-    }
     let _ = writer.join();
-    let raw_stdout = stdout.join().unwrap();
+    // A process the program left behind could keep the pipes open: wait a little only.
+    let output = |receiver: mpsc::Receiver<Vec<u8>>| {
+        receiver
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|_| panic!("{shown}: something it started kept its output open"))
+    };
+    let raw_stdout = output(stdout);
     let run = Run {
-        status: status.unwrap_or_else(|| child.wait().expect("wait")),
+        status,
         stdout: String::from_utf8_lossy(&raw_stdout).into_owned(),
         raw_stdout,
-        stderr: String::from_utf8_lossy(&stderr.join().unwrap()).into_owned(),
+        stderr: String::from_utf8_lossy(&output(stderr)).into_owned(),
     };
-    if status.is_none() {
+    if overran {
         panic!("{}", run.describe(&format!("{shown} ran past {limit:?}")));
     }
     run
@@ -1474,6 +1482,9 @@ fn testssl_finds_nothing_vulnerable() {
         report.display(),
         not_ok.join("\n")
     );
+    // Not "Session Resumption": with TLS 1.3, testssl.sh's s_client (stdin at EOF)
+    // often closes before the server's tickets arrive, against nginx too, and then
+    // reports a "Connect problem". The s_client tests above check resumption.
     for (name, expected) in [
         ("SSLv2", "not offered"),
         ("SSLv3", "not offered"),
@@ -1485,7 +1496,6 @@ fn testssl_finds_nothing_vulnerable() {
         ("Obsolete CBC ciphers", "not offered"),
         ("Strong encryption (AEAD ciphers)", "offered (OK)"),
         ("Chain of trust", "Ok"),
-        ("Session Resumption", "Tickets: yes, ID: yes"),
         ("Strict Transport Security", "365 days"),
         ("Server banner", "staticd"),
     ] {
