@@ -486,3 +486,82 @@ fn check_cgi_head(h: &CgiHead) {
         assert!(safe(value), "{name}: {value:?}");
     }
 }
+
+/// `tls_session`: bytes from a client on an HTTPS connection, through the
+/// same TLS layer and `Session` both transports use.
+///
+/// * nothing panics, and every read ends (the input is finite);
+/// * no plaintext reaches the session before a handshake completes, which
+///   arbitrary bytes cannot do (they would need the server's keys): the
+///   session only ever sees bytes when they were cleartext HTTP to begin
+///   with, and then it answers 400 and closes;
+/// * what the session holds never exceeds what was sent.
+#[cfg(feature = "tls")]
+pub fn tls_session(data: &[u8]) {
+    use std::io::Write;
+    use std::os::fd::AsFd;
+    use std::os::unix::net::UnixStream;
+    use std::sync::OnceLock;
+
+    use staticd::config::Config;
+    use staticd::serve::{Got, Wire};
+    use staticd::session::{Kind, Session, Step};
+    use staticd::site::{Features, Site};
+    use staticd::tls::Acceptor;
+
+    static SERVER: OnceLock<(Acceptor, Site, Config)> = OnceLock::new();
+    let (acceptor, site, cfg) = SERVER.get_or_init(|| {
+        let acceptor = Acceptor::from_pem(
+            include_bytes!("../tls/cert.pem"),
+            include_bytes!("../tls/key.pem"),
+        )
+        .expect("the committed test certificate loads");
+        // An empty directory: what is asked for does not matter here.
+        let root = std::env::temp_dir().join("staticd-fuzz-tls-root");
+        std::fs::create_dir_all(&root).expect("temp dir");
+        let site =
+            Site::open(&root, &["index.html".to_string()], Features::default()).expect("site");
+        let cfg = Config {
+            log_format: staticd::config::LogFormat::Off,
+            ..Config::default()
+        };
+        (acceptor, site, cfg)
+    });
+    let (server, mut client) = UnixStream::pair().expect("socketpair");
+    // Small inputs fit the socket buffer; the rest of a huge one is cut.
+    server.set_nonblocking(true).expect("nonblocking");
+    client.set_nonblocking(true).expect("nonblocking");
+    let sent: usize = client.write(data).unwrap_or_default();
+    client
+        .shutdown(std::net::Shutdown::Write)
+        .expect("shutdown");
+    let mut wire = Wire::Tls(Box::new(acceptor.accept().expect("connection")));
+    let mut session = Session::with_kind("127.0.0.1".to_string(), Kind::Https);
+    let mut cleartext = false;
+    // Each read takes at least one byte or ends: at most one read per byte.
+    for _ in 0..=sent {
+        let got = wire.read(server.as_fd(), session.input());
+        match got {
+            Ok(Got::Bytes) => {}
+            Ok(Got::Cleartext) => {
+                cleartext = true;
+                session.https_required();
+            }
+            Ok(Got::Closed) | Err(_) => break,
+        }
+        assert!(
+            cleartext || session.input().is_empty(),
+            "plaintext without a handshake"
+        );
+        assert!(session.input().len() <= sent);
+        if cleartext {
+            break;
+        }
+    }
+    if cleartext {
+        // A cleartext request gets 400, or waits for the rest of its head.
+        while let Step::Send(s) = session.step(cfg, site, false) {
+            assert_eq!(s.response.status.code(), 400, "cleartext on a TLS port");
+        }
+    }
+}

@@ -25,6 +25,8 @@ pub struct Connection {
     tls: ServerConnection,
     /// Nothing received yet: the first bytes tell TLS from cleartext HTTP.
     fresh: bool,
+    /// Records are held back on purpose, to leave with the next ones.
+    held: bool,
 }
 
 /// What a read brought.
@@ -43,7 +45,11 @@ impl Connection {
         let mut tls = ServerConnection::new(config).map_err(io::Error::other)?;
         // This type bounds what waits to be written (MAX_SEALED) itself.
         tls.set_buffer_limit(None);
-        Ok(Connection { tls, fresh: true })
+        Ok(Connection {
+            tls,
+            fresh: true,
+            held: false,
+        })
     }
 
     /// Reads what `fd` has and appends the plaintext to `plain`. A TLS
@@ -120,6 +126,7 @@ impl Connection {
     /// Writes what records wait, until none does or `fd` is full
     /// (WouldBlock).
     pub fn flush(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        self.held = false;
         while self.tls.wants_write() {
             self.tls.write_tls(&mut FdWriter(fd))?;
         }
@@ -128,15 +135,22 @@ impl Connection {
 
     /// Seals the start of `bytes` into records and tries to write them.
     /// Returns how much plaintext was taken; once taken, it leaves with
-    /// later `flush` calls if not now. Waiting records go out first: then
-    /// WouldBlock means nothing was taken.
-    pub fn send(&mut self, fd: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<usize> {
-        self.flush(fd)?;
+    /// later `flush` calls if not now. With `more` (more follows at once,
+    /// as a body follows its head) the records are held for the next call,
+    /// so both leave in one write. Records left over because `fd` was full
+    /// go out first: then WouldBlock means nothing was taken.
+    pub fn send(&mut self, fd: BorrowedFd<'_>, bytes: &[u8], more: bool) -> io::Result<usize> {
+        if !self.held {
+            self.flush(fd)?;
+        }
         let take = bytes.len().min(MAX_SEALED);
         let n = self.tls.writer().write(&bytes[..take])?;
-        match self.flush(fd) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            other => other?,
+        self.held = more;
+        if !more {
+            match self.flush(fd) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                other => other?,
+            }
         }
         Ok(n)
     }
