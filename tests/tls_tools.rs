@@ -580,7 +580,49 @@ fn curl_follows_redirect_http_to_https() {
     );
 }
 
+/// `--tls-dir` with `--vhosts`: curl, verifying each host's own certificate, gets each
+/// host's own files.
+fn curl_https_sni_with_vhosts(mode: Mode) {
+    let Some((openssl, curl_bin)) = tools("curl", "curl") else {
+        return;
+    };
+    let pki = Pki::new(openssl);
+    let root = Docroot::new();
+    root.file("a.test/index.html", "site a\n");
+    root.file("b.test/index.html", "site b\n");
+    root.file("x.w.test/index.html", "site x.w\n");
+    let tls_dir = tls_dir(&pki);
+    let server = Server::builder(mode, root.path())
+        .arg("--tls-dir")
+        .arg(&tls_dir)
+        .arg("--vhosts")
+        .start();
+    let port = server.addr().port();
+    for (host, subject, body) in [
+        ("a.test", "CN=a.test", "site a\n"),
+        ("b.test", "CN=b.test", "site b\n"),
+        ("x.w.test", "CN=*.w.test", "site x.w\n"),
+    ] {
+        let (got, trace) = curl(
+            &curl_bin,
+            &pki.ca(),
+            server.addr(),
+            &[
+                "--resolve",
+                &format!("{host}:{port}:127.0.0.1"),
+                &format!("https://{host}:{port}/"),
+            ],
+        );
+        assert_eq!(String::from_utf8_lossy(&got), body, "{host}");
+        assert_trace(
+            &trace,
+            &[&format!("subject: {subject}"), "SSL certificate verify ok"],
+        );
+    }
+}
+
 both_modes!(
+    curl_https_sni_with_vhosts,
     curl_http_to_the_tls_port_is_told_to_use_https,
     curl_https_get_verifies_the_certificate,
     curl_https_head_then_get_on_one_connection,
@@ -939,24 +981,30 @@ fn s_client_alpn(mode: Mode) {
     }
 }
 
-fn s_client_sni_picks_the_certificate(mode: Mode) {
-    let Some(openssl) = tool("openssl", "openssl") else {
-        return;
-    };
-    let pki = Pki::new(openssl.clone());
-    let root = site();
-    // The certbot layout: DIR/<name>/fullchain.pem and privkey.pem.
-    let tls_dir = pki.path("live");
+/// A `--tls-dir` in certbot's layout, `DIR/<name>/fullchain.pem` and `privkey.pem`, for
+/// a.test, b.test (and www.b.test) and *.w.test.
+fn tls_dir(pki: &Pki) -> PathBuf {
+    let dir = pki.path("live");
     for (name, cn, sans) in [
         ("a.test", "a.test", "DNS:a.test"),
         ("b.test", "b.test", "DNS:b.test,DNS:www.b.test"),
         ("w.test", "*.w.test", "DNS:*.w.test"),
     ] {
         let leaf = pki.leaf(cn, sans);
-        fs::create_dir_all(tls_dir.join(name)).unwrap();
-        fs::copy(&leaf.cert, tls_dir.join(name).join("fullchain.pem")).unwrap();
-        fs::copy(&leaf.key, tls_dir.join(name).join("privkey.pem")).unwrap();
+        fs::create_dir_all(dir.join(name)).unwrap();
+        fs::copy(&leaf.cert, dir.join(name).join("fullchain.pem")).unwrap();
+        fs::copy(&leaf.key, dir.join(name).join("privkey.pem")).unwrap();
     }
+    dir
+}
+
+fn s_client_sni_picks_the_certificate(mode: Mode) {
+    let Some(openssl) = tool("openssl", "openssl") else {
+        return;
+    };
+    let pki = Pki::new(openssl.clone());
+    let root = site();
+    let tls_dir = tls_dir(&pki);
     let sni = |server: &Server, name: &str| {
         let args: Vec<&str> = if name.is_empty() {
             vec!["-noservername"]
