@@ -1386,7 +1386,7 @@ fn inetd_resumes_only_with_a_ticket_key() {
 // Python's ssl module
 
 const PYTHON_CLIENT: &str = r#"
-import http.client, ssl, sys
+import http.client, socket, ssl, sys
 
 host, port, ca = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 ctx = ssl.create_default_context(cafile=ca)
@@ -1403,6 +1403,16 @@ print("version", conn.sock.version())
 print("alpn", conn.sock.selected_alpn_protocol())
 print("connections", len(ports))
 conn.close()
+
+# A request head in one-byte TLS records (each sendall is one record).
+raw = ctx.wrap_socket(socket.create_connection((host, port), timeout=10), server_hostname=host)
+for byte in b"GET /a.txt HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n":
+    raw.sendall(bytes([byte]))
+answer = b""
+while chunk := raw.recv(65536):
+    answer += chunk
+print("bytewise", answer.split(b"\r\n")[0].decode(), repr(answer.split(b"\r\n\r\n", 1)[1]))
+raw.close()
 
 # Without the test CA the same server must not verify.
 plain = http.client.HTTPSConnection(host, port, context=ssl.create_default_context(), timeout=10)
@@ -1438,6 +1448,7 @@ fn python_ssl_client_gets_files(mode: Mode) {
             "version TLSv1.3",
             "alpn http/1.1",
             "connections 1",
+            "bytewise HTTP/1.1 200 OK b'alpha\\n'",
             // X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY
             "unverified refused 20",
         ],
