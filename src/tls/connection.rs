@@ -27,6 +27,8 @@ pub struct Connection {
     fresh: bool,
     /// Records are held back on purpose, to leave with the next ones.
     held: bool,
+    /// The last read got less than it asked for: the descriptor had no more.
+    drained: bool,
 }
 
 /// What a read brought.
@@ -49,6 +51,7 @@ impl Connection {
             tls,
             fresh: true,
             held: false,
+            drained: false,
         })
     }
 
@@ -59,7 +62,9 @@ impl Connection {
         if self.fresh {
             return self.receive_first(fd, plain);
         }
-        let n = self.tls.read_tls(&mut FdReader(fd))?;
+        let mut reader = FdReader { fd, short: false };
+        let n = self.tls.read_tls(&mut reader)?;
+        self.drained = reader.short;
         if n == 0 {
             return Ok(Received::Closed);
         }
@@ -79,6 +84,7 @@ impl Connection {
             }
         };
         plain.truncate(start + n);
+        self.drained = n < READ_CHUNK;
         if n == 0 {
             return Ok(Received::Closed);
         }
@@ -116,6 +122,12 @@ impl Connection {
             return Ok(Received::Closed);
         }
         Ok(Received::Progress)
+    }
+
+    /// Whether the last read emptied the descriptor (it got less than it
+    /// asked for), so that waiting for readiness is due before the next.
+    pub fn drained(&self) -> bool {
+        self.drained
     }
 
     /// Whether records wait to be written.
@@ -166,11 +178,17 @@ impl Connection {
     }
 }
 
-struct FdReader<'a>(BorrowedFd<'a>);
+/// Reads from a descriptor, noting a short read.
+struct FdReader<'a> {
+    fd: BorrowedFd<'a>,
+    short: bool,
+}
 
 impl Read for FdReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        sys::read(self.0, buf)
+        let n = sys::read(self.fd, buf)?;
+        self.short = n < buf.len();
+        Ok(n)
     }
 }
 
