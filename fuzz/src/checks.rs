@@ -28,7 +28,10 @@ use staticd::site::vhost;
 /// * the target is within its limit and holds no whitespace or controls;
 /// * no header value staticd keeps holds CR, LF or NUL (they reach logs
 ///   and CGI environments);
-/// * HTTP/1.1 requests have a Host;
+/// * HTTP/1.1 requests have a Host field; an empty one names no host;
+/// * a Host kept is a `uri-host [":" port]`: never empty, never with
+///   whitespace, `/`, `\`, `@`, `?`, `#` or quotes;
+/// * the target holds no fragment (`#`);
 /// * the body skipper's verdict on the rest does not depend on how the rest
 ///   is split into reads (see [`body`]).
 pub fn parse_request(data: &[u8]) {
@@ -54,9 +57,18 @@ pub fn parse_request(data: &[u8]) {
             .any(|b| b.is_ascii_whitespace() || b.is_ascii_control()),
         "target {target:?}"
     );
+    assert!(!target.contains('#'), "a fragment in {target:?}");
     assert!(request.minor_version <= 1);
-    if request.minor_version == 1 {
-        assert!(request.host.is_some(), "HTTP/1.1 without Host accepted");
+    if request.minor_version == 1 && request.host.is_none() {
+        let head = String::from_utf8_lossy(&data[..head_len]).to_ascii_lowercase();
+        assert!(head.contains("\nhost:"), "HTTP/1.1 without Host accepted");
+    }
+    if let Some(host) = &request.host {
+        assert!(!host.is_empty(), "an empty Host kept");
+        assert!(
+            !host.contains(|c: char| c.is_whitespace() || "/\\@?#\"<>".contains(c)),
+            "invalid Host kept: {host:?}"
+        );
     }
     for value in kept_values(&request) {
         assert!(
