@@ -12,6 +12,11 @@
 //!   AES-128-GCM and written out (what serving a file costs per record);
 //! - `decrypt-16k`: the same record opened on the other side.
 //!
+//! - `process-start`: this binary started again, once per iteration, to
+//!   make one full handshake (both sides) with the provider and exit: what
+//!   a provider costs a process that starts per connection (inetd mode);
+//!   compare the two providers, not the absolute time (fork and exec).
+//!
 //! Only the server's calls are timed in the handshakes (`iter_custom`): the
 //! client's work is done in the same thread but left out, as a load client
 //! on another machine would be. aws-lc-rs also gets `handshake-full-mlkem`,
@@ -22,7 +27,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use rustls::crypto::{aws_lc_rs, ring, CryptoProvider, SupportedKxGroup};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use rustls::server::ProducesTickets;
@@ -236,6 +241,20 @@ fn bench_handshakes(cr: &mut Criterion) {
     group.finish();
 }
 
+/// A client and a server connection with the handshake done and the
+/// server's tickets delivered.
+fn connected(c: &Configs, buf: &mut Vec<u8>) -> (ClientConnection, ServerConnection) {
+    let name = ServerName::try_from("localhost").expect("name");
+    let mut client = ClientConnection::new(c.client_full.clone(), name).expect("client");
+    let mut server = ServerConnection::new(c.server.clone()).expect("server");
+    while client.is_handshaking() || server.is_handshaking() {
+        transfer(&mut client, &mut server, buf);
+        transfer(&mut server, &mut client, buf);
+    }
+    transfer(&mut server, &mut client, buf);
+    (client, server)
+}
+
 fn bench_records(cr: &mut Criterion) {
     let cert = certificate();
     let mut group = cr.benchmark_group("aes-128-gcm");
@@ -248,15 +267,8 @@ fn bench_records(cr: &mut Criterion) {
             aws_lc_rs::kx_group::X25519
         };
         let c = configs(p, x25519, &cert);
-        let name = ServerName::try_from("localhost").expect("name");
-        let mut client = ClientConnection::new(c.client_full.clone(), name).expect("client");
-        let mut server = ServerConnection::new(c.server.clone()).expect("server");
         let mut buf = Vec::with_capacity(2 * RECORD);
-        while client.is_handshaking() || server.is_handshaking() {
-            transfer(&mut client, &mut server, &mut buf);
-            transfer(&mut server, &mut client, &mut buf);
-        }
-        transfer(&mut server, &mut client, &mut buf);
+        let (_, mut server) = connected(&c, &mut buf);
         group.bench_function(BenchmarkId::new("encrypt-16k", p.name), |b| {
             b.iter(|| {
                 server.writer().write_all(&payload).expect("write");
@@ -269,6 +281,8 @@ fn bench_records(cr: &mut Criterion) {
         });
         // A record can be opened only once (its sequence number moves on):
         // each iteration seals one, untimed, and opens it, timed.
+        // A pair of its own: the records sealed above were never opened.
+        let (mut client, mut server) = connected(&c, &mut buf);
         group.bench_function(BenchmarkId::new("decrypt-16k", p.name), |b| {
             let mut plain = vec![0u8; RECORD];
             b.iter_custom(|iters| {
@@ -295,5 +309,70 @@ fn bench_records(cr: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_handshakes, bench_records);
-criterion_main!(benches);
+/// The hidden flag on which this binary, run again, is the fresh process
+/// of `process-start`: `--one-handshake=PROVIDER CERT.der KEY.der`.
+const ONE_HANDSHAKE: &str = "--one-handshake=";
+
+/// In a fresh process: one full handshake (both sides) with the named
+/// provider, then exit. What a provider costs a process that starts per
+/// connection (staticd --inetd under tcpserver), on top of the handshake.
+fn one_handshake(provider: &str, cert: &str, key: &str) {
+    let p = PROVIDERS
+        .iter()
+        .find(|p| p.name == provider)
+        .expect("known provider");
+    let cert = CertificateDer::from(std::fs::read(cert).expect("cert"));
+    let key = PrivatePkcs8KeyDer::from(std::fs::read(key).expect("key"));
+    let x25519 = if p.name == "ring" {
+        ring::kx_group::X25519
+    } else {
+        aws_lc_rs::kx_group::X25519
+    };
+    let c = configs(p, x25519, &(cert, key.into()));
+    let mut buf = Vec::new();
+    let (_, kind) = handshake(&c, false, &mut buf);
+    assert_eq!(kind, HandshakeKind::Full);
+}
+
+fn bench_process_start(cr: &mut Criterion) {
+    let (cert, key) = certificate();
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let cert_path = dir.path().join("cert.der");
+    let key_path = dir.path().join("key.der");
+    std::fs::write(&cert_path, cert.as_ref()).expect("write cert");
+    std::fs::write(&key_path, key.secret_der()).expect("write key");
+    let me = std::env::current_exe().expect("this executable");
+    let mut group = cr.benchmark_group("process-start");
+    group.sample_size(20);
+    for p in &PROVIDERS {
+        group.bench_function(BenchmarkId::new("exec-and-full-handshake", p.name), |b| {
+            b.iter(|| {
+                let status = std::process::Command::new(&me)
+                    .arg(format!("{ONE_HANDSHAKE}{}", p.name))
+                    .arg(&cert_path)
+                    .arg(&key_path)
+                    .status()
+                    .expect("run");
+                assert!(status.success());
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    bench_handshakes,
+    bench_records,
+    bench_process_start
+);
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(provider) = args.get(1).and_then(|a| a.strip_prefix(ONE_HANDSHAKE)) {
+        one_handshake(provider, &args[2], &args[3]);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
