@@ -30,6 +30,12 @@ use crate::tls::{self, TlsStream};
 /// many, not with 10,000 processes.
 pub const INETD_CONNECTIONS: u32 = 1000;
 
+/// Over TLS, fewer: each of its processes takes tens of milliseconds to
+/// start and shake hands, and 1,000 of them one after another would take
+/// longer than its keep-alive timeout (15 s), which would close the first
+/// ones before the second reading.
+pub const INETD_TLS_CONNECTIONS: u32 = 100;
+
 /// How long the connections sit idle before RSS is read again.
 pub const IDLE_WAIT: Duration = Duration::from_secs(1);
 
@@ -178,10 +184,10 @@ fn reset(s: TcpStream) {
 
 /// Measures one server; `n` connections (fewer for staticd-inetd).
 pub fn measure(server: &mut Server, size: u64, n: u32) -> IdleMemory {
-    let n = if server.kind == Kind::StaticdInetd {
-        n.min(INETD_CONNECTIONS)
-    } else {
-        n
+    let n = match (server.kind, server.https()) {
+        (Kind::StaticdInetd, false) => n.min(INETD_CONNECTIONS),
+        (Kind::StaticdInetd, true) => n.min(INETD_TLS_CONNECTIONS),
+        _ => n,
     };
     let url = server.url(size);
     let rest = url

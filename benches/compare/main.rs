@@ -41,7 +41,8 @@ cargo bench --bench compare [-- OPTIONS]
   --warmup SECS           warm-up seconds before each cell (default 0.2; quick 0.5;
                           at least 1 at 5,000 connections and more)
   --idle-connections N    idle keep-alive connections for the memory-per-connection
-                          measurement (default 10000; staticd-inetd at most 1000;
+                          measurement (default 10000; staticd-inetd at most
+                          1000, over HTTPS 100;
                           0: skip it)
   --startup-runs N        runs of the inetd start-to-first-byte measurement
                           (default 200; 0: skip it)
@@ -718,9 +719,10 @@ fn run(opts: &Options) -> Result<(), String> {
                 (Kind::StaticdInetd, false) => {
                     (opts.idle_connections.min(idle::INETD_CONNECTIONS), 3000)
                 }
-                (Kind::StaticdInetd, true) => {
-                    (opts.idle_connections.min(idle::INETD_CONNECTIONS), 5000)
-                }
+                (Kind::StaticdInetd, true) => (
+                    opts.idle_connections.min(idle::INETD_TLS_CONNECTIONS),
+                    60_000,
+                ),
                 // A full handshake each.
                 (_, true) => (opts.idle_connections, 600),
                 _ => (opts.idle_connections, 150),
@@ -746,9 +748,10 @@ fn run(opts: &Options) -> Result<(), String> {
     let mut idle_memory = Vec::new();
     if opts.idle_connections > 0 {
         println!(
-            "compare: idle memory: {} keep-alive connections per server (staticd-inetd at most {}), each served one GET of {}, then idle {} s",
+            "compare: idle memory: {} keep-alive connections per server (staticd-inetd at most {}, over HTTPS {}), each served one GET of {}, then idle {} s",
             opts.idle_connections,
             idle::INETD_CONNECTIONS,
+            idle::INETD_TLS_CONNECTIONS,
             docroot::label(small),
             idle::IDLE_WAIT.as_secs_f64()
         );
