@@ -74,6 +74,7 @@ mod multipart;
 mod process;
 mod raw;
 mod server;
+mod tls;
 mod tools;
 
 pub use client::*;
@@ -82,4 +83,5 @@ pub use multipart::*;
 pub use process::*;
 pub use raw::*;
 pub use server::*;
+pub use tls::*;
 pub use tools::*;
