@@ -230,12 +230,7 @@ fn large_post_body_is_echoed_whole(mode: Mode) {
     let body = pattern(300 * 1024);
     let mut conn = server.connect();
     // Write from another thread: the script answers while it is still reading.
-    let mut writer = conn.stream().try_clone().unwrap();
-    let request = post("/echo.cgi", "application/octet-stream", &body);
-    let sender = thread::spawn(move || {
-        use std::io::Write;
-        writer.write_all(&request).unwrap();
-    });
+    let sender = conn.send_in_background(post("/echo.cgi", "application/octet-stream", &body));
     let resp = conn.read_response();
     sender.join().unwrap();
     assert_eq!(resp.status, 200, "{:?}", resp.headers);

@@ -74,6 +74,7 @@ mod multipart;
 mod process;
 mod raw;
 mod server;
+mod stream;
 mod tls;
 mod tools;
 
@@ -83,5 +84,6 @@ pub use multipart::*;
 pub use process::*;
 pub use raw::*;
 pub use server::*;
+pub use stream::*;
 pub use tls::*;
 pub use tools::*;
