@@ -139,6 +139,7 @@ fn env_inherits_nothing_from_the_server(mode: Mode) {
         "CONTENT_TYPE",
         "REMOTE_ADDR",
         "REMOTE_PORT",
+        "HTTPS",
         "PATH",
         "PWD",
         "OLDPWD",
@@ -152,6 +153,9 @@ fn env_inherits_nothing_from_the_server(mode: Mode) {
         );
     }
     assert_eq!(var(&env, "STATICD_TEST_LEAK"), None);
+    // HTTPS=on over TLS (as Apache and nginx set it), absent otherwise.
+    let https = server.is_tls().then_some("on");
+    assert_eq!(var(&env, "HTTPS"), https, "{env:#?}");
 }
 
 fn path_info_is_what_follows_the_script(mode: Mode) {
