@@ -211,7 +211,8 @@ impl Conn {
         parse_head(&head[..end])
     }
 
-    fn take_exact(&mut self, n: usize) -> Vec<u8> {
+    /// Reads exactly `n` more bytes (of a body whose head was read).
+    pub fn take_exact(&mut self, n: usize) -> Vec<u8> {
         while self.buf.len() < n {
             if let Err(ended) = self.fill() {
                 panic!(
