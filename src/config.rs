@@ -49,6 +49,24 @@ pub struct Config {
     pub max_connections: usize,
     /// How long in-flight responses may run after SIGINT/SIGTERM.
     pub shutdown_grace: Duration,
+    /// HTTPS on the listeners (or stdin/stdout); None: cleartext.
+    pub https: Option<Https>,
+}
+
+/// HTTPS settings (`--tls-*`, `--hsts`, `--redirect-http`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Https {
+    /// A certificate chain and its key: for clients whose SNI names nothing
+    /// in `dir`, and for those that send no SNI.
+    pub pair: Option<(PathBuf, PathBuf)>,
+    /// certbot's layout: `DIR/<name>/fullchain.pem` and `privkey.pem`.
+    pub dir: Option<PathBuf>,
+    /// Session-ticket key files; none: keys made and rotated in memory.
+    pub ticket_keys: Vec<PathBuf>,
+    /// `Strict-Transport-Security: max-age=` this, on every HTTPS response.
+    pub hsts: Option<u64>,
+    /// Also listen in cleartext on this port, redirecting to https.
+    pub redirect_port: Option<u16>,
 }
 
 impl Default for Config {
@@ -75,6 +93,7 @@ impl Default for Config {
             cgi_max: 16,
             max_connections: 1024,
             shutdown_grace: Duration::from_secs(10),
+            https: None,
         }
     }
 }

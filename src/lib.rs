@@ -17,3 +17,5 @@ pub mod serve;
 pub mod session;
 pub mod site;
 pub mod sys;
+#[cfg(feature = "tls")]
+pub mod tls;

@@ -118,6 +118,69 @@ struct Cli {
     /// response early, never put other bytes on the wire (see SECURITY.md).
     #[arg(long)]
     no_sendfile: bool,
+
+    #[cfg(feature = "tls")]
+    #[command(flatten)]
+    https: HttpsArgs,
+}
+
+/// HTTPS: with a certificate, the listeners (or stdin/stdout in --inetd
+/// mode) speak TLS 1.3 and 1.2.
+#[cfg(feature = "tls")]
+#[derive(clap::Args, Debug)]
+#[command(next_help_heading = "HTTPS")]
+#[group(id = "certificates", multiple = true)]
+struct HttpsArgs {
+    /// PEM certificate chain (the server's certificate first).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+
+    /// PEM private key of --tls-cert (PKCS#8, SEC1 or PKCS#1; not encrypted).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+
+    /// One certificate per host, chosen by SNI: DIR/<name>/fullchain.pem and
+    /// privkey.pem (certbot's layout, e.g. /etc/letsencrypt/live). Names no
+    /// certificate there holds get --tls-cert's.
+    #[arg(long, value_name = "DIR")]
+    tls_dir: Option<PathBuf>,
+
+    /// Session-ticket key: a file of 48 or 80 random bytes (openssl rand 80),
+    /// so that sessions resume across processes and machines. Repeat to
+    /// rotate: the first issues tickets, all are accepted.
+    #[arg(long, value_name = "FILE", requires = "certificates")]
+    tls_ticket_key: Vec<PathBuf>,
+
+    /// Also listen in cleartext on PORT and answer every request with a 308
+    /// redirect to the same URL on https.
+    #[arg(
+        long,
+        value_name = "PORT",
+        requires = "certificates",
+        conflicts_with = "inetd"
+    )]
+    redirect_http: Option<u16>,
+
+    /// Send Strict-Transport-Security: max-age=SECS on HTTPS responses.
+    #[arg(long, value_name = "SECS", requires = "certificates")]
+    hsts: Option<u64>,
+}
+
+#[cfg(feature = "tls")]
+impl HttpsArgs {
+    fn settings(&self) -> Option<staticd::config::Https> {
+        let pair = self.tls_cert.clone().zip(self.tls_key.clone());
+        if pair.is_none() && self.tls_dir.is_none() {
+            return None;
+        }
+        Some(staticd::config::Https {
+            pair,
+            dir: self.tls_dir.clone(),
+            ticket_keys: self.tls_ticket_key.clone(),
+            hsts: self.hsts,
+            redirect_port: self.redirect_http,
+        })
+    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -174,6 +237,8 @@ impl Cli {
             keepalive_timeout: std::time::Duration::from_secs(self.keepalive_timeout),
             send_timeout: std::time::Duration::from_secs(self.send_timeout),
             no_sendfile: self.no_sendfile,
+            #[cfg(feature = "tls")]
+            https: self.https.settings(),
             ..defaults
         }
     }
@@ -207,6 +272,10 @@ fn main() -> ExitCode {
         }
     }
     let cfg = cli.into_config();
+    if cfg.io_uring && cfg.https.is_some() {
+        eprintln!("staticd: --io-uring does not serve HTTPS yet: leave out --io-uring or the --tls-* flags");
+        return ExitCode::from(2);
+    }
     match run(cfg, privileges) {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
@@ -305,10 +374,28 @@ fn run(cfg: Config, privileges: Privileges) -> Result<(), String> {
     } else {
         Some(serve::listen::bind(&cfg)?)
     };
+    // Certificates and keys are read before privileges go: they are
+    // usually readable by root only.
+    #[cfg(feature = "tls")]
+    let tls = match &cfg.https {
+        Some(https) => {
+            let mut warn = |w: String| eprintln!("staticd: warning: {w}");
+            Some(staticd::tls::Acceptor::new(https, &mut warn)?)
+        }
+        None => None,
+    };
     privileges.apply()?;
     let site = Site::open(&cfg.root, &cfg.index, cfg.features.clone())?;
     let Some(bound) = bound else {
-        return serve::stdio::run(&cfg, &site).map_err(|e| site::describe(&e));
+        let extras = serve::stdio::Extras {
+            #[cfg(feature = "tls")]
+            tls,
+        };
+        return serve::stdio::run(&cfg, &site, extras).map_err(|e| site::describe(&e));
+    };
+    let extras = serve::event_loop::Extras {
+        #[cfg(feature = "tls")]
+        tls: tls.map(Arc::new),
     };
     // The Unix socket files go when `_files` drops: once the workers stopped.
     let serve::listen::Bound {
@@ -320,7 +407,7 @@ fn run(cfg: Config, privileges: Privileges) -> Result<(), String> {
     if cfg.io_uring {
         return serve::uring::run(cfg, site, groups).map_err(|e| site::describe(&e));
     }
-    serve::event_loop::run(cfg, site, groups).map_err(|e| site::describe(&e))
+    serve::event_loop::run(cfg, site, groups, extras).map_err(|e| site::describe(&e))
 }
 
 /// --user, --group and --chroot.

@@ -115,6 +115,7 @@ pub fn error_page(status: Status) -> Option<&'static str> {
         | Status::NoContent
         | Status::PartialContent
         | Status::MovedPermanently
+        | Status::PermanentRedirect
         | Status::NotModified => return None,
         Status::BadRequest => error_page!(
             "400",

@@ -100,6 +100,7 @@ pub fn respond(site: &Site, req: &Request, force_close: bool) -> Answer {
                 script,
                 raw_head: Vec::new(),
                 force_close,
+                https: false,
             };
             Answer::Cgi(Box::new(job))
         }
@@ -123,6 +124,8 @@ pub struct CgiJob {
     /// fills it in.
     pub raw_head: Vec<u8>,
     pub force_close: bool,
+    /// The request came over TLS (CGI's HTTPS=on); the session fills it in.
+    pub https: bool,
 }
 
 fn persistence(req: &Request, force_close: bool) -> Persistence {
@@ -289,6 +292,65 @@ pub fn refuse(err: ParseError) -> Response {
         errors: ErrorForm::Plain,
     }
     .error(status)
+}
+
+/// Answers a cleartext request sent to a TLS port, in cleartext, as nginx's
+/// 497 does: the person at the browser learns to type https.
+pub fn https_required(req: &Request) -> Response {
+    const BODY: &str = "400 Bad Request: this port speaks HTTPS; use an https:// URL\n";
+    let reply = Reply {
+        persistence: Persistence::Close,
+        head_only: req.method == Method::Head,
+        errors: ErrorForm::Plain,
+    };
+    let mut h = HeadBuilder::new(Status::BadRequest);
+    h.header("Content-Type", "text/plain; charset=utf-8");
+    h.header_u64("Content-Length", BODY.len() as u64);
+    let mut resp = reply.build(Status::BadRequest, h, Vec::new(), 0);
+    if !reply.head_only {
+        resp.head.extend_from_slice(BODY.as_bytes());
+        resp.body_len = BODY.len() as u64;
+    }
+    resp
+}
+
+/// `--redirect-http`: the same host and target on https, 308 so that a
+/// POST stays a POST. `port` is the TLS port, left out when it is 443.
+pub fn redirect_to_https(req: &Request, port: u16, force_close: bool) -> Response {
+    let reply = Reply {
+        persistence: persistence(req, force_close),
+        head_only: req.method == Method::Head,
+        errors: ErrorForm::for_accept(req.accept.as_deref()),
+    };
+    let Some(host) = req.host.as_deref().and_then(host_without_port) else {
+        // No name to send the client to (HTTP/1.0 without Host).
+        return reply.error(Status::BadRequest);
+    };
+    // The origin-form target as it came; anything else (`*`, an
+    // absolute-form URL) goes to the site's root.
+    let target = if req.target.starts_with('/') {
+        &req.target[..]
+    } else {
+        "/"
+    };
+    let mut h = HeadBuilder::new(Status::PermanentRedirect);
+    if port == 443 {
+        h.header_display("Location", format_args!("https://{host}{target}"));
+    } else {
+        h.header_display("Location", format_args!("https://{host}:{port}{target}"));
+    }
+    reply.short_body(Status::PermanentRedirect, h)
+}
+
+/// The host part of a Host value (`example.org`, `[::1]`), if it is one that
+/// can go into a URL as it is.
+fn host_without_port(value: &str) -> Option<&str> {
+    let host = match value.strip_prefix('[') {
+        Some(rest) => &value[..rest.find(']')? + 2],
+        None => value.split(':').next()?,
+    };
+    let fits = |b: u8| b.is_ascii_alphanumeric() || b"-._[]:".contains(&b);
+    (!host.is_empty() && host.bytes().all(fits)).then_some(host)
 }
 
 /// How to finish a response to one request.

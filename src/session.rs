@@ -61,8 +61,25 @@ impl Drop for Sent {
     }
 }
 
+/// What a connection is for, from its listener and what it speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Http,
+    /// HTTP over TLS: Strict-Transport-Security with `--hsts`, and CGI's
+    /// HTTPS=on.
+    Https,
+    /// Cleartext HTTP sent to a TLS port: answered with a 400 that says so
+    /// (nginx's 497), then closed.
+    ClearOnHttpsPort,
+    /// A `--redirect-http` port: every request is sent to https on `port`.
+    RedirectToHttps {
+        port: u16,
+    },
+}
+
 pub struct Session {
     input: Vec<u8>,
+    kind: Kind,
     skipper: Option<BodySkipper>,
     /// The last response said the connection closes.
     closing: bool,
@@ -83,8 +100,13 @@ impl Session {
     /// `client` names the peer for the log: its IP address as text, `unix:`
     /// for a Unix-socket client (as nginx logs it), or `-` when unknown.
     pub fn new(client: String) -> Session {
+        Session::with_kind(client, Kind::Http)
+    }
+
+    pub fn with_kind(client: String, kind: Kind) -> Session {
         Session {
             input: Vec::new(),
+            kind,
             skipper: None,
             closing: false,
             served: 0,
@@ -92,6 +114,12 @@ impl Session {
             pending_cgi: None,
             client,
         }
+    }
+
+    /// The client spoke cleartext HTTP to a TLS port: what it sent gets a
+    /// 400 in cleartext, and the connection closes.
+    pub fn https_required(&mut self) {
+        self.kind = Kind::ClearOnHttpsPort;
     }
 
     /// Where the transport appends the bytes it read.
@@ -180,22 +208,30 @@ impl Session {
             Parsed::Error(e) => {
                 self.closing = true;
                 let response = respond::refuse(e);
-                sent(cfg, &self.client, None, response)
+                sent(cfg, self.kind, &self.client, None, response)
             }
             Parsed::Complete { request, head_len } => {
                 self.head_deadline = None;
                 self.served += 1;
-                match respond::respond(site, &request, stopping) {
+                let answer = match self.kind {
+                    Kind::Http | Kind::Https => respond::respond(site, &request, stopping),
+                    Kind::ClearOnHttpsPort => Answer::Send(respond::https_required(&request)),
+                    Kind::RedirectToHttps { port } => {
+                        Answer::Send(respond::redirect_to_https(&request, port, stopping))
+                    }
+                };
+                match answer {
                     Answer::Send(response) => {
                         self.skipper = BodySkipper::new(request.framing);
                         self.closing = response.close;
-                        let step = sent(cfg, &self.client, Some(&request), response);
+                        let step = sent(cfg, self.kind, &self.client, Some(&request), response);
                         self.input.drain(..head_len);
                         step
                     }
                     Answer::Cgi(mut job) => {
                         // The script gets the body; the exchange reads it.
                         job.raw_head = self.input.drain(..head_len).collect();
+                        job.https = self.kind == Kind::Https;
                         self.closing = true;
                         Step::Cgi(job)
                     }
@@ -223,7 +259,16 @@ impl Session {
 }
 
 /// The step that sends `response`, with its log line.
-fn sent(cfg: &Config, client: &str, request: Option<&parse::Request>, response: Response) -> Step {
+fn sent(
+    cfg: &Config,
+    kind: Kind,
+    client: &str,
+    request: Option<&parse::Request>,
+    mut response: Response,
+) -> Step {
+    if kind == Kind::Https {
+        add_hsts(cfg, &mut response.head);
+    }
     let entry = log::Entry {
         client,
         request,
@@ -236,4 +281,15 @@ fn sent(cfg: &Config, client: &str, request: Option<&parse::Request>, response: 
         written: 0,
         log_line,
     })
+}
+
+/// Strict-Transport-Security on an HTTPS response head, with `--hsts`.
+pub fn add_hsts(cfg: &Config, head: &mut Vec<u8>) {
+    if let Some(max_age) = cfg.https.as_ref().and_then(|h| h.hsts) {
+        crate::http::response::insert_header(
+            head,
+            "Strict-Transport-Security",
+            format_args!("max-age={max_age}"),
+        );
+    }
 }

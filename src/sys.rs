@@ -95,6 +95,12 @@ pub fn write(out: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
     Ok(rustix::io::write(out, buf)?)
 }
 
+/// Writes several buffers in one call. (SIGPIPE is ignored, as in every
+/// Rust program, so a closed socket is an EPIPE error here too.)
+pub fn writev(out: BorrowedFd<'_>, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+    Ok(rustix::io::writev(out, bufs)?)
+}
+
 pub fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
     Ok(rustix::io::read(fd, buf)?)
 }

@@ -22,7 +22,7 @@ use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 
 use staticd::config::{Config, Features};
-use staticd::serve::writer::ResponseWriter;
+use staticd::serve::writer::{Out, ResponseWriter};
 use staticd::session::{Session, Step};
 use staticd::site::Site;
 
@@ -122,9 +122,11 @@ impl Fixture {
                         "{:?}",
                         s.response.status
                     );
-                    let mut writer = ResponseWriter::new(&s.response, true);
-                    while !writer.is_done() {
-                        writer.write_some(self.out.as_fd()).unwrap();
+                    let socket = self.out.try_clone().unwrap();
+                    let mut out = Out::fd(socket.as_fd(), true);
+                    let mut writer = ResponseWriter::new(&s.response);
+                    while !writer.is_done(&out) {
+                        writer.write_some(&mut out).unwrap();
                         s.written = writer.written();
                         self.drain();
                     }

@@ -28,6 +28,9 @@ pub struct CgiParams<'a> {
     pub server_port: u16,
     pub remote_addr: &'a str,
     pub remote_port: Option<u16>,
+    /// The request came over TLS: HTTPS=on, as Apache, nginx and lighttpd
+    /// tell scripts (not in RFC 3875, but what scripts look for).
+    pub https: bool,
 }
 
 /// The script's whole environment (RFC 3875 §4.1): nothing is inherited
@@ -51,6 +54,9 @@ pub fn environment(p: &CgiParams) -> Vec<(String, String)> {
         set("PATH_INFO", p.path_info);
     }
     set("QUERY_STRING", p.query);
+    if p.https {
+        set("HTTPS", "on");
+    }
     set("REMOTE_ADDR", p.remote_addr);
     if let Some(port) = p.remote_port {
         set("REMOTE_PORT", &port.to_string());

@@ -68,6 +68,7 @@ mod tests {
             server_port: 8080,
             remote_addr: "192.0.2.7",
             remote_port: Some(40000),
+            https: false,
         }
     }
 

@@ -47,6 +47,7 @@ pub enum Status {
     NoContent,
     PartialContent,
     MovedPermanently,
+    PermanentRedirect,
     NotModified,
     BadRequest,
     Forbidden,
@@ -71,6 +72,7 @@ impl Status {
             Status::NoContent => 204,
             Status::PartialContent => 206,
             Status::MovedPermanently => 301,
+            Status::PermanentRedirect => 308,
             Status::NotModified => 304,
             Status::BadRequest => 400,
             Status::Forbidden => 403,
@@ -95,6 +97,7 @@ impl Status {
             Status::NoContent => "No Content",
             Status::PartialContent => "Partial Content",
             Status::MovedPermanently => "Moved Permanently",
+            Status::PermanentRedirect => "Permanent Redirect",
             Status::NotModified => "Not Modified",
             Status::BadRequest => "Bad Request",
             Status::Forbidden => "Forbidden",
@@ -180,6 +183,24 @@ impl HeadBuilder {
     }
 }
 
+/// Adds a field of up to 128 bytes to a finished head, after the status
+/// line (the head may carry a small body after its end, so it cannot go
+/// last).
+pub fn insert_header(head: &mut Vec<u8>, name: &str, value: impl std::fmt::Display) {
+    use std::io::Write;
+    let Some(line_end) = head.windows(2).position(|w| w == b"\r\n") else {
+        return;
+    };
+    let mut field = [0u8; 128];
+    let mut cursor = std::io::Cursor::new(&mut field[..]);
+    if write!(cursor, "{name}: {value}\r\n").is_err() {
+        return;
+    }
+    let len = cursor.position() as usize;
+    let at = line_end + 2;
+    head.splice(at..at, field[..len].iter().copied());
+}
+
 /// What the Connection header of a response says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Persistence {
@@ -237,6 +258,13 @@ mod tests {
         assert!(head.starts_with("HTTP/1.1 404 Not Found\r\nDate: "));
         assert!(head.contains("\r\nServer: staticd\r\n"));
         assert!(head.ends_with("Content-Length: 14\r\nConnection: close\r\n\r\n"));
+    }
+
+    #[test]
+    fn header_inserted_after_the_status_line() {
+        let mut head = b"HTTP/1.1 200 OK\r\nA: b\r\n\r\nbody".to_vec();
+        insert_header(&mut head, "X", format_args!("y={}", 1));
+        assert_eq!(head, b"HTTP/1.1 200 OK\r\nX: y=1\r\nA: b\r\n\r\nbody");
     }
 
     #[test]

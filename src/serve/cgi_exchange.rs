@@ -6,13 +6,15 @@
 //! It decides nothing about HTTP itself: `cgi` parses the script's header
 //! block and `respond` turns it into a response head.
 
+use std::cell::RefCell;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::OnceLock;
 use std::time::{Instant, SystemTime};
 
 use rustix::event::{PollFd, PollFlags};
 
-use super::writer::{send_blocking, send_bytes_blocking, ResponseWriter};
+use super::writer::{send_blocking, send_bytes_blocking, Out, ResponseWriter};
+use super::{Got, Wire};
 use crate::cgi::{self, CgiParams, HeaderBlock, Limiter, Location, Script};
 use crate::config::Config;
 use crate::http::parse::{BodyFraming, Method, Request};
@@ -37,6 +39,35 @@ pub struct ClientIo<'a> {
     pub output: BorrowedFd<'a>,
     /// `output` is a socket (send(2) with MSG_MORE works).
     pub socket: bool,
+    /// Cleartext or TLS; borrowed for each read or write.
+    pub wire: &'a RefCell<Wire>,
+}
+
+impl ClientIo<'_> {
+    /// Over TLS: HTTPS=on for the script, Strict-Transport-Security with `--hsts`.
+    fn https(&self) -> bool {
+        !matches!(*self.wire.borrow(), Wire::Clear)
+    }
+
+    /// Writes `bytes` as they come (script output), waiting as needed.
+    fn send_bytes(&self, bytes: Vec<u8>, cfg: &Config) -> (u64, std::io::Result<()>) {
+        let mut wire = self.wire.borrow_mut();
+        send_bytes_blocking(
+            &mut wire.out(self.output, self.socket),
+            bytes,
+            cfg.send_timeout,
+        )
+    }
+
+    /// Writes a decided response, waiting as needed; returns the bytes of it
+    /// written and whether all were.
+    fn send_response(&self, response: &Response, cfg: &Config) -> (u64, bool) {
+        let mut wire = self.wire.borrow_mut();
+        let mut out: Out = wire.out(self.output, self.socket);
+        let mut writer = ResponseWriter::new(response).copying(cfg.no_sendfile);
+        let ok = send_blocking(&mut out, &mut writer, cfg.send_timeout).is_ok();
+        (writer.written(), ok)
+    }
 }
 
 /// Runs `job` and writes its access-log line; returns whether the
@@ -142,6 +173,7 @@ fn exchange(job: &CgiJob, io: ClientIo, input: &mut Vec<u8>, cfg: &Config, clien
         server_port,
         remote_addr: remote_addr(io.input, client),
         remote_port: sys::peer_addr(io.input).map(|a| a.port()),
+        https: io.https(),
     };
     let script = match cgi::spawn(&params, cfg.cgi_timeout, permit) {
         Ok(s) => s,
@@ -154,7 +186,7 @@ fn exchange(job: &CgiJob, io: ClientIo, input: &mut Vec<u8>, cfg: &Config, clien
         }
     };
     let body_len = content_length.unwrap_or(0);
-    Pump::new(job, io, cfg, script, body_len).run(input)
+    Pump::new(job, io, cfg, script, body_len, input).run()
 }
 
 /// Moves bytes between the client, the script's stdin and its stdout.
@@ -169,6 +201,8 @@ struct Pump<'a> {
     body_left: u64,
     /// Request body bytes read but not yet taken by the script.
     pending: Vec<u8>,
+    /// The session's input: what follows the body (the next request).
+    input: &'a mut Vec<u8>,
     /// Script output before the end of its header block.
     head_buf: Vec<u8>,
     /// Set once the response head went out.
@@ -191,6 +225,7 @@ impl<'a> Pump<'a> {
         cfg: &'a Config,
         mut script: Script,
         body_left: u64,
+        input: &'a mut Vec<u8>,
     ) -> Pump<'a> {
         let stdin = script.take_stdin();
         let stdout = script.take_stdout();
@@ -213,14 +248,15 @@ impl<'a> Pump<'a> {
             stdout,
             body_left,
             pending: Vec::new(),
+            input,
             head_buf: Vec::new(),
             sending: None,
         }
     }
 
-    fn run(mut self, input: &mut Vec<u8>) -> Ended {
-        let take = (self.body_left as usize).min(input.len());
-        self.pending.extend(input.drain(..take));
+    fn run(mut self) -> Ended {
+        let take = (self.body_left as usize).min(self.input.len());
+        self.pending.extend(self.input.drain(..take));
         self.body_left -= take as u64;
         if self.body_left == 0 && self.pending.is_empty() {
             self.stdin = None;
@@ -311,12 +347,16 @@ impl<'a> Pump<'a> {
     /// Reads more of the request body, never past its end: what follows is
     /// the next request.
     fn read_body(&mut self) -> Result<(), Abort> {
-        let want = (self.body_left as usize).min(CHUNK);
-        let mut buf = vec![0u8; want];
-        match sys::read(self.io.input, &mut buf) {
-            Ok(0) => Err(Abort::Client),
-            Ok(n) => {
-                self.pending.extend_from_slice(&buf[..n]);
+        let mut buf = Vec::with_capacity(CHUNK);
+        let read = self.io.wire.borrow_mut().read(self.io.input, &mut buf);
+        match read {
+            Ok(Got::Closed) => Err(Abort::Client),
+            Ok(_) => {
+                // Over TLS a read cannot stop at the body's end: what
+                // follows is the next request, kept for the session.
+                let n = (self.body_left as usize).min(buf.len());
+                self.pending.extend(buf.drain(..n));
+                self.input.extend_from_slice(&buf);
                 self.body_left -= n as u64;
                 Ok(())
             }
@@ -358,7 +398,10 @@ impl<'a> Pump<'a> {
                 if let Some(Location::Local(target)) = &head.location {
                     return Ok(Some(Ended::LocalRedirect(target.clone())));
                 }
-                let (head_bytes, framing, close) = respond::cgi_head(self.job, &head);
+                let (mut head_bytes, framing, close) = respond::cgi_head(self.job, &head);
+                if self.io.https() {
+                    crate::session::add_hsts(self.cfg, &mut head_bytes);
+                }
                 self.send(head_bytes)?;
                 self.sending = Some(Sending {
                     status: head.status,
@@ -403,14 +446,14 @@ impl<'a> Pump<'a> {
         if out.is_empty() {
             return Ok(());
         }
-        let (written, result) =
-            send_bytes_blocking(self.io.output, out, self.io.socket, self.cfg.send_timeout);
+        let (written, result) = self.io.send_bytes(out, self.cfg);
         s.sent += log::body_sent(&body, written);
         result.map_err(|_| Abort::Client)
     }
 
     fn send(&self, bytes: Vec<u8>) -> Result<(), Abort> {
-        send_bytes_blocking(self.io.output, bytes, self.io.socket, self.cfg.send_timeout)
+        self.io
+            .send_bytes(bytes, self.cfg)
             .1
             .map_err(|_| Abort::Client)
     }
@@ -503,10 +546,8 @@ fn send_decided(
 /// Sends a response of our own. Returns the body bytes that reached the
 /// client, and whether all of it did.
 fn send_response(io: ClientIo, cfg: &Config, response: &Response) -> (u64, bool) {
-    let mut writer = ResponseWriter::new(response, io.socket).copying(cfg.no_sendfile);
-    let ok = send_blocking(io.output, &mut writer, cfg.send_timeout).is_ok();
-    let body_sent = log::body_sent(&response.body_range(), writer.written());
-    (body_sent, ok)
+    let (written, ok) = io.send_response(response, cfg);
+    (log::body_sent(&response.body_range(), written), ok)
 }
 
 /// Writes the access-log line; returns `keep_alive`.

@@ -19,26 +19,38 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Sleep;
 
 use super::cgi_exchange::{self, ClientIo};
-use super::linger_deadline;
 use super::listen::{Listener, UNIX_CLIENT};
 use super::writer::ResponseWriter;
+use super::{linger_deadline, Got, Wire};
 use crate::config::Config;
 use crate::log;
 use crate::pool;
 use crate::respond::CgiJob;
-use crate::session::{Sent, Session, Step};
+use crate::session::{Kind, Sent, Session, Step};
 use crate::site::{describe, Site};
 use crate::sys;
 
-/// How much is read per call.
-pub(crate) const READ_CHUNK: usize = 16 * 1024;
+pub(crate) use super::READ_CHUNK;
 /// How long accepting pauses when the process is out of descriptors.
 const EMFILE_PAUSE: Duration = Duration::from_millis(100);
 
 /// Runs the workers until SIGINT or SIGTERM, then lets in-flight responses
 /// finish (up to the grace period) and returns.
-pub fn run(cfg: Arc<Config>, site: Arc<Site>, listeners: Vec<Vec<Listener>>) -> io::Result<()> {
-    run_workers(cfg, site, listeners, worker)
+pub fn run(
+    cfg: Arc<Config>,
+    site: Arc<Site>,
+    listeners: Vec<Vec<Listener>>,
+    extras: Extras,
+) -> io::Result<()> {
+    run_workers(cfg, site, listeners, extras, worker)
+}
+
+/// What the event loop is given besides the configuration: the TLS
+/// settings when its listeners speak HTTPS.
+#[derive(Clone, Default)]
+pub struct Extras {
+    #[cfg(feature = "tls")]
+    pub tls: Option<Arc<crate::tls::Acceptor>>,
 }
 
 /// Starts one thread per listener group running `worker`, announces the
@@ -48,6 +60,7 @@ pub(crate) fn run_workers(
     cfg: Arc<Config>,
     site: Arc<Site>,
     listeners: Vec<Vec<Listener>>,
+    extras: Extras,
     worker: fn(Shared, Vec<Listener>),
 ) -> io::Result<()> {
     // Signal handlers first: from the first accepted connection on, SIGTERM
@@ -55,7 +68,7 @@ pub(crate) fn run_workers(
     let signals = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let mut stop_signals = signals.block_on(async { StopSignals::register() })?;
+    let mut stop_signals = signals.block_on(async { StopSignals::register(extras.clone()) })?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let conns = Arc::new(Connections {
         active: AtomicUsize::new(0),
@@ -65,13 +78,18 @@ pub(crate) fn run_workers(
     });
     // Announced only when everything is ready: tests and scripts wait for it.
     for l in listeners.first().into_iter().flatten() {
-        eprintln!("staticd: listening on {}", l.name()?);
+        match l {
+            Listener::Redirect(..) => eprintln!("staticd: redirecting to https on {}", l.name()?),
+            _ => eprintln!("staticd: listening on {}", l.name()?),
+        }
     }
     let shared = Shared {
         cfg,
         site,
         stop: stop_rx,
         conns: Arc::clone(&conns),
+        #[cfg(feature = "tls")]
+        tls: extras.tls,
     };
     let mut workers = Vec::new();
     for (i, group) in listeners.into_iter().enumerate() {
@@ -91,20 +109,22 @@ pub(crate) fn run_workers(
 }
 
 /// SIGINT and SIGTERM, both meaning: stop gracefully; and SIGHUP, which
-/// reopens the access-log file.
+/// reopens the access-log file and reloads the certificates.
 struct StopSignals {
     int: tokio::signal::unix::Signal,
     term: tokio::signal::unix::Signal,
     hup: tokio::signal::unix::Signal,
+    extras: Extras,
 }
 
 impl StopSignals {
-    fn register() -> io::Result<StopSignals> {
+    fn register(extras: Extras) -> io::Result<StopSignals> {
         use tokio::signal::unix::{signal, SignalKind};
         Ok(StopSignals {
             int: signal(SignalKind::interrupt())?,
             term: signal(SignalKind::terminate())?,
             hup: signal(SignalKind::hangup())?,
+            extras,
         })
     }
 
@@ -118,9 +138,31 @@ impl StopSignals {
                     if let Err(e) = log::reopen() {
                         log::diagnostic(&format!("staticd: cannot reopen the log file: {}\n", describe(&e)));
                     }
+                    self.reload_certificates();
                 }
             }
         }
+    }
+}
+
+impl StopSignals {
+    #[cfg(feature = "tls")]
+    fn reload_certificates(&self) {
+        let Some(tls) = &self.extras.tls else {
+            return;
+        };
+        let mut warn = |w: String| log::diagnostic(&format!("staticd: warning: {w}\n"));
+        match tls.reload(&mut warn) {
+            Ok(()) => log::diagnostic("staticd: reloaded certificates\n"),
+            Err(e) => log::diagnostic(&format!(
+                "staticd: reload: {e}; keeping the old certificates\n"
+            )),
+        }
+    }
+
+    #[cfg(not(feature = "tls"))]
+    fn reload_certificates(&self) {
+        let _ = &self.extras;
     }
 }
 
@@ -131,6 +173,8 @@ pub(crate) struct Shared {
     pub(crate) site: Arc<Site>,
     pub(crate) stop: watch::Receiver<bool>,
     pub(crate) conns: Arc<Connections>,
+    #[cfg(feature = "tls")]
+    pub(crate) tls: Option<Arc<crate::tls::Acceptor>>,
 }
 
 /// The process-wide count of open connections, bounded by
@@ -242,12 +286,18 @@ pub(crate) async fn connections_finished(shared: &Shared) {
 fn start(listener: Listener, shared: &Shared) -> io::Result<tokio::task::JoinHandle<()>> {
     let shared = shared.clone();
     Ok(match listener {
-        Listener::Tcp(l) => tokio::spawn(accept_loop(TcpListener::from_std(l)?, shared)),
-        Listener::Unix(l) => tokio::spawn(accept_loop(UnixListener::from_std(l)?, shared)),
+        Listener::Tcp(l) => tokio::spawn(accept_loop(TcpListener::from_std(l)?, shared, None)),
+        Listener::Unix(l) => tokio::spawn(accept_loop(UnixListener::from_std(l)?, shared, None)),
+        Listener::Redirect(l, https_port) => {
+            let l = TcpListener::from_std(l)?;
+            tokio::spawn(accept_loop(l, shared, Some(https_port)))
+        }
     })
 }
 
-async fn accept_loop(listener: impl Accept, shared: Shared) {
+/// `redirect`: the listener is `--redirect-http`'s, and this is the port
+/// its clients are sent to.
+async fn accept_loop(listener: impl Accept, shared: Shared, redirect: Option<u16>) {
     let mut last_complaint: Option<Instant> = None;
     loop {
         match listener.next().await {
@@ -257,11 +307,28 @@ async fn accept_loop(listener: impl Accept, shared: Shared) {
                 // another worker's listener needs. At the bound, this client
                 // waits here unserved, and this worker accepts no one else.
                 let slot = shared.conns.take_slot().await;
-                tokio::spawn(connection(stream, client, shared.clone(), slot));
+                let Ok(wire) = wire_for(&shared, redirect) else {
+                    continue;
+                };
+                tokio::spawn(connection(stream, client, wire, shared.clone(), slot));
             }
             Err(e) => accept_failed(&e, &mut last_complaint).await,
         }
     }
+}
+
+/// A new connection's wire and kind: TLS on the listeners when there are
+/// certificates, cleartext on `--redirect-http`'s.
+fn wire_for(shared: &Shared, redirect: Option<u16>) -> io::Result<(Wire, Kind)> {
+    if let Some(port) = redirect {
+        return Ok((Wire::Clear, Kind::RedirectToHttps { port }));
+    }
+    #[cfg(feature = "tls")]
+    if let Some(tls) = &shared.tls {
+        return Ok((Wire::Tls(Box::new(tls.accept()?)), Kind::Https));
+    }
+    let _ = shared;
+    Ok((Wire::Clear, Kind::Http))
 }
 
 /// A listener as the accept loop sees it.
@@ -359,10 +426,11 @@ fn out_of_resources(e: &io::Error) -> bool {
 fn connection(
     stream: impl Socket,
     client: String,
+    (mut wire, kind): (Wire, Kind),
     shared: Shared,
     slot: Slot,
 ) -> impl Future<Output = ()> {
-    let mut session = Session::new(client);
+    let mut session = Session::with_kind(client, kind);
     async move {
         // Held until the connection ends, whichever way it ends.
         let _slot = slot;
@@ -387,11 +455,13 @@ fn connection(
                         busy.idle();
                     }
                     let deadline = *deadline;
-                    let read = read_some(&stream, session.input());
+                    let read = read_wire(&stream, &mut wire, session.input());
                     let read = within(read, deadline, timer.as_mut()).await;
                     busy.resume();
-                    if !matches!(read, Ok(true)) {
-                        break;
+                    match read {
+                        Ok(Got::Bytes) => {}
+                        Ok(Got::Cleartext) => session.https_required(),
+                        Ok(Got::Closed) | Err(_) => break,
                     }
                 }
                 Step::Send(sent) => {
@@ -401,7 +471,8 @@ fn connection(
                     }
                     let cfg = &shared.cfg;
                     let (copy, send_timeout) = (cfg.no_sendfile, cfg.send_timeout);
-                    let result = send(&stream, sent, copy, timer.as_mut(), send_timeout).await;
+                    let out = &mut wire;
+                    let result = send(&stream, out, sent, copy, timer.as_mut(), send_timeout).await;
                     // `step` writes the log line when dropped: after this
                     // arm, or with the task if the stop's grace runs out.
                     if result.is_err() {
@@ -413,10 +484,12 @@ fn connection(
                         unreachable!("matched as Cgi just above")
                     };
                     let (cfg, site) = (&shared.cfg, &shared.site);
-                    let keep_alive = run_cgi(stream.as_fd(), &mut session, job, cfg, site).await;
+                    let io = (stream.as_fd(), &mut wire);
+                    let keep_alive = run_cgi(io, &mut session, job, cfg, site).await;
                     session.cgi_finished(keep_alive);
                 }
                 Step::Close => {
+                    wire.close(stream.as_fd());
                     // With nothing unread, close(2) alone ends it cleanly;
                     // otherwise the client's bytes in flight would meet a
                     // reset that can destroy the last response, so the
@@ -473,7 +546,7 @@ impl Drop for Busy {
 /// (which must be non-blocking: the exchange waits with poll(2)).
 /// Returns whether the connection can carry another request.
 pub(crate) async fn run_cgi(
-    stream: BorrowedFd<'_>,
+    (stream, wire): (BorrowedFd<'_>, &mut Wire),
     session: &mut Session,
     job: Box<CgiJob>,
     cfg: &Arc<Config>,
@@ -485,18 +558,22 @@ pub(crate) async fn run_cgi(
     let mut input = std::mem::take(session.input());
     let client = session.client().to_string();
     let (cfg, site) = (Arc::clone(cfg), Arc::clone(site));
+    // The TLS state goes with the exchange and comes back after it.
+    let moved = std::cell::RefCell::new(std::mem::replace(wire, Wire::Clear));
     let task = tokio::task::spawn_blocking(move || {
         let io = ClientIo {
             input: fd.as_fd(),
             output: fd.as_fd(),
             socket: true,
+            wire: &moved,
         };
         let keep_alive = cgi_exchange::run(job, io, &mut input, &cfg, &site, &client);
-        (keep_alive, input)
+        (keep_alive, input, moved.into_inner())
     });
     match task.await {
-        Ok((keep_alive, input)) => {
+        Ok((keep_alive, input, back)) => {
             *session.input() = input;
+            *wire = back;
             keep_alive
         }
         Err(_) => false,
@@ -528,6 +605,53 @@ async fn within<T>(
         }
     })
     .await
+}
+
+/// Reads what is there, through TLS when the wire has it: handshake
+/// messages go out before each wait, and a read that only moved the
+/// handshake along is not the end of the wait.
+async fn read_wire(stream: &impl Socket, wire: &mut Wire, buf: &mut Vec<u8>) -> io::Result<Got> {
+    if matches!(wire, Wire::Clear) {
+        let got = read_some(stream, buf).await?;
+        return Ok(if got { Got::Bytes } else { Got::Closed });
+    }
+    loop {
+        flush_wire(stream, wire).await?;
+        stream.readable().await?;
+        let borrowed = buf.capacity() == 0;
+        if borrowed {
+            *buf = pool::take(&pool::READS);
+        }
+        let before = buf.len();
+        let read = stream.try_io(Interest::READABLE, || wire.read(stream.as_fd(), buf));
+        let grew = buf.len() > before;
+        if borrowed && !grew {
+            pool::give(&pool::READS, std::mem::take(buf));
+        }
+        match read {
+            Ok(Got::Bytes) if !grew => {}
+            Ok(got) => return Ok(got),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => {
+                // The alert TLS queued for the client, if the socket takes it.
+                let _ = wire.out(stream.as_fd(), true).flush();
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// Writes what TLS has waiting (handshake messages, tickets, alerts).
+async fn flush_wire(stream: &impl Socket, wire: &mut Wire) -> io::Result<()> {
+    let mut out = wire.out(stream.as_fd(), true);
+    while out.pending() {
+        match stream.try_io(Interest::WRITABLE, || out.flush()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => stream.writable().await?,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Reads what is there. False: the client closed or failed.
@@ -571,14 +695,16 @@ async fn read_some(stream: &impl Socket, buf: &mut Vec<u8>) -> io::Result<bool> 
 /// the connection's one timer.
 async fn send(
     stream: &impl Socket,
+    wire: &mut Wire,
     sent: &mut Sent,
     copy: bool,
     mut timer: Pin<&mut Sleep>,
     send_timeout: Duration,
 ) -> io::Result<()> {
-    let mut writer = ResponseWriter::new(&sent.response, true).copying(copy);
-    while !writer.is_done() {
-        match stream.try_io(Interest::WRITABLE, || writer.write_some(stream.as_fd())) {
+    let mut out = wire.out(stream.as_fd(), true);
+    let mut writer = ResponseWriter::new(&sent.response).copying(copy);
+    while !writer.is_done(&out) {
+        match stream.try_io(Interest::WRITABLE, || writer.write_some(&mut out)) {
             Ok(_) => sent.written = writer.written(),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 let deadline = Instant::now() + send_timeout;

@@ -20,13 +20,15 @@ pub(crate) const UNIX_CLIENT: &str = "unix:";
 pub enum Listener {
     Tcp(std::net::TcpListener),
     Unix(UnixListener),
+    /// `--redirect-http`: cleartext, every request sent to https on the port.
+    Redirect(std::net::TcpListener, u16),
 }
 
 impl Listener {
     /// What the start-up line names: `127.0.0.1:8080`, `unix:/run/staticd.sock`.
     pub fn name(&self) -> io::Result<String> {
         match self {
-            Listener::Tcp(l) => Ok(l.local_addr()?.to_string()),
+            Listener::Tcp(l) | Listener::Redirect(l, _) => Ok(l.local_addr()?.to_string()),
             Listener::Unix(l) => {
                 let addr = l.local_addr()?;
                 let path = addr.as_pathname().unwrap_or(Path::new(""));
@@ -50,28 +52,33 @@ pub struct Bound {
 pub fn bind(cfg: &Config) -> Result<Bound, String> {
     let mut binder = Binder {
         port: cfg.port,
+        redirect_to: None,
         seen: Vec::new(),
         bound: Bound {
             groups: (0..cfg.threads).map(|_| Vec::new()).collect(),
             files: Vec::new(),
         },
     };
-    if cfg.bind.is_empty() {
-        binder.tcp(IpAddr::V4(Ipv4Addr::UNSPECIFIED), None, false)?;
-        // A machine without IPv6 still serves IPv4 by default.
-        binder.tcp(IpAddr::V6(Ipv6Addr::UNSPECIFIED), None, true)?;
-    }
-    for bind in &cfg.bind {
-        match bind {
-            Bind::Host(host) => binder.host(host)?,
-            Bind::Unix(path) => binder.unix(path, cfg.unix_mode)?,
-        }
+    binder.every_bind(cfg)?;
+    let redirect = cfg.https.as_ref().and_then(|h| h.redirect_port);
+    if let Some(port) = redirect {
+        // The port clients are sent to is the one bound (--port 0 picks it).
+        let https_port = binder.bound.groups[0].iter().find_map(|l| match l {
+            Listener::Tcp(l) => l.local_addr().ok().map(|a| a.port()),
+            _ => None,
+        });
+        binder.port = port;
+        binder.redirect_to = Some(https_port.unwrap_or(cfg.port));
+        binder.seen.clear();
+        binder.every_bind(cfg)?;
     }
     Ok(binder.bound)
 }
 
 struct Binder {
     port: u16,
+    /// Set while binding `--redirect-http`'s listeners: the https port.
+    redirect_to: Option<u16>,
     /// Addresses bound so far: a name and an address (or two names) may
     /// come to the same one, which is bound once.
     seen: Vec<SocketAddr>,
@@ -79,6 +86,25 @@ struct Binder {
 }
 
 impl Binder {
+    /// Every `--bind` (by default, every IPv4 and IPv6 address). Unix
+    /// sockets are for a proxy on this host, which has no use for a
+    /// redirect to https: they are not bound for `--redirect-http`.
+    fn every_bind(&mut self, cfg: &Config) -> Result<(), String> {
+        if cfg.bind.is_empty() {
+            self.tcp(IpAddr::V4(Ipv4Addr::UNSPECIFIED), None, false)?;
+            // A machine without IPv6 still serves IPv4 by default.
+            self.tcp(IpAddr::V6(Ipv6Addr::UNSPECIFIED), None, true)?;
+        }
+        for bind in &cfg.bind {
+            match bind {
+                Bind::Host(host) => self.host(host)?,
+                Bind::Unix(_) if self.redirect_to.is_some() => {}
+                Bind::Unix(path) => self.unix(path, cfg.unix_mode)?,
+            }
+        }
+        Ok(())
+    }
+
     /// Every address `host` resolves to. The IPv6 ones of a name may be
     /// missing on this machine (`localhost` has `::1` in /etc/hosts even
     /// without IPv6), as long as some address of it is bound.
@@ -110,7 +136,10 @@ impl Binder {
             Ok(group) => {
                 self.seen.push(addr);
                 for (thread, l) in self.bound.groups.iter_mut().zip(group) {
-                    thread.push(Listener::Tcp(l));
+                    thread.push(match self.redirect_to {
+                        Some(port) => Listener::Redirect(l, port),
+                        None => Listener::Tcp(l),
+                    });
                 }
                 Ok(true)
             }

@@ -19,3 +19,80 @@ const LINGER: Duration = Duration::from_secs(2);
 fn linger_deadline() -> Instant {
     Instant::now() + LINGER
 }
+
+/// How a connection's bytes travel: as they are, or through TLS.
+pub enum Wire {
+    Clear,
+    #[cfg(feature = "tls")]
+    Tls(Box<crate::tls::Connection>),
+}
+
+impl Wire {
+    /// Where a response goes: `fd` (a socket when `socket`), through TLS
+    /// when the connection has it.
+    pub fn out<'a>(&'a mut self, fd: std::os::fd::BorrowedFd<'a>, socket: bool) -> writer::Out<'a> {
+        match self {
+            Wire::Clear => writer::Out::fd(fd, socket),
+            #[cfg(feature = "tls")]
+            Wire::Tls(tls) => writer::Out::Tls { fd, tls },
+        }
+    }
+
+    /// Reads what `fd` has and appends it to `buf`, decrypted over TLS.
+    /// WouldBlock passes through.
+    pub fn read(
+        &mut self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        buf: &mut Vec<u8>,
+    ) -> std::io::Result<Got> {
+        match self {
+            Wire::Clear => {
+                let start = buf.len();
+                buf.resize(start + READ_CHUNK, 0);
+                let result = crate::sys::read(fd, &mut buf[start..]);
+                buf.truncate(start + *result.as_ref().unwrap_or(&0));
+                Ok(if result? == 0 {
+                    Got::Closed
+                } else {
+                    Got::Bytes
+                })
+            }
+            #[cfg(feature = "tls")]
+            Wire::Tls(tls) => match tls.receive(fd, buf)? {
+                crate::tls::Received::Progress => Ok(Got::Bytes),
+                crate::tls::Received::Closed => Ok(Got::Closed),
+                crate::tls::Received::Cleartext => {
+                    *self = Wire::Clear;
+                    Ok(Got::Cleartext)
+                }
+            },
+        }
+    }
+
+    /// Over TLS: queues close_notify and writes what it can without
+    /// waiting, before the descriptor closes.
+    pub fn close(&mut self, fd: std::os::fd::BorrowedFd<'_>) {
+        #[cfg(feature = "tls")]
+        if let Wire::Tls(tls) = self {
+            tls.close();
+            let _ = tls.flush(fd);
+        }
+        let _ = fd;
+    }
+}
+
+/// What a read brought.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Got {
+    /// Bytes for the session (over TLS, possibly none: a handshake step).
+    Bytes,
+    /// The client closed.
+    Closed,
+    /// A cleartext request on a TLS port: its bytes are in the buffer, and
+    /// the wire is now `Clear`, for the answer `Session::https_required`
+    /// gives.
+    Cleartext,
+}
+
+/// How much is read per call.
+pub(crate) const READ_CHUNK: usize = 16 * 1024;

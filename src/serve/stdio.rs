@@ -2,38 +2,44 @@
 //! plain blocking code. Under tcpserver both are the same socket; with
 //! pipes they are not, and sockets-only calls are skipped.
 
+use std::cell::RefCell;
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 use super::cgi_exchange::{self, ClientIo};
-use super::linger_deadline;
 use super::writer::{send_blocking, ResponseWriter};
+use super::{linger_deadline, Got, Wire};
 use crate::cgi;
 use crate::config::Config;
-use crate::session::{Session, Step};
+use crate::session::{Kind, Session, Step};
 use crate::site::Site;
 use crate::sys;
 
 /// How long an exiting inetd process waits for CGI stderr to drain.
 const STDERR_GRACE: Duration = Duration::from_secs(2);
 
-/// How much is read per call.
-const READ_CHUNK: usize = 16 * 1024;
+/// What inetd mode is given besides the configuration: the TLS settings
+/// when it speaks HTTPS on stdin/stdout.
+#[derive(Default)]
+pub struct Extras {
+    #[cfg(feature = "tls")]
+    pub tls: Option<crate::tls::Acceptor>,
+}
 
-pub fn run(cfg: &Config, site: &Site) -> io::Result<()> {
+pub fn run(cfg: &Config, site: &Site, extras: Extras) -> io::Result<()> {
     // SIGTERM (a super-server stopping) then ends the response in flight,
     // which is logged with the bytes it sent, instead of killing the
     // process before its log line. Should this fail, SIGTERM kills as it
     // always did: serving goes on.
     let _ = sys::stop_on_signals();
-    let served = serve(cfg, site);
+    let served = serve(cfg, site, extras);
     // The process exits next: let CGI scripts' last stderr lines through.
     cgi::finish_stderr(STDERR_GRACE);
     served
 }
 
-fn serve(cfg: &Config, site: &Site) -> io::Result<()> {
+fn serve(cfg: &Config, site: &Site, extras: Extras) -> io::Result<()> {
     // SAFETY: fd 0 and fd 1 are open for the life of the process; inetd,
     // tcpserver or the shell gave them to us.
     let (input, output) = unsafe { (BorrowedFd::borrow_raw(0), BorrowedFd::borrow_raw(1)) };
@@ -46,19 +52,25 @@ fn serve(cfg: &Config, site: &Site) -> io::Result<()> {
         // writes with poll(2) give it exactly one.
         sys::set_nonblocking(output);
     }
-    let mut session = Session::new(client_address(input));
+    let (wire, kind) = wire(&extras)?;
+    let wire = RefCell::new(wire);
+    let mut session = Session::with_kind(client_address(input), kind);
     loop {
         match session.step(cfg, site, sys::stop_requested()) {
             Step::Read { deadline, .. } => {
                 let timeout = deadline.saturating_duration_since(Instant::now());
-                if !read_some(input, session.input(), timeout)? {
-                    return Ok(());
+                let mut wire = wire.borrow_mut();
+                match read_some(&mut wire, input, output, session.input(), timeout) {
+                    Got::Bytes => {}
+                    Got::Cleartext => session.https_required(),
+                    Got::Closed => return Ok(()),
                 }
             }
             Step::Send(mut sent) => {
-                let mut writer =
-                    ResponseWriter::new(&sent.response, out_socket).copying(cfg.no_sendfile);
-                let result = send_blocking(output, &mut writer, cfg.send_timeout);
+                let mut wire = wire.borrow_mut();
+                let mut out = wire.out(output, out_socket);
+                let mut writer = ResponseWriter::new(&sent.response).copying(cfg.no_sendfile);
+                let result = send_blocking(&mut out, &mut writer, cfg.send_timeout);
                 sent.written = writer.written();
                 // Dropping `sent` writes its log line.
                 if result.is_err() {
@@ -70,6 +82,7 @@ fn serve(cfg: &Config, site: &Site) -> io::Result<()> {
                     input,
                     output,
                     socket: out_socket,
+                    wire: &wire,
                 };
                 let client = session.client().to_string();
                 let keep_alive = cgi_exchange::run(job, io, session.input(), cfg, site, &client);
@@ -78,6 +91,7 @@ fn serve(cfg: &Config, site: &Site) -> io::Result<()> {
             Step::Close => break,
         }
     }
+    wire.borrow_mut().close(output);
     if out_socket {
         sys::shutdown_write(output);
         if session.unread_input() {
@@ -88,25 +102,70 @@ fn serve(cfg: &Config, site: &Site) -> io::Result<()> {
     Ok(())
 }
 
-/// Reads what is there into `buf`. False: the client is gone or silent.
-fn read_some(fd: BorrowedFd<'_>, buf: &mut Vec<u8>, timeout: Duration) -> io::Result<bool> {
-    if !sys::wait(fd, false, timeout)? {
-        return Ok(false);
+/// The connection's wire and kind: TLS when inetd mode has certificates.
+fn wire(extras: &Extras) -> io::Result<(Wire, Kind)> {
+    #[cfg(feature = "tls")]
+    if let Some(tls) = &extras.tls {
+        return Ok((Wire::Tls(Box::new(tls.accept()?)), Kind::Https));
     }
-    let start = buf.len();
-    buf.resize(start + READ_CHUNK, 0);
-    let result = sys::read(fd, &mut buf[start..]);
-    match result {
-        Ok(n) => {
-            buf.truncate(start + n);
-            Ok(n > 0)
+    let _ = extras;
+    Ok((Wire::Clear, Kind::Http))
+}
+
+/// Reads what is there into `buf`, waiting up to `timeout` for it; over
+/// TLS, handshake replies go out on `output` first. `Closed` also stands
+/// for a client that is silent too long or sends what TLS refuses (after
+/// the alert went out).
+fn read_some(
+    wire: &mut Wire,
+    input: BorrowedFd<'_>,
+    output: BorrowedFd<'_>,
+    buf: &mut Vec<u8>,
+    timeout: Duration,
+) -> Got {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut out = wire.out(output, false);
+        if out.pending() && send_pending(&mut out, left).is_err() {
+            return Got::Closed;
         }
-        Err(e) => {
-            buf.truncate(start);
-            match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(true),
-                _ => Ok(false),
+        match sys::wait(input, false, left) {
+            Ok(true) => {}
+            _ => return Got::Closed,
+        }
+        let before = buf.len();
+        match wire.read(input, buf) {
+            Ok(Got::Bytes) if buf.len() == before => {}
+            Ok(got) => return got,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) => {}
+            Err(_) => {
+                // A TLS alert may wait: let it out, without waiting.
+                let _ = wire.out(output, false).flush();
+                return Got::Closed;
             }
+        }
+    }
+}
+
+/// Writes what TLS has waiting (handshake messages), within `timeout`.
+fn send_pending(out: &mut super::writer::Out<'_>, timeout: Duration) -> io::Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match out.flush() {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if !sys::wait(out.raw(), true, left)? {
+                    return Err(io::ErrorKind::TimedOut.into());
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
 }

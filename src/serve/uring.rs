@@ -30,6 +30,7 @@ use tokio_uring::{BufResult, OneshotOutputTransform, UnsubmittedOneshot};
 use super::event_loop::{self, Shared, READ_CHUNK};
 use super::linger_deadline;
 use super::listen::{Listener, UNIX_CLIENT};
+use super::Wire;
 use crate::config::Config;
 use crate::http::response::Chunk;
 use crate::pool;
@@ -56,8 +57,19 @@ pub fn check() -> Result<(), String> {
 }
 
 /// Runs the workers until SIGINT or SIGTERM, as `event_loop::run` does.
+/// HTTPS is not served here (main refuses it at start-up), so neither are
+/// `--redirect-http`'s listeners.
 pub fn run(cfg: Arc<Config>, site: Arc<Site>, listeners: Vec<Vec<Listener>>) -> io::Result<()> {
-    event_loop::run_workers(cfg, site, listeners, worker)
+    let redirects = listeners
+        .iter()
+        .flatten()
+        .any(|l| matches!(l, Listener::Redirect(..)));
+    if redirects {
+        return Err(io::Error::other(
+            "--io-uring does not serve HTTPS or --redirect-http",
+        ));
+    }
+    event_loop::run_workers(cfg, site, listeners, event_loop::Extras::default(), worker)
 }
 
 fn worker(shared: Shared, group: Vec<Listener>) {
@@ -70,9 +82,10 @@ fn worker(shared: Shared, group: Vec<Listener>) {
     rt.block_on(async move {
         let accepting: Vec<_> = group
             .into_iter()
-            .map(|l| match l {
-                Listener::Tcp(l) => start(TcpListener::from_std(l), &shared),
-                Listener::Unix(l) => start(l, &shared),
+            .filter_map(|l| match l {
+                Listener::Tcp(l) => Some(start(TcpListener::from_std(l), &shared)),
+                Listener::Unix(l) => Some(start(l, &shared)),
+                Listener::Redirect(..) => None,
             })
             .collect();
         let mut stop_wait = shared.stop.clone();
@@ -260,7 +273,8 @@ async fn serve(
             Step::Cgi(job) => {
                 // The exchange runs blocking code that waits with poll(2).
                 sys::set_nonblocking(borrow(stream));
-                let keep_alive = event_loop::run_cgi(borrow(stream), session, job, cfg, site).await;
+                let io = (borrow(stream), &mut Wire::Clear);
+                let keep_alive = event_loop::run_cgi(io, session, job, cfg, site).await;
                 session.cgi_finished(keep_alive);
             }
             Step::Close => {

@@ -23,6 +23,62 @@ const MAP_WINDOW: u64 = 4 << 20;
 /// per-thread free list keeps).
 const COPY_BLOCK: usize = 64 << 10;
 
+/// Where a response's bytes go.
+pub enum Out<'a> {
+    /// Straight to the descriptor, files by sendfile(2). `socket`: send(2)
+    /// with MSG_MORE is available.
+    Fd { fd: BorrowedFd<'a>, socket: bool },
+    /// Sealed into TLS records, then to the descriptor. Files are read in
+    /// blocks (sendfile cannot carry TLS without kernel TLS).
+    #[cfg(feature = "tls")]
+    Tls {
+        fd: BorrowedFd<'a>,
+        tls: &'a mut crate::tls::Connection,
+    },
+}
+
+impl<'a> Out<'a> {
+    pub fn fd(fd: BorrowedFd<'a>, socket: bool) -> Out<'a> {
+        Out::Fd { fd, socket }
+    }
+
+    /// The descriptor written to, to wait on.
+    pub fn raw(&self) -> BorrowedFd<'a> {
+        match self {
+            Out::Fd { fd, .. } => *fd,
+            #[cfg(feature = "tls")]
+            Out::Tls { fd, .. } => *fd,
+        }
+    }
+
+    /// Whether bytes already taken still wait to be written (TLS records).
+    pub fn pending(&self) -> bool {
+        match self {
+            Out::Fd { .. } => false,
+            #[cfg(feature = "tls")]
+            Out::Tls { tls, .. } => tls.wants_write(),
+        }
+    }
+
+    /// Writes what waits; WouldBlock when the descriptor is full.
+    pub fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Out::Fd { .. } => Ok(()),
+            #[cfg(feature = "tls")]
+            Out::Tls { fd, tls } => tls.flush(*fd),
+        }
+    }
+
+    fn write(&mut self, buf: &[u8], more: bool) -> io::Result<usize> {
+        match self {
+            Out::Fd { fd, socket: true } => sys::send(*fd, buf, more),
+            Out::Fd { fd, socket: false } => sys::write(*fd, buf),
+            #[cfg(feature = "tls")]
+            Out::Tls { fd, tls } => tls.send(*fd, buf),
+        }
+    }
+}
+
 pub struct ResponseWriter<'a> {
     response: &'a Response,
     /// Bytes of the head already written.
@@ -34,8 +90,6 @@ pub struct ResponseWriter<'a> {
     chunk_done: u64,
     /// Set once sendfile(2) refused this descriptor; files then go through mmap.
     use_mmap: bool,
-    /// `out` is a socket: send(2) with MSG_MORE is available.
-    socket: bool,
     /// Files are read into a buffer and written from it (`--no-sendfile`).
     copy: bool,
     /// With `copy`: the block read last, and how much of it is written.
@@ -53,7 +107,7 @@ impl Drop for ResponseWriter<'_> {
 impl<'a> ResponseWriter<'a> {
     /// A writer for `response`, which it borrows: the transport keeps the
     /// response once, and the writer adds only its progress.
-    pub fn new(response: &'a Response, socket: bool) -> ResponseWriter<'a> {
+    pub fn new(response: &'a Response) -> ResponseWriter<'a> {
         ResponseWriter {
             response,
             head_done: 0,
@@ -61,7 +115,6 @@ impl<'a> ResponseWriter<'a> {
             chunk: 0,
             chunk_done: 0,
             use_mmap: false,
-            socket,
             copy: false,
             block: Box::default(),
             block_len: 0,
@@ -83,23 +136,33 @@ impl<'a> ResponseWriter<'a> {
         self.written
     }
 
-    pub fn is_done(&self) -> bool {
+    /// Whether every byte went out: all taken, and nothing waiting in `out`.
+    pub fn is_done(&self, out: &Out<'_>) -> bool {
+        self.all_taken() && !out.pending()
+    }
+
+    fn all_taken(&self) -> bool {
         self.head_done == self.response.head.len() && self.chunk == self.response.body.len()
     }
 
     /// Makes one write towards finishing the response. Returns the bytes
-    /// written; a file that ended early (it shrank) is an UnexpectedEof error,
-    /// which ends the connection: padding would send bytes that are not the file.
-    pub fn write_some(&mut self, out: BorrowedFd<'_>) -> io::Result<usize> {
+    /// taken (over TLS, sealed: they leave with this or a later call); a
+    /// file that ended early (it shrank) is an UnexpectedEof error, which
+    /// ends the connection: padding would send bytes that are not the file.
+    pub fn write_some(&mut self, out: &mut Out<'_>) -> io::Result<usize> {
+        if self.all_taken() {
+            out.flush()?;
+            return Ok(0);
+        }
         let n = self.write_next(out)?;
         self.written += n as u64;
         Ok(n)
     }
 
-    fn write_next(&mut self, out: BorrowedFd<'_>) -> io::Result<usize> {
+    fn write_next(&mut self, out: &mut Out<'_>) -> io::Result<usize> {
         if self.head_done < self.response.head.len() {
             let more = !self.response.body.is_empty();
-            let n = self.write_bytes(out, &self.response.head[self.head_done..], more)?;
+            let n = out.write(&self.response.head[self.head_done..], more)?;
             self.head_done += n;
             return Ok(n);
         }
@@ -107,13 +170,13 @@ impl<'a> ResponseWriter<'a> {
         let response = self.response;
         let n = match &response.body[self.chunk] {
             Chunk::Bytes(bytes) => {
-                let n = self.write_bytes(out, &bytes[self.chunk_done as usize..], !last)?;
+                let n = out.write(&bytes[self.chunk_done as usize..], !last)?;
                 self.advance(n as u64, bytes.len() as u64);
                 n
             }
             Chunk::Shared { bytes, offset, len } => {
                 let part = &bytes[offset + self.chunk_done as usize..offset + len];
-                let n = self.write_bytes(out, part, !last)?;
+                let n = out.write(part, !last)?;
                 self.advance(n as u64, *len as u64);
                 n
             }
@@ -142,33 +205,26 @@ impl<'a> ResponseWriter<'a> {
         }
     }
 
-    fn write_bytes(&self, out: BorrowedFd<'_>, buf: &[u8], more: bool) -> io::Result<usize> {
-        if self.socket {
-            sys::send(out, buf, more)
-        } else {
-            sys::write(out, buf)
-        }
-    }
-
     fn write_file(
         &mut self,
-        out: BorrowedFd<'_>,
+        out: &mut Out<'_>,
         file: &std::fs::File,
         at: u64,
         left: u64,
     ) -> io::Result<usize> {
         let count = left.min(MAX_CALL as u64) as usize;
-        if self.copy {
-            return self.write_copied(out, file, at, count);
-        }
+        let (fd, socket) = match *out {
+            Out::Fd { fd, socket } if !self.copy => (fd, socket),
+            _ => return self.write_copied(out, file, at, count),
+        };
         if !self.use_mmap {
             let mut offset = at;
-            match sys::sendfile(out, file, &mut offset, count) {
+            match sys::sendfile(fd, file, &mut offset, count) {
                 Err(e) if sendfile_unsupported(&e) => self.use_mmap = true,
                 other => return other,
             }
         }
-        write_mapped(out, file, at, count, self.socket)
+        write_mapped(fd, file, at, count, socket)
     }
 
     /// Writes from the block read last, reading the next block of the file
@@ -176,7 +232,7 @@ impl<'a> ResponseWriter<'a> {
     /// when the file ends before `count`.
     fn write_copied(
         &mut self,
-        out: BorrowedFd<'_>,
+        out: &mut Out<'_>,
         file: &std::fs::File,
         at: u64,
         count: usize,
@@ -198,7 +254,7 @@ impl<'a> ResponseWriter<'a> {
             self.block_sent = 0;
         }
         let pending = &self.block[self.block_sent..self.block_len];
-        let n = self.write_bytes(out, pending, false)?;
+        let n = out.write(pending, false)?;
         self.block_sent += n;
         Ok(n)
     }
@@ -253,18 +309,19 @@ fn write_mapped(
 /// and so is every client once inetd mode is asked to stop
 /// (`sys::stop_requested`, checked before each write and polled by `sys::wait`).
 pub fn send_blocking(
-    fd: BorrowedFd<'_>,
+    out: &mut Out<'_>,
     writer: &mut ResponseWriter<'_>,
     send_timeout: Duration,
 ) -> io::Result<()> {
-    while !writer.is_done() {
+    let fd = out.raw();
+    while !writer.is_done(out) {
         // Checked before every write, not only when one is interrupted: a
         // stop that came between two writes, or to a client that never
         // fills the socket, must end the response too.
         if sys::stop_requested() {
             return Err(io::ErrorKind::Interrupted.into());
         }
-        match writer.write_some(fd) {
+        match writer.write_some(out) {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             // Blocking sockets report a send timeout (SO_SNDTIMEO) as
@@ -284,9 +341,8 @@ pub fn send_blocking(
 /// it streams), the same way. Returns how many were written, and how the
 /// writing ended.
 pub fn send_bytes_blocking(
-    fd: BorrowedFd<'_>,
+    out: &mut Out<'_>,
     bytes: Vec<u8>,
-    socket: bool,
     send_timeout: Duration,
 ) -> (u64, io::Result<()>) {
     let response = Response {
@@ -296,7 +352,7 @@ pub fn send_bytes_blocking(
         body_len: 0,
         close: false,
     };
-    let mut writer = ResponseWriter::new(&response, socket);
-    let result = send_blocking(fd, &mut writer, send_timeout);
+    let mut writer = ResponseWriter::new(&response);
+    let result = send_blocking(out, &mut writer, send_timeout);
     (writer.written(), result)
 }

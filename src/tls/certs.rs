@@ -1,0 +1,281 @@
+//! Certificates and keys from PEM files, and the choice among them by SNI.
+//!
+//! Everything is loaded into a `Store` in one go, so a reload swaps a whole
+//! new set in or keeps the old one: a half-read directory is never served.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::SystemTime;
+
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+
+use crate::config::Https;
+use crate::site::describe;
+
+/// One loaded set of certificates.
+#[derive(Debug, Default)]
+pub struct Store {
+    /// By DNS name from the certificates' subjectAltNames, lower case.
+    exact: HashMap<String, Arc<CertifiedKey>>,
+    /// `*.example.org` certificates, by `example.org`.
+    wildcard: HashMap<String, Arc<CertifiedKey>>,
+    fallback: Option<Arc<CertifiedKey>>,
+}
+
+/// A certificate file and what was found in it, for warnings.
+pub struct Loaded {
+    pub key: Arc<CertifiedKey>,
+    pub names: Vec<String>,
+    pub not_after: Option<SystemTime>,
+}
+
+impl Store {
+    /// Loads every certificate `sources` names. The error is one line that
+    /// names the file and the problem. `warn` hears of expired certificates
+    /// (which still load: a server that refused to start would serve nothing).
+    pub fn load(
+        sources: &Https,
+        provider: &CryptoProvider,
+        warn: &mut dyn FnMut(String),
+    ) -> Result<Store, String> {
+        let mut store = Store::default();
+        let mut check = |path: &Path, loaded: &Loaded| {
+            if let Some(t) = loaded.not_after.filter(|t| *t < SystemTime::now()) {
+                let when = httpdate::fmt_http_date(t);
+                warn(format!("{}: certificate expired {when}", path.display()));
+            }
+        };
+        if let Some((cert, key)) = &sources.pair {
+            let loaded = load_pair(cert, key, provider)?;
+            check(cert, &loaded);
+            store.fallback = Some(loaded.key);
+        }
+        if let Some(dir) = &sources.dir {
+            let mut found = 0;
+            for (cert, key) in certbot_pairs(dir)? {
+                let loaded = load_pair(&cert, &key, provider)?;
+                check(&cert, &loaded);
+                store.add(loaded);
+                found += 1;
+            }
+            if found == 0 && store.fallback.is_none() {
+                return Err(format!(
+                    "{}: no certificates (expected <name>/fullchain.pem and <name>/privkey.pem)",
+                    dir.display()
+                ));
+            }
+        }
+        Ok(store)
+    }
+
+    /// Names from directories read earlier win over later ones: the
+    /// directory listing is sorted, so the choice does not change between
+    /// reloads.
+    fn add(&mut self, loaded: Loaded) {
+        for name in loaded.names {
+            let name = name.to_ascii_lowercase();
+            let (map, key) = match name.strip_prefix("*.") {
+                Some(parent) => (&mut self.wildcard, parent.to_string()),
+                None => (&mut self.exact, name),
+            };
+            map.entry(key).or_insert_with(|| Arc::clone(&loaded.key));
+        }
+    }
+
+    /// The certificate for a client that asked for `sni`: exact name, then
+    /// a wildcard for its parent, then the fallback.
+    pub fn choose(&self, sni: Option<&str>) -> Option<Arc<CertifiedKey>> {
+        let found = sni.and_then(|name| {
+            // rustls hands over the name already lower-cased and without a
+            // trailing dot.
+            self.exact.get(name).or_else(|| {
+                let (_, parent) = name.split_once('.')?;
+                self.wildcard.get(parent)
+            })
+        });
+        found.or(self.fallback.as_ref()).cloned()
+    }
+}
+
+/// The certificate and key files under a certbot-style directory, in name
+/// order. Entries that are not directories (certbot's README) are skipped.
+fn certbot_pairs(dir: &Path) -> Result<Vec<(PathBuf, PathBuf)>, String> {
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| format!("{}: {}", dir.display(), describe(&e)))?;
+    let mut names: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    names.sort();
+    Ok(names
+        .into_iter()
+        .map(|d| (d.join("fullchain.pem"), d.join("privkey.pem")))
+        .collect())
+}
+
+/// Reads a chain and its key and checks that they belong together.
+pub fn load_pair(cert: &Path, key: &Path, provider: &CryptoProvider) -> Result<Loaded, String> {
+    let chain = read_chain(cert)?;
+    let key_der = read_key(key)?;
+    let certified = CertifiedKey::from_der(chain, key_der, provider).map_err(|e| {
+        let why = match e {
+            rustls::Error::InconsistentKeys(_) => "does not match the certificate".to_string(),
+            other => format!("unusable key: {other}"),
+        };
+        format!("{}: {why} in {}", key.display(), cert.display())
+    })?;
+    let (names, not_after) = describe_leaf(&certified.cert[0]);
+    Ok(Loaded {
+        key: Arc::new(certified),
+        names,
+        not_after,
+    })
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("{}: {}", path.display(), describe(&e)))
+}
+
+fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let pem = read(path)?;
+    let chain: Vec<_> = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{}: not a PEM certificate file: {e}", path.display()))?;
+    if chain.is_empty() {
+        return Err(format!("{}: no certificate in the file", path.display()));
+    }
+    Ok(chain)
+}
+
+fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
+    let pem = read(path)?;
+    // rustls reads PKCS#8, SEC1 and PKCS#1 keys; an encrypted one needs a
+    // passphrase a server has no one to ask for.
+    if contains(&pem, b"ENCRYPTED PRIVATE KEY") || contains(&pem, b"Proc-Type: 4,ENCRYPTED") {
+        return Err(format!(
+            "{}: the private key is encrypted (decrypt it, e.g. openssl pkey -in KEY -out KEY.plain)",
+            path.display()
+        ));
+    }
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|_| {
+        format!(
+            "{}: no private key in the file (PEM PKCS#8, SEC1 or PKCS#1)",
+            path.display()
+        )
+    })
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The DNS names a certificate is for, and when it expires. A certificate
+/// x509-parser cannot read still serves as a fallback; it just names nothing.
+fn describe_leaf(der: &CertificateDer<'_>) -> (Vec<String>, Option<SystemTime>) {
+    use x509_parser::extensions::GeneralName;
+    let Ok((_, cert)) = x509_parser::parse_x509_certificate(der) else {
+        return (Vec::new(), None);
+    };
+    let mut names = Vec::new();
+    if let Ok(Some(san)) = cert.subject_alternative_name() {
+        for name in &san.value.general_names {
+            if let GeneralName::DNSName(dns) = name {
+                names.push(dns.trim_end_matches('.').to_string());
+            }
+        }
+    }
+    let not_after = u64::try_from(cert.validity().not_after.timestamp())
+        .ok()
+        .map(|secs| SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs));
+    (names, not_after)
+}
+
+/// The resolver rustls asks during each handshake; `replace` swaps the
+/// whole store for a reload, without touching connections in flight.
+#[derive(Debug)]
+pub struct Resolver {
+    store: RwLock<Arc<Store>>,
+}
+
+impl Resolver {
+    pub fn new(store: Store) -> Resolver {
+        Resolver {
+            store: RwLock::new(Arc::new(store)),
+        }
+    }
+
+    pub fn replace(&self, store: Store) {
+        let mut current = self.store.write().unwrap_or_else(|p| p.into_inner());
+        *current = Arc::new(store);
+    }
+
+    fn current(&self) -> Arc<Store> {
+        Arc::clone(&self.store.read().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+impl ResolvesServerCert for Resolver {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.current().choose(hello.server_name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dummy() -> Arc<CertifiedKey> {
+        #[derive(Debug)]
+        struct NoKey;
+        impl rustls::sign::SigningKey for NoKey {
+            fn choose_scheme(
+                &self,
+                _: &[rustls::SignatureScheme],
+            ) -> Option<Box<dyn rustls::sign::Signer>> {
+                None
+            }
+            fn algorithm(&self) -> rustls::SignatureAlgorithm {
+                rustls::SignatureAlgorithm::ECDSA
+            }
+        }
+        Arc::new(CertifiedKey::new(
+            vec![CertificateDer::from(vec![1])],
+            Arc::new(NoKey),
+        ))
+    }
+
+    fn loaded(key: &Arc<CertifiedKey>, names: &[&str]) -> Loaded {
+        Loaded {
+            key: Arc::clone(key),
+            names: names.iter().map(|s| s.to_string()).collect(),
+            not_after: None,
+        }
+    }
+
+    #[test]
+    fn exact_then_wildcard_then_fallback() {
+        let (a, wild, b, fallback) = (dummy(), dummy(), dummy(), dummy());
+        let mut store = Store::default();
+        store.add(loaded(&a, &["a.example.org"]));
+        store.add(loaded(&wild, &["*.example.org", "Example.org"]));
+        store.add(loaded(&b, &["a.example.org", "b.example.org"]));
+        let is = |store: &Store, sni: Option<&str>, want: &Arc<CertifiedKey>| {
+            assert!(Arc::ptr_eq(&store.choose(sni).unwrap(), want), "{sni:?}");
+        };
+        is(&store, Some("a.example.org"), &a);
+        is(&store, Some("b.example.org"), &b);
+        is(&store, Some("c.example.org"), &wild);
+        is(&store, Some("example.org"), &wild);
+        assert!(store.choose(Some("x.c.example.org")).is_none());
+        assert!(store.choose(None).is_none());
+        store.fallback = Some(Arc::clone(&fallback));
+        is(&store, Some("x.c.example.org"), &fallback);
+        is(&store, None, &fallback);
+    }
+}

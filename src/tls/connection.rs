@@ -1,0 +1,178 @@
+//! One TLS connection between a descriptor and a `Session`: ciphertext from
+//! the descriptor comes out as plaintext in the session's input, and what
+//! the session decided goes out as TLS records. rustls does the protocol
+//! without I/O; this makes the one read(2) or write(2) it needs at a time,
+//! never blocking, so the event loop and inetd mode drive it alike.
+
+use std::io::{self, Read, Write};
+use std::os::fd::BorrowedFd;
+use std::sync::Arc;
+
+use rustls::{ServerConfig, ServerConnection};
+
+use crate::sys;
+
+/// How much plaintext is sealed into records before they are written: four
+/// full records, so that a large body leaves in few system calls while at
+/// most this much ciphertext waits per connection.
+const MAX_SEALED: usize = 64 << 10;
+/// How much is read per call.
+const READ_CHUNK: usize = 16 << 10;
+/// The TLS record type of a handshake message: how every TLS client starts.
+const HANDSHAKE: u8 = 0x16;
+
+pub struct Connection {
+    tls: ServerConnection,
+    /// Nothing received yet: the first bytes tell TLS from cleartext HTTP.
+    fresh: bool,
+}
+
+/// What a read brought.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Received {
+    /// Plaintext was appended (possibly none: a handshake step).
+    Progress,
+    /// The client closed, or said close_notify.
+    Closed,
+    /// The client speaks cleartext HTTP; its bytes are in the buffer.
+    Cleartext,
+}
+
+impl Connection {
+    pub fn new(config: Arc<ServerConfig>) -> io::Result<Connection> {
+        let mut tls = ServerConnection::new(config).map_err(io::Error::other)?;
+        // This type bounds what waits to be written (MAX_SEALED) itself.
+        tls.set_buffer_limit(None);
+        Ok(Connection { tls, fresh: true })
+    }
+
+    /// Reads what `fd` has and appends the plaintext to `plain`. A TLS
+    /// error (garbage, a bad handshake) is an InvalidData error, after
+    /// which the alert rustls queued should be flushed before closing.
+    pub fn receive(&mut self, fd: BorrowedFd<'_>, plain: &mut Vec<u8>) -> io::Result<Received> {
+        if self.fresh {
+            return self.receive_first(fd, plain);
+        }
+        let n = self.tls.read_tls(&mut FdReader(fd))?;
+        if n == 0 {
+            return Ok(Received::Closed);
+        }
+        self.process(plain)
+    }
+
+    /// The first read goes into `plain` (empty so far) as it is, to look at
+    /// before rustls does: a cleartext request stays there to be answered.
+    fn receive_first(&mut self, fd: BorrowedFd<'_>, plain: &mut Vec<u8>) -> io::Result<Received> {
+        let start = plain.len();
+        plain.resize(start + READ_CHUNK, 0);
+        let n = match sys::read(fd, &mut plain[start..]) {
+            Ok(n) => n,
+            Err(e) => {
+                plain.truncate(start);
+                return Err(e);
+            }
+        };
+        plain.truncate(start + n);
+        if n == 0 {
+            return Ok(Received::Closed);
+        }
+        self.fresh = false;
+        if plain[start] != HANDSHAKE && plain[start].is_ascii_uppercase() {
+            return Ok(Received::Cleartext);
+        }
+        // Moved aside: the plaintext goes where the ciphertext was.
+        let ciphertext = plain[start..].to_vec();
+        plain.truncate(start);
+        let mut record = &ciphertext[..];
+        while !record.is_empty() {
+            self.tls.read_tls(&mut record)?;
+            if self.process(plain)? == Received::Closed {
+                return Ok(Received::Closed);
+            }
+        }
+        Ok(Received::Progress)
+    }
+
+    /// Runs what rustls received and moves the plaintext out.
+    fn process(&mut self, plain: &mut Vec<u8>) -> io::Result<Received> {
+        let state = self
+            .tls
+            .process_new_packets()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let want = state.plaintext_bytes_to_read();
+        if want > 0 {
+            let start = plain.len();
+            plain.resize(start + want, 0);
+            let n = self.tls.reader().read(&mut plain[start..]).unwrap_or(0);
+            plain.truncate(start + n);
+        }
+        if state.peer_has_closed() {
+            return Ok(Received::Closed);
+        }
+        Ok(Received::Progress)
+    }
+
+    /// Whether records wait to be written.
+    pub fn wants_write(&self) -> bool {
+        self.tls.wants_write()
+    }
+
+    /// Writes what records wait, until none does or `fd` is full
+    /// (WouldBlock).
+    pub fn flush(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        while self.tls.wants_write() {
+            self.tls.write_tls(&mut FdWriter(fd))?;
+        }
+        Ok(())
+    }
+
+    /// Seals the start of `bytes` into records and tries to write them.
+    /// Returns how much plaintext was taken; once taken, it leaves with
+    /// later `flush` calls if not now. Waiting records go out first: then
+    /// WouldBlock means nothing was taken.
+    pub fn send(&mut self, fd: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<usize> {
+        self.flush(fd)?;
+        let take = bytes.len().min(MAX_SEALED);
+        let n = self.tls.writer().write(&bytes[..take])?;
+        match self.flush(fd) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            other => other?,
+        }
+        Ok(n)
+    }
+
+    /// Queues a close_notify alert, for the next `flush`.
+    pub fn close(&mut self) {
+        self.tls.send_close_notify();
+    }
+
+    /// The ALPN protocol agreed on, if any.
+    pub fn protocol(&self) -> Option<&[u8]> {
+        self.tls.alpn_protocol()
+    }
+}
+
+struct FdReader<'a>(BorrowedFd<'a>);
+
+impl Read for FdReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        sys::read(self.0, buf)
+    }
+}
+
+/// Writes to a socket or pipe; records go out in one writev(2) when several wait.
+struct FdWriter<'a>(BorrowedFd<'a>);
+
+impl Write for FdWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        sys::write(self.0, buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        sys::writev(self.0, bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
