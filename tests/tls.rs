@@ -153,29 +153,29 @@ fn client_without_alpn_is_served(mode: Mode) {
     assert_eq!(conn.tls().unwrap().alpn_protocol(), None);
 }
 
-/// A ClientHello as a TLS 1.1 client sends it: legacy version 3.2, no
-/// supported_versions extension, CBC suites, SNI localhost.
-fn tls11_client_hello() -> Vec<u8> {
+/// A ClientHello without the supported_versions extension (so no TLS 1.3), as older
+/// clients send it: legacy `version`, the given cipher suites, SNI localhost, P-256 and
+/// ECDSA-SHA256 signatures.
+fn legacy_client_hello(version: [u8; 2], suites: &[u16]) -> Vec<u8> {
     fn with_len16(bytes: &[u8]) -> Vec<u8> {
         let mut out = (bytes.len() as u16).to_be_bytes().to_vec();
         out.extend_from_slice(bytes);
         out
     }
-    let name = b"localhost";
     let mut sni = vec![0x00];
-    sni.extend(with_len16(name));
-    let mut extensions = Vec::new();
-    extensions.extend([0x00, 0x00]);
+    sni.extend(with_len16(b"localhost"));
+    let mut extensions = vec![0x00, 0x00];
     extensions.extend(with_len16(&with_len16(&sni)));
     extensions.extend([0x00, 0x0a]); // supported_groups: secp256r1
     extensions.extend(with_len16(&with_len16(&[0x00, 0x17])));
     extensions.extend([0x00, 0x0b, 0x00, 0x02, 0x01, 0x00]); // ec_point_formats
-    let mut body = vec![0x03, 0x02];
+    extensions.extend([0x00, 0x0d]); // signature_algorithms: ecdsa_secp256r1_sha256
+    extensions.extend(with_len16(&with_len16(&[0x04, 0x03])));
+    let mut body = version.to_vec();
     body.extend((0..32u8).map(|i| i.wrapping_mul(37)));
     body.push(0); // no session id
-    body.extend(with_len16(&[
-        0xc0, 0x09, 0xc0, 0x13, 0x00, 0x2f, 0x00, 0x35,
-    ]));
+    let suites: Vec<u8> = suites.iter().flat_map(|s| s.to_be_bytes()).collect();
+    body.extend(with_len16(&suites));
     body.extend([0x01, 0x00]); // compression: null
     body.extend(with_len16(&extensions));
     let mut handshake = vec![0x01];
@@ -186,20 +186,59 @@ fn tls11_client_hello() -> Vec<u8> {
     record
 }
 
-/// The server answers a TLS 1.1-only ClientHello with an alert (or nothing), never a
-/// ServerHello, and closes.
-fn tls11_only_client_is_refused(mode: Mode) {
+/// ECDHE-ECDSA with AES-128-CBC-SHA and AES-256-CBC-SHA.
+const CBC_SUITES: [u16; 2] = [0xc009, 0xc00a];
+/// ECDHE-ECDSA with AES-128-GCM-SHA256.
+const GCM_SUITE: u16 = 0xc02b;
+
+/// What the server answers to a raw ClientHello before it closes.
+fn answer_to(server: &Server, hello: &[u8]) -> Vec<u8> {
+    let mut conn = plain(server.addr());
+    conn.send(hello);
+    conn.read_to_end().0
+}
+
+/// TLS 1.1 (whatever the suites) and TLS 1.2 with only CBC suites get an alert (or
+/// nothing), never a ServerHello; the same hand-made hello with TLS 1.2 and an AEAD
+/// suite does get one, so the refusals are about the version and the suites.
+fn tls11_and_cbc_only_clients_are_refused(mode: Mode) {
     let root = site();
     let mut server = Server::builder(mode, root.path())
         .tls_files(&localhost_files())
         .start();
-    let mut conn = plain(server.addr());
-    conn.send(tls11_client_hello());
-    let (answer, _) = conn.read_to_end();
-    assert!(
-        answer.is_empty() || answer[0] == 0x15,
-        "a TLS 1.1 ClientHello got something other than an alert: {answer:02x?}"
+    let accepted = {
+        let mut conn = plain(server.addr());
+        conn.send(legacy_client_hello([0x03, 0x03], &[GCM_SUITE]));
+        conn.take_exact(6)
+    };
+    assert_eq!(
+        [accepted[0], accepted[1], accepted[2], accepted[5]],
+        [0x16, 0x03, 0x03, 0x02],
+        "TLS 1.2 with an AEAD suite: a ServerHello in a TLS 1.2 record"
     );
+    let refused = [
+        (
+            "TLS 1.1, CBC",
+            legacy_client_hello([0x03, 0x02], &CBC_SUITES),
+        ),
+        (
+            "TLS 1.1, GCM offered",
+            legacy_client_hello([0x03, 0x02], &[GCM_SUITE]),
+        ),
+        ("TLS 1.0", legacy_client_hello([0x03, 0x01], &CBC_SUITES)),
+        (
+            "TLS 1.2, CBC only",
+            legacy_client_hello([0x03, 0x03], &CBC_SUITES),
+        ),
+    ];
+    for (what, hello) in refused {
+        let answer = answer_to(&server, &hello);
+        assert!(
+            answer.is_empty() || answer[0] == 0x15,
+            "{what}: something other than an alert: {:02x?}",
+            &answer[..answer.len().min(16)]
+        );
+    }
     server.assert_survived("/a.txt");
 }
 
@@ -207,7 +246,7 @@ both_modes!(
     get_over_tls13,
     get_over_tls12,
     client_without_alpn_is_served,
-    tls11_only_client_is_refused,
+    tls11_and_cbc_only_clients_are_refused,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -817,6 +856,45 @@ fn redirect_http_answers_308_to_the_https_url() {
     assert_eq!(
         resp.header("strict-transport-security"),
         Some("max-age=600")
+    );
+}
+
+/// With the TLS port 443, the redirect's Location names no port. Binding 443 needs
+/// root (as in CI); elsewhere, or with 443 taken, there is nothing to test.
+#[test]
+fn redirect_to_port_443_names_no_port() {
+    let ip = "127.0.0.44";
+    let free =
+        rustix::process::geteuid().is_root() && std::net::TcpListener::bind((ip, 443)).is_ok();
+    if !free {
+        eprintln!("not root, or {ip}:443 is taken: nothing to test");
+        return;
+    }
+    let root = site();
+    let port = free_port();
+    let mut cmd = Command::new(staticd_bin());
+    cmd.arg("--root")
+        .arg(root.path())
+        .args(["--port", "443", "--bind", ip, "--log-format", "off"])
+        .args(["--redirect-http", &port.to_string()])
+        .args(localhost_files().args())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = ChildGuard::new(cmd.spawn().expect("spawn staticd"));
+    let stderr = Lines::default();
+    stderr.drain(child.take_stderr().unwrap());
+    let line = stderr.wait_line(|l| l.starts_with("staticd: redirecting to https on "));
+    let addr: SocketAddr = line
+        .trim_start_matches("staticd: redirecting to https on ")
+        .parse()
+        .unwrap_or_else(|e| panic!("{line:?}: {e}"));
+    let resp = plain(addr).roundtrip("GET /x/y?z=1 HTTP/1.1\r\nHost: example.test:80\r\n\r\n");
+    assert_eq!(resp.status, 308, "{resp:#?}");
+    assert_eq!(
+        resp.header("location"),
+        Some("https://example.test/x/y?z=1"),
+        "{resp:#?}"
     );
 }
 
