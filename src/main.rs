@@ -18,6 +18,10 @@ use staticd::{privileges, serve};
 /// on stdin/stdout under tcpserver, tcpsvd, inetd or systemd.
 #[derive(Parser, Debug)]
 #[command(name = "staticd", version, about)]
+#[cfg_attr(
+    feature = "tls",
+    command(group(clap::ArgGroup::new("certificates").multiple(true)))
+)]
 struct Cli {
     /// Document root to serve.
     #[arg(long, value_name = "DIR", default_value = ".")]
@@ -129,10 +133,15 @@ struct Cli {
 #[cfg(feature = "tls")]
 #[derive(clap::Args, Debug)]
 #[command(next_help_heading = "HTTPS")]
-#[group(id = "certificates", multiple = true)]
+#[group(skip)]
 struct HttpsArgs {
     /// PEM certificate chain (the server's certificate first).
-    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_key",
+        group = "certificates"
+    )]
     tls_cert: Option<PathBuf>,
 
     /// PEM private key of --tls-cert (PKCS#8, SEC1 or PKCS#1; not encrypted).
@@ -142,7 +151,7 @@ struct HttpsArgs {
     /// One certificate per host, chosen by SNI: DIR/<name>/fullchain.pem and
     /// privkey.pem (certbot's layout, e.g. /etc/letsencrypt/live). Names no
     /// certificate there holds get --tls-cert's.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", group = "certificates")]
     tls_dir: Option<PathBuf>,
 
     /// Session-ticket key: a file of 48 or 80 random bytes (openssl rand 80),

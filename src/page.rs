@@ -180,6 +180,12 @@ pub fn error_page(status: Status) -> Option<&'static str> {
             "Service Unavailable",
             "The server is too busy to answer right now. Please try again in a moment."
         ),
+        Status::NotImplemented => error_page!(
+            "501",
+            "Not Implemented",
+            "The request uses a feature this server does not support, such as a \
+             transfer coding other than chunked."
+        ),
         Status::GatewayTimeout => error_page!(
             "504",
             "Gateway Timeout",
@@ -214,11 +220,12 @@ pub fn escape_html(s: &str) -> String {
 mod tests {
     use super::*;
 
-    const ALL: [Status; 19] = [
+    const ALL: [Status; 21] = [
         Status::Ok,
         Status::NoContent,
         Status::PartialContent,
         Status::MovedPermanently,
+        Status::PermanentRedirect,
         Status::NotModified,
         Status::BadRequest,
         Status::Forbidden,
@@ -230,6 +237,7 @@ mod tests {
         Status::RangeNotSatisfiable,
         Status::HeaderFieldsTooLarge,
         Status::InternalServerError,
+        Status::NotImplemented,
         Status::BadGateway,
         Status::ServiceUnavailable,
         Status::GatewayTimeout,

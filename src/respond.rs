@@ -282,6 +282,7 @@ fn standard_reason(code: u16) -> &'static str {
 pub fn refuse(err: ParseError) -> Response {
     let status = match err {
         ParseError::Malformed => Status::BadRequest,
+        ParseError::UnknownCoding => Status::NotImplemented,
         ParseError::TargetTooLong => Status::UriTooLong,
         ParseError::HeadTooLarge => Status::HeaderFieldsTooLarge,
         ParseError::UnsupportedVersion => Status::VersionNotSupported,

@@ -280,3 +280,169 @@ fn a_virtual_host_allocates_nothing() {
     let raw = b"GET /small.txt HTTP/1.1\r\nHost: example.test\r\n\r\n";
     assert_eq!(fewest_allocations(features, raw), 0);
 }
+
+/// Over TLS, rustls's buffered API allocates what it seals (each record is
+/// a Vec in its send queue) and what it opens: the count per request is
+/// bounded, not zero. This measures it, so a change that adds allocations
+/// of staticd's own on the TLS path fails here.
+#[cfg(feature = "tls")]
+mod over_tls {
+    use std::io::{Read, Write};
+    use std::sync::Arc;
+
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    use staticd::serve::{Got, Wire};
+    use staticd::session::Kind;
+    use staticd::tls::Acceptor;
+
+    use super::*;
+
+    const CA: &[u8] = include_bytes!("../fuzz/tls/ca.pem");
+    const CERT: &[u8] = include_bytes!("../fuzz/tls/cert.pem");
+    const KEY: &[u8] = include_bytes!("../fuzz/tls/key.pem");
+    /// What one small request's server side may allocate over TLS: rustls
+    /// opens one record and seals one.
+    const MOST_PER_SMALL_REQUEST: u64 = 2;
+
+    struct Tls {
+        f: Fixture,
+        wire: Wire,
+        session: Session,
+        client: rustls::ClientConnection,
+        plain: Vec<u8>,
+    }
+
+    impl Tls {
+        fn new() -> Tls {
+            let f = Fixture::new(Features::default());
+            let acceptor = Acceptor::from_pem(CERT, KEY).unwrap();
+            let mut roots = rustls::RootCertStore::empty();
+            roots
+                .add(CertificateDer::from_pem_slice(CA).unwrap())
+                .unwrap();
+            let config = rustls::ClientConfig::builder()
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+            let name = "localhost".try_into().unwrap();
+            let client = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+            let wire = Wire::Tls(Box::new(acceptor.accept().unwrap()));
+            let session = Session::with_kind("127.0.0.1".to_string(), Kind::Https);
+            f.out.set_nonblocking(true).unwrap();
+            Tls {
+                f,
+                wire,
+                session,
+                client,
+                plain: Vec::new(),
+            }
+        }
+
+        /// Moves the client's records to the server's socket end.
+        fn client_send(&mut self) {
+            while self.client.wants_write() {
+                self.client.write_tls(&mut (&self.f.client)).unwrap();
+            }
+        }
+
+        /// Moves what reached the client's end into the client and takes
+        /// the plaintext out.
+        fn client_receive(&mut self) {
+            let mut buf = [0u8; 16 << 10];
+            while let Ok(n) = (&self.f.client).read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let mut rd = &buf[..n];
+                while !rd.is_empty() {
+                    self.client.read_tls(&mut rd).unwrap();
+                    self.client.process_new_packets().unwrap();
+                    let _ = self.client.reader().read_to_end(&mut self.plain);
+                }
+            }
+        }
+
+        /// The server's part: read, decide, write. Returns its allocations.
+        fn serve(&mut self) -> u64 {
+            let before = allocations();
+            let fd = self.f.out.try_clone().unwrap();
+            loop {
+                match self.wire.read(fd.as_fd(), self.session.input()) {
+                    Ok(Got::Bytes) => {}
+                    Ok(other) => panic!("{other:?}"),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            loop {
+                match self.session.step(&self.f.cfg, &self.f.site, false) {
+                    Step::Send(mut s) => {
+                        let mut out = self.wire.out(fd.as_fd(), true);
+                        let mut writer = ResponseWriter::new(&s.response);
+                        while !writer.is_done(&out) {
+                            writer.write_some(&mut out).unwrap();
+                        }
+                        s.written = writer.written();
+                    }
+                    Step::Read { .. } => break,
+                    Step::Cgi(_) | Step::Close => panic!("unexpected step"),
+                }
+            }
+            let mut out = self.wire.out(fd.as_fd(), true);
+            out.flush().unwrap();
+            allocations() - before
+        }
+
+        fn handshake(&mut self) {
+            while self.client.is_handshaking() {
+                self.client_send();
+                self.serve();
+                self.client_receive();
+            }
+        }
+
+        /// One request; returns the server's allocations for it.
+        fn request(&mut self, raw: &[u8]) -> u64 {
+            self.client.writer().write_all(raw).unwrap();
+            self.client_send();
+            let n = self.serve();
+            self.plain.clear();
+            self.client_receive();
+            assert!(self.plain.starts_with(b"HTTP/1.1 200 OK\r\n"));
+            n
+        }
+    }
+
+    #[test]
+    fn a_small_cached_file_over_tls_allocates_a_bounded_few() {
+        let mut t = Tls::new();
+        t.handshake();
+        let fewest = fewest_per_request(&mut t, &get("/small.txt", ""));
+        assert!(
+            fewest <= MOST_PER_SMALL_REQUEST,
+            "{fewest} allocations per request over TLS"
+        );
+    }
+
+    /// A file read in blocks: the block comes from the free list, and
+    /// rustls allocates per record it seals (16 KiB each) and no more.
+    #[test]
+    fn a_large_file_over_tls_allocates_per_record_only() {
+        let mut t = Tls::new();
+        t.handshake();
+        let fewest = fewest_per_request(&mut t, &get("/large.bin", ""));
+        // 100,000 bytes and the head: 7 records, and the request's one.
+        let records = 100_000u64.div_ceil(16 << 10) + 1;
+        assert!(
+            fewest <= records + 1,
+            "{fewest} allocations for {records} records and one request"
+        );
+    }
+
+    fn fewest_per_request(t: &mut Tls, raw: &[u8]) -> u64 {
+        for _ in 0..20 {
+            t.request(raw);
+        }
+        (0..100).map(|_| t.request(raw)).min().unwrap()
+    }
+}

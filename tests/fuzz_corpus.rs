@@ -86,3 +86,9 @@ fn every_target_has_a_corpus() {
     };
     assert_eq!(names("fuzz_targets", ".rs"), names("corpus", ""));
 }
+
+#[cfg(feature = "tls")]
+#[test]
+fn tls_session_corpus() {
+    replay("tls_session", checks::tls_session);
+}

@@ -225,6 +225,98 @@ fn duplicate_host_gets_400(mode: Mode) {
     );
 }
 
+/// RFC 9112 §3.2: a Host that is not `uri-host [":" port]` gets 400, in
+/// HTTP/1.0 and 1.1, with and without --vhosts.
+fn invalid_host_gets_400(mode: Mode) {
+    let root = site();
+    let bad = [
+        "a b",
+        "a/b",
+        "a\\b",
+        "a@b",
+        "a?b",
+        "a#b",
+        "a:b",
+        "a:80:80",
+        "[::1",
+        "[::1]x",
+        "[zz]",
+        "a\"b",
+        "%zz",
+        "\u{e9}.example",
+    ];
+    for vhosts in [false, true] {
+        let mut builder = Server::builder(mode, root.path());
+        if vhosts {
+            root.file("default/a.txt", "default alpha\n");
+            builder = builder.arg("--vhosts");
+        }
+        let server = builder.start();
+        for host in bad {
+            for version in ["1.0", "1.1"] {
+                let raw = format!("GET /a.txt HTTP/{version}\r\nHost: {host}\r\n\r\n");
+                let mut conn = server.connect();
+                conn.send(&raw);
+                let resp = conn.read_response();
+                assert_eq!(resp.status, 400, "vhosts {vhosts}: {raw:?} -> {resp:#?}");
+                assert!(resp.has_token("connection", "close"));
+            }
+        }
+        // What is valid is still served.
+        for host in [
+            "test",
+            "test:8080",
+            "127.0.0.1",
+            "[::1]:80",
+            "a_b.example",
+            "%41",
+        ] {
+            let raw = format!("GET /a.txt HTTP/1.1\r\nHost: {host}\r\n\r\n");
+            let resp = server.connect().roundtrip(raw.as_str());
+            assert_eq!(
+                resp.status, 200,
+                "vhosts {vhosts}: Host {host:?} -> {resp:#?}"
+            );
+        }
+    }
+}
+
+/// RFC 9112 §3.2 lets a Host field be empty: it names no host, and the
+/// request is served as one without (the default site with --vhosts).
+fn empty_host_is_served_as_no_host(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    for raw in [
+        "GET /a.txt HTTP/1.1\r\nHost:\r\n\r\n",
+        "GET /a.txt HTTP/1.0\r\nHost: \r\n\r\n",
+    ] {
+        let resp = server.connect().roundtrip(raw);
+        assert_eq!(resp.status, 200, "{raw:?}");
+        assert_eq!(resp.body, b"alpha\n");
+    }
+}
+
+/// The origin-form has no fragment (RFC 9112 §3.2.1): `#` in a target is a
+/// 400, while `%23` still names a file with `#` in its name.
+fn fragment_in_the_target_gets_400(mode: Mode) {
+    let root = site();
+    root.file("a#b.txt", "hash\n");
+    let server = Server::start(mode, &root);
+    for target in ["/a.txt#frag", "/a.txt#", "/#", "/a#b.txt"] {
+        for version in ["1.0", "1.1"] {
+            let raw = format!("GET {target} HTTP/{version}\r\nHost: test\r\n\r\n");
+            let mut conn = server.connect();
+            conn.send(&raw);
+            assert_error(&conn.read_response(), 400);
+            conn.assert_closed();
+        }
+    }
+    let resp = server
+        .connect()
+        .roundtrip(request("GET", "/a%23b.txt", &[]));
+    assert_eq!(resp.body, b"hash\n");
+}
+
 fn http_1_0_without_host_is_served(mode: Mode) {
     let root = site();
     let server = Server::start(mode, &root);
@@ -414,12 +506,16 @@ fn large_request_body_is_discarded(mode: Mode) {
 // --- malformed input and limits ----------------------------------------------------
 
 fn assert_bad_request(mode: Mode, raw: &str) {
+    assert_refused(mode, raw, 400);
+}
+
+fn assert_refused(mode: Mode, raw: &str, status: u16) {
     let root = site();
     let server = Server::start(mode, &root);
     let mut conn = server.connect();
     conn.send(raw);
     let resp = conn.read_response();
-    assert_error(&resp, 400);
+    assert_error(&resp, status);
     assert!(resp.has_token("connection", "close"), "{resp:#?}");
     conn.assert_closed();
 }
@@ -471,11 +567,13 @@ fn broken_chunked_framing_closes_the_connection(mode: Mode) {
     conn.assert_closed();
 }
 
-fn transfer_encoding_not_ending_in_chunked_gets_400(mode: Mode) {
-    // RFC 9112 6.3: the body length cannot be determined; 400 and close.
-    assert_bad_request(
+fn unknown_transfer_coding_gets_501(mode: Mode) {
+    // RFC 9112 6.1: a coding the server does not understand is 501; the
+    // body's length is unknown, so the connection closes.
+    assert_refused(
         mode,
         "POST /a.txt HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: gzip\r\n\r\nhello",
+        501,
     );
 }
 
@@ -652,6 +750,9 @@ both_modes!(
     http_0_9_gets_505_and_close,
     http_1_1_without_host_gets_400,
     duplicate_host_gets_400,
+    invalid_host_gets_400,
+    empty_host_is_served_as_no_host,
+    fragment_in_the_target_gets_400,
     http_1_0_without_host_is_served,
     http_1_1_connection_is_persistent,
     http_1_1_connection_close_is_honoured,
@@ -671,7 +772,7 @@ both_modes!(
     non_numeric_content_length_gets_400,
     conflicting_content_lengths_get_400,
     broken_chunked_framing_closes_the_connection,
-    transfer_encoding_not_ending_in_chunked_gets_400,
+    unknown_transfer_coding_gets_501,
     target_over_8192_bytes_gets_414_and_close,
     target_of_8192_bytes_is_accepted,
     head_over_16_kib_gets_431_and_close,

@@ -28,7 +28,10 @@ use staticd::site::vhost;
 /// * the target is within its limit and holds no whitespace or controls;
 /// * no header value staticd keeps holds CR, LF or NUL (they reach logs
 ///   and CGI environments);
-/// * HTTP/1.1 requests have a Host;
+/// * HTTP/1.1 requests have a Host field; an empty one names no host;
+/// * a Host kept is a `uri-host [":" port]`: never empty, never with
+///   whitespace, `/`, `\`, `@`, `?`, `#` or quotes;
+/// * the target holds no fragment (`#`);
 /// * the body skipper's verdict on the rest does not depend on how the rest
 ///   is split into reads (see [`body`]).
 pub fn parse_request(data: &[u8]) {
@@ -54,9 +57,18 @@ pub fn parse_request(data: &[u8]) {
             .any(|b| b.is_ascii_whitespace() || b.is_ascii_control()),
         "target {target:?}"
     );
+    assert!(!target.contains('#'), "a fragment in {target:?}");
     assert!(request.minor_version <= 1);
-    if request.minor_version == 1 {
-        assert!(request.host.is_some(), "HTTP/1.1 without Host accepted");
+    if request.minor_version == 1 && request.host.is_none() {
+        let head = String::from_utf8_lossy(&data[..head_len]).to_ascii_lowercase();
+        assert!(head.contains("\nhost:"), "HTTP/1.1 without Host accepted");
+    }
+    if let Some(host) = &request.host {
+        assert!(!host.is_empty(), "an empty Host kept");
+        assert!(
+            !host.contains(|c: char| c.is_whitespace() || "/\\@?#\"<>".contains(c)),
+            "invalid Host kept: {host:?}"
+        );
     }
     for value in kept_values(&request) {
         assert!(
@@ -484,5 +496,84 @@ fn check_cgi_head(h: &CgiHead) {
             "{name:?} passed through"
         );
         assert!(safe(value), "{name}: {value:?}");
+    }
+}
+
+/// `tls_session`: bytes from a client on an HTTPS connection, through the
+/// same TLS layer and `Session` both transports use.
+///
+/// * nothing panics, and every read ends (the input is finite);
+/// * no plaintext reaches the session before a handshake completes, which
+///   arbitrary bytes cannot do (they would need the server's keys): the
+///   session only ever sees bytes when they were cleartext HTTP to begin
+///   with, and then it answers 400 and closes;
+/// * what the session holds never exceeds what was sent.
+#[cfg(feature = "tls")]
+pub fn tls_session(data: &[u8]) {
+    use std::io::Write;
+    use std::os::fd::AsFd;
+    use std::os::unix::net::UnixStream;
+    use std::sync::OnceLock;
+
+    use staticd::config::Config;
+    use staticd::serve::{Got, Wire};
+    use staticd::session::{Kind, Session, Step};
+    use staticd::site::{Features, Site};
+    use staticd::tls::Acceptor;
+
+    static SERVER: OnceLock<(Acceptor, Site, Config)> = OnceLock::new();
+    let (acceptor, site, cfg) = SERVER.get_or_init(|| {
+        let acceptor = Acceptor::from_pem(
+            include_bytes!("../tls/cert.pem"),
+            include_bytes!("../tls/key.pem"),
+        )
+        .expect("the committed test certificate loads");
+        // An empty directory: what is asked for does not matter here.
+        let root = std::env::temp_dir().join("staticd-fuzz-tls-root");
+        std::fs::create_dir_all(&root).expect("temp dir");
+        let site =
+            Site::open(&root, &["index.html".to_string()], Features::default()).expect("site");
+        let cfg = Config {
+            log_format: staticd::config::LogFormat::Off,
+            ..Config::default()
+        };
+        (acceptor, site, cfg)
+    });
+    let (server, mut client) = UnixStream::pair().expect("socketpair");
+    // Small inputs fit the socket buffer; the rest of a huge one is cut.
+    server.set_nonblocking(true).expect("nonblocking");
+    client.set_nonblocking(true).expect("nonblocking");
+    let sent: usize = client.write(data).unwrap_or_default();
+    client
+        .shutdown(std::net::Shutdown::Write)
+        .expect("shutdown");
+    let mut wire = Wire::Tls(Box::new(acceptor.accept().expect("connection")));
+    let mut session = Session::with_kind("127.0.0.1".to_string(), Kind::Https);
+    let mut cleartext = false;
+    // Each read takes at least one byte or ends: at most one read per byte.
+    for _ in 0..=sent {
+        let got = wire.read(server.as_fd(), session.input());
+        match got {
+            Ok(Got::Bytes) => {}
+            Ok(Got::Cleartext) => {
+                cleartext = true;
+                session.https_required();
+            }
+            Ok(Got::Closed) | Err(_) => break,
+        }
+        assert!(
+            cleartext || session.input().is_empty(),
+            "plaintext without a handshake"
+        );
+        assert!(session.input().len() <= sent);
+        if cleartext {
+            break;
+        }
+    }
+    if cleartext {
+        // A cleartext request gets 400, or waits for the rest of its head.
+        while let Step::Send(s) = session.step(cfg, site, false) {
+            assert_eq!(s.response.status.code(), 400, "cleartext on a TLS port");
+        }
     }
 }

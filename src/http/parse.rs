@@ -102,6 +102,8 @@ impl Request<'_> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParseError {
     Malformed,
+    /// A transfer coding other than chunked (RFC 9112 §6.1: 501).
+    UnknownCoding,
     TargetTooLong,
     HeadTooLarge,
     UnsupportedVersion,
@@ -201,6 +203,64 @@ fn version_error(buf: &[u8]) -> Parsed<'static> {
     }
 }
 
+/// `uri-host [ ":" port ]` (RFC 9112 §3.2, RFC 3986 §3.2.2): an IP literal
+/// in brackets, or a reg-name / IPv4 address of unreserved, pct-encoded and
+/// sub-delims characters, then an optional port of digits.
+fn valid_host(value: &str) -> bool {
+    let (host, port) = match value.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((literal, after)) => {
+                // IPv6address, or IPvFuture: "v" HEXDIG+ "." then more.
+                let literal_ok = match literal.strip_prefix(['v', 'V']) {
+                    Some(future) => future.split_once('.').is_some_and(|(v, rest)| {
+                        !v.is_empty()
+                            && v.bytes().all(|b| b.is_ascii_hexdigit())
+                            && !rest.is_empty()
+                            && rest.split(':').all(reg_name)
+                    }),
+                    None => literal.parse::<std::net::Ipv6Addr>().is_ok(),
+                };
+                if !literal_ok {
+                    return false;
+                }
+                ("", after)
+            }
+            None => return false,
+        },
+        None => match value.find(':') {
+            Some(i) => (&value[..i], &value[i..]),
+            None => (value, ""),
+        },
+    };
+    let port_ok = match port.strip_prefix(':') {
+        Some(digits) => digits.bytes().all(|b| b.is_ascii_digit()),
+        None => port.is_empty(),
+    };
+    port_ok && reg_name(host)
+}
+
+/// unreserved / pct-encoded / sub-delims, each `%` followed by two hex digits.
+fn reg_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                let hex = |j: usize| b.get(j).is_some_and(u8::is_ascii_hexdigit);
+                if !(hex(i + 1) && hex(i + 2)) {
+                    return false;
+                }
+                i += 3;
+                continue;
+            }
+            c if c.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=".contains(&c) => {}
+            _ => return false,
+        }
+        i += 1;
+    }
+    true
+}
+
 fn trim_cr(line: &[u8]) -> &[u8] {
     line.strip_suffix(b"\r").unwrap_or(line)
 }
@@ -209,6 +269,11 @@ fn build_request<'a>(req: &httparse::Request<'_, 'a>) -> Result<Request<'a>, Par
     let target = req.path.ok_or(ParseError::Malformed)?;
     if target.len() > MAX_TARGET_BYTES {
         return Err(ParseError::TargetTooLong);
+    }
+    // The origin-form has no fragment (RFC 9112 §3.2.1); a client sends
+    // `#` in a path as %23.
+    if target.contains('#') {
+        return Err(ParseError::Malformed);
     }
     let minor_version = req.version.ok_or(ParseError::Malformed)?;
     let mut out = Request {
@@ -223,14 +288,25 @@ fn build_request<'a>(req: &httparse::Request<'_, 'a>) -> Result<Request<'a>, Par
     let mut transfer_encoding = false;
     let mut expect_continue = false;
     let mut chunked_count = 0;
+    let mut unknown_coding = false;
+    let mut host_seen = false;
     for h in req.headers.iter() {
         let value: &'a str = std::str::from_utf8(h.value).map_err(|_| ParseError::Malformed)?;
         let name = h.name;
         if name.eq_ignore_ascii_case("host") {
-            if out.host.is_some() {
+            if host_seen {
                 return Err(ParseError::Malformed);
             }
-            out.host = Some(Cow::Borrowed(value.trim()));
+            host_seen = true;
+            let host = value.trim();
+            // RFC 9112 §3.2: an invalid Host value is a 400; an empty one
+            // is allowed and names no host.
+            if !host.is_empty() {
+                if !valid_host(host) {
+                    return Err(ParseError::Malformed);
+                }
+                out.host = Some(Cow::Borrowed(host));
+            }
         } else if name.eq_ignore_ascii_case("connection") {
             connection.add(value);
         } else if name.eq_ignore_ascii_case("content-length") {
@@ -250,6 +326,10 @@ fn build_request<'a>(req: &httparse::Request<'_, 'a>) -> Result<Request<'a>, Par
                 .split(',')
                 .filter(|c| c.trim().eq_ignore_ascii_case("chunked"))
                 .count();
+            unknown_coding |= value
+                .split(',')
+                .map(str::trim)
+                .any(|c| !c.is_empty() && !c.eq_ignore_ascii_case("chunked"));
         } else if name.eq_ignore_ascii_case("expect") {
             expect_continue = value.trim().eq_ignore_ascii_case("100-continue");
         } else if name.eq_ignore_ascii_case("range") {
@@ -274,7 +354,7 @@ fn build_request<'a>(req: &httparse::Request<'_, 'a>) -> Result<Request<'a>, Par
             out.referer = Some(Cow::Borrowed(value));
         }
     }
-    if minor_version >= 1 && out.host.is_none() {
+    if minor_version >= 1 && !host_seen {
         return Err(ParseError::Malformed);
     }
     // Chunked applied twice is a framing no sender may produce (RFC 9112 §7).
@@ -285,6 +365,13 @@ fn build_request<'a>(req: &httparse::Request<'_, 'a>) -> Result<Request<'a>, Par
         // Both, or chunked not last, or chunked on HTTP/1.0: the body's end
         // cannot be trusted, so the request is refused (RFC 9112 §6.1, §6.3).
         (true, Some(_)) => return Err(ParseError::Malformed),
+        // A coding the server cannot undo (RFC 9112 §6.1: 501), unless
+        // chunked comes before the end, which stays the 400 above. The
+        // connection closes as for any refused head: the body's end is
+        // unknown.
+        (true, None) if unknown_coding && minor_version >= 1 && (chunked || chunked_count == 0) => {
+            return Err(ParseError::UnknownCoding)
+        }
         (true, None) if !chunked || minor_version == 0 => return Err(ParseError::Malformed),
         (true, None) => BodyFraming::Chunked,
         (false, Some(0)) | (false, None) => BodyFraming::None,
@@ -372,6 +459,102 @@ mod tests {
     fn http10_is_persistent_only_when_asked() {
         assert!(!ok("GET / HTTP/1.0\r\n\r\n").keep_alive);
         assert!(ok("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").keep_alive);
+    }
+
+    #[test]
+    fn host_values() {
+        for good in [
+            "a",
+            "a:80",
+            "a:",
+            "example.org",
+            "EXAMPLE.org:8080",
+            "127.0.0.1",
+            "[::1]",
+            "[::1]:8080",
+            "[::ffff:1.2.3.4]",
+            "[v1.x]",
+            "a_b",
+            "a~b",
+            "%41b",
+            "xn--bcher-kva.example",
+        ] {
+            let raw = format!("GET / HTTP/1.1\r\nHost: {good}\r\n\r\n");
+            assert_eq!(ok(&raw).host.as_deref(), Some(good), "{good:?}");
+        }
+        for bad in [
+            "a b",
+            "a/b",
+            "a\\b",
+            "a:b",
+            "a:80:80",
+            "[::1",
+            "[::1]x",
+            "[]",
+            "[g::1]",
+            "[1.2.3.4]",
+            "[v.x]",
+            "[v1.]",
+            "a@b",
+            "%4",
+            "%zz",
+            "a\"b",
+            "a<b",
+            "a?b",
+            "a#b",
+            "[::1]:x",
+            ":80x",
+        ] {
+            for version in ["1.0", "1.1"] {
+                let raw = format!("GET / HTTP/{version}\r\nHost: {bad}\r\n\r\n");
+                assert_eq!(err(&raw), ParseError::Malformed, "{raw:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_empty_host_names_no_host() {
+        assert_eq!(ok("GET / HTTP/1.1\r\nHost:\r\n\r\n").host, None);
+        assert_eq!(ok("GET / HTTP/1.1\r\nHost:  \r\n\r\n").host, None);
+        assert_eq!(
+            err("GET / HTTP/1.1\r\nHost:\r\nHost: a\r\n\r\n"),
+            ParseError::Malformed
+        );
+    }
+
+    #[test]
+    fn fragments_are_refused_and_encoded_hashes_kept() {
+        assert_eq!(
+            err("GET /index.html#frag HTTP/1.1\r\nHost: a\r\n\r\n"),
+            ParseError::Malformed
+        );
+        assert_eq!(err("GET /# HTTP/1.0\r\n\r\n"), ParseError::Malformed);
+        assert_eq!(
+            ok("GET /a%23b HTTP/1.1\r\nHost: a\r\n\r\n").target,
+            "/a%23b"
+        );
+    }
+
+    #[test]
+    fn unknown_transfer_codings_are_not_implemented() {
+        for te in ["gzip", "gzip, chunked", "identity", "x", "br, gzip"] {
+            let raw = format!("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: {te}\r\n\r\n");
+            assert_eq!(err(&raw), ParseError::UnknownCoding, "{te}");
+        }
+        // Conflicts stay 400, whatever the codings: chunked not last,
+        // a Content-Length too, chunked on HTTP/1.0.
+        assert_eq!(
+            err("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"),
+            ParseError::Malformed
+        );
+        assert_eq!(
+            err("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\nContent-Length: 3\r\n\r\n"),
+            ParseError::Malformed
+        );
+        assert_eq!(
+            err("POST / HTTP/1.0\r\nTransfer-Encoding: gzip\r\n\r\n"),
+            ParseError::Malformed
+        );
     }
 
     #[test]

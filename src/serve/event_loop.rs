@@ -625,6 +625,11 @@ async fn read_wire(stream: &impl Socket, wire: &mut Wire, buf: &mut Vec<u8>) -> 
         let before = buf.len();
         let read = stream.try_io(Interest::READABLE, || wire.read(stream.as_fd(), buf));
         let grew = buf.len() > before;
+        if wire.drained() {
+            // As in `read_some`: the next read waits for epoll instead of
+            // costing a recv(2) that finds nothing.
+            forget_readable(stream);
+        }
         if borrowed && !grew {
             pool::give(&pool::READS, std::mem::take(buf));
         }
@@ -672,9 +677,7 @@ async fn read_some(stream: &impl Socket, buf: &mut Vec<u8>) -> io::Result<bool> 
             // the next read waits for epoll instead of costing a recv(2)
             // that finds nothing. (tokio keeps readiness that arrived since
             // it was last looked at.)
-            let _ = stream.try_io(Interest::READABLE, || {
-                Err::<(), _>(io::ErrorKind::WouldBlock.into())
-            });
+            forget_readable(stream);
         }
         if borrowed && !matches!(read, Ok(n) if n > 0) {
             // Woken with nothing to read (a new connection is, at first):
@@ -688,6 +691,13 @@ async fn read_some(stream: &impl Socket, buf: &mut Vec<u8>) -> io::Result<bool> 
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Clears the socket's read readiness, after a short read emptied it.
+fn forget_readable(stream: &impl Socket) {
+    let _ = stream.try_io(Interest::READABLE, || {
+        Err::<(), _>(io::ErrorKind::WouldBlock.into())
+    });
 }
 
 /// Writes a whole response, counting in `sent.written` what went out; a

@@ -69,6 +69,16 @@ impl Wire {
         }
     }
 
+    /// Whether the last read emptied the descriptor, as far as TLS can
+    /// tell (a cleartext wire reads in the transport's own way: false).
+    pub fn drained(&self) -> bool {
+        match self {
+            Wire::Clear => false,
+            #[cfg(feature = "tls")]
+            Wire::Tls(tls) => tls.drained(),
+        }
+    }
+
     /// Over TLS: queues close_notify and writes what it can without
     /// waiting, before the descriptor closes.
     pub fn close(&mut self, fd: std::os::fd::BorrowedFd<'_>) {

@@ -74,7 +74,7 @@ impl<'a> Out<'a> {
             Out::Fd { fd, socket: true } => sys::send(*fd, buf, more),
             Out::Fd { fd, socket: false } => sys::write(*fd, buf),
             #[cfg(feature = "tls")]
-            Out::Tls { fd, tls } => tls.send(*fd, buf),
+            Out::Tls { fd, tls } => tls.send(*fd, buf, more),
         }
     }
 }

@@ -73,6 +73,17 @@ impl Store {
         Ok(store)
     }
 
+    /// One chain and key as PEM text, for every name.
+    pub fn from_pem(chain: &[u8], key: &[u8], provider: &CryptoProvider) -> Result<Store, String> {
+        let chain = parse_chain(chain).map_err(|why| format!("certificate: {why}"))?;
+        let key = parse_key(key).map_err(|why| format!("key: {why}"))?;
+        let certified = certify(chain, key, provider)?;
+        Ok(Store {
+            fallback: Some(Arc::new(certified)),
+            ..Store::default()
+        })
+    }
+
     /// Names from directories read earlier win over later ones: the
     /// directory listing is sorted, so the choice does not change between
     /// reloads.
@@ -121,15 +132,10 @@ fn certbot_pairs(dir: &Path) -> Result<Vec<(PathBuf, PathBuf)>, String> {
 
 /// Reads a chain and its key and checks that they belong together.
 pub fn load_pair(cert: &Path, key: &Path, provider: &CryptoProvider) -> Result<Loaded, String> {
-    let chain = read_chain(cert)?;
-    let key_der = read_key(key)?;
-    let certified = CertifiedKey::from_der(chain, key_der, provider).map_err(|e| {
-        let why = match e {
-            rustls::Error::InconsistentKeys(_) => "does not match the certificate".to_string(),
-            other => format!("unusable key: {other}"),
-        };
-        format!("{}: {why} in {}", key.display(), cert.display())
-    })?;
+    let chain = parse_chain(&read(cert)?).map_err(|why| in_file(cert, why))?;
+    let key_der = parse_key(&read(key)?).map_err(|why| in_file(key, why))?;
+    let certified = certify(chain, key_der, provider)
+        .map_err(|why| format!("{}: {why} in {}", key.display(), cert.display()))?;
     let (names, not_after) = describe_leaf(&certified.cert[0]);
     Ok(Loaded {
         key: Arc::new(certified),
@@ -138,37 +144,47 @@ pub fn load_pair(cert: &Path, key: &Path, provider: &CryptoProvider) -> Result<L
     })
 }
 
+/// A chain and its key, checked to belong together.
+fn certify(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, String> {
+    CertifiedKey::from_der(chain, key, provider).map_err(|e| match e {
+        rustls::Error::InconsistentKeys(_) => "does not match the certificate".to_string(),
+        other => format!("unusable key: {other}"),
+    })
+}
+
+fn in_file(path: &Path, why: String) -> String {
+    format!("{}: {why}", path.display())
+}
+
 fn read(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("{}: {}", path.display(), describe(&e)))
 }
 
-fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let pem = read(path)?;
-    let chain: Vec<_> = CertificateDer::pem_slice_iter(&pem)
+fn parse_chain(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+    let chain: Vec<_> = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("{}: not a PEM certificate file: {e}", path.display()))?;
+        .map_err(|e| format!("not a PEM certificate file: {e}"))?;
     if chain.is_empty() {
-        return Err(format!("{}: no certificate in the file", path.display()));
+        return Err("no certificate in the file".to_string());
     }
     Ok(chain)
 }
 
-fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
-    let pem = read(path)?;
+fn parse_key(pem: &[u8]) -> Result<PrivateKeyDer<'static>, String> {
     // rustls reads PKCS#8, SEC1 and PKCS#1 keys; an encrypted one needs a
     // passphrase a server has no one to ask for.
-    if contains(&pem, b"ENCRYPTED PRIVATE KEY") || contains(&pem, b"Proc-Type: 4,ENCRYPTED") {
-        return Err(format!(
-            "{}: the private key is encrypted (decrypt it, e.g. openssl pkey -in KEY -out KEY.plain)",
-            path.display()
-        ));
+    if contains(pem, b"ENCRYPTED PRIVATE KEY") || contains(pem, b"Proc-Type: 4,ENCRYPTED") {
+        return Err(
+            "the private key is encrypted (decrypt it, e.g. openssl pkey -in KEY -out KEY.plain)"
+                .to_string(),
+        );
     }
-    PrivateKeyDer::from_pem_slice(&pem).map_err(|_| {
-        format!(
-            "{}: no private key in the file (PEM PKCS#8, SEC1 or PKCS#1)",
-            path.display()
-        )
-    })
+    PrivateKeyDer::from_pem_slice(pem)
+        .map_err(|_| "no private key in the file (PEM PKCS#8, SEC1 or PKCS#1)".to_string())
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {

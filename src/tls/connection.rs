@@ -25,6 +25,10 @@ pub struct Connection {
     tls: ServerConnection,
     /// Nothing received yet: the first bytes tell TLS from cleartext HTTP.
     fresh: bool,
+    /// Records are held back on purpose, to leave with the next ones.
+    held: bool,
+    /// The last read got less than it asked for: the descriptor had no more.
+    drained: bool,
 }
 
 /// What a read brought.
@@ -43,7 +47,12 @@ impl Connection {
         let mut tls = ServerConnection::new(config).map_err(io::Error::other)?;
         // This type bounds what waits to be written (MAX_SEALED) itself.
         tls.set_buffer_limit(None);
-        Ok(Connection { tls, fresh: true })
+        Ok(Connection {
+            tls,
+            fresh: true,
+            held: false,
+            drained: false,
+        })
     }
 
     /// Reads what `fd` has and appends the plaintext to `plain`. A TLS
@@ -53,7 +62,9 @@ impl Connection {
         if self.fresh {
             return self.receive_first(fd, plain);
         }
-        let n = self.tls.read_tls(&mut FdReader(fd))?;
+        let mut reader = FdReader { fd, short: false };
+        let n = self.tls.read_tls(&mut reader)?;
+        self.drained = reader.short;
         if n == 0 {
             return Ok(Received::Closed);
         }
@@ -73,6 +84,7 @@ impl Connection {
             }
         };
         plain.truncate(start + n);
+        self.drained = n < READ_CHUNK;
         if n == 0 {
             return Ok(Received::Closed);
         }
@@ -112,6 +124,12 @@ impl Connection {
         Ok(Received::Progress)
     }
 
+    /// Whether the last read emptied the descriptor (it got less than it
+    /// asked for), so that waiting for readiness is due before the next.
+    pub fn drained(&self) -> bool {
+        self.drained
+    }
+
     /// Whether records wait to be written.
     pub fn wants_write(&self) -> bool {
         self.tls.wants_write()
@@ -120,6 +138,7 @@ impl Connection {
     /// Writes what records wait, until none does or `fd` is full
     /// (WouldBlock).
     pub fn flush(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        self.held = false;
         while self.tls.wants_write() {
             self.tls.write_tls(&mut FdWriter(fd))?;
         }
@@ -128,15 +147,22 @@ impl Connection {
 
     /// Seals the start of `bytes` into records and tries to write them.
     /// Returns how much plaintext was taken; once taken, it leaves with
-    /// later `flush` calls if not now. Waiting records go out first: then
-    /// WouldBlock means nothing was taken.
-    pub fn send(&mut self, fd: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<usize> {
-        self.flush(fd)?;
+    /// later `flush` calls if not now. With `more` (more follows at once,
+    /// as a body follows its head) the records are held for the next call,
+    /// so both leave in one write. Records left over because `fd` was full
+    /// go out first: then WouldBlock means nothing was taken.
+    pub fn send(&mut self, fd: BorrowedFd<'_>, bytes: &[u8], more: bool) -> io::Result<usize> {
+        if !self.held {
+            self.flush(fd)?;
+        }
         let take = bytes.len().min(MAX_SEALED);
         let n = self.tls.writer().write(&bytes[..take])?;
-        match self.flush(fd) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            other => other?,
+        self.held = more;
+        if !more {
+            match self.flush(fd) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                other => other?,
+            }
         }
         Ok(n)
     }
@@ -152,11 +178,17 @@ impl Connection {
     }
 }
 
-struct FdReader<'a>(BorrowedFd<'a>);
+/// Reads from a descriptor, noting a short read.
+struct FdReader<'a> {
+    fd: BorrowedFd<'a>,
+    short: bool,
+}
 
 impl Read for FdReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        sys::read(self.0, buf)
+        let n = sys::read(self.fd, buf)?;
+        self.short = n < buf.len();
+        Ok(n)
     }
 }
 

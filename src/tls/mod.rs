@@ -35,6 +35,22 @@ impl Acceptor {
     pub fn new(settings: &Https, warn: &mut dyn FnMut(String)) -> Result<Acceptor, String> {
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let store = certs::Store::load(settings, &provider, warn)?;
+        Acceptor::with_store(store, settings, provider)
+    }
+
+    /// An acceptor serving one certificate given as PEM text, for every
+    /// name (for tests and fuzzing: no files, nothing to reload).
+    pub fn from_pem(chain: &[u8], key: &[u8]) -> Result<Acceptor, String> {
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let store = certs::Store::from_pem(chain, key, &provider)?;
+        Acceptor::with_store(store, &Https::default(), provider)
+    }
+
+    fn with_store(
+        store: certs::Store,
+        settings: &Https,
+        provider: Arc<CryptoProvider>,
+    ) -> Result<Acceptor, String> {
         let resolver = Arc::new(certs::Resolver::new(store));
         let ticketer: Arc<dyn ProducesTickets> = if settings.ticket_keys.is_empty() {
             // Random keys, rotated by rustls: resumption within this process.
