@@ -1132,6 +1132,30 @@ fn sighup_reloads_certificates_without_disturbing_downloads() {
     let mut after = connect_with(&server, &tls);
     get_a(&mut after);
     assert!(served_cert(&mut after) == second.der.as_ref());
+
+    // A new certificate whose key file was not replaced (yet): the key does not match,
+    // so the second certificate stays.
+    let third = pki().leaf(&LOCALHOST_NAMES);
+    fs::write(&files.cert, third.chain_pem.as_bytes()).unwrap();
+    let reload_errors = |lines: &[String]| {
+        lines
+            .iter()
+            .filter(|l| l.starts_with("staticd: reload: "))
+            .count()
+    };
+    server.process().signal(rustix::process::Signal::HUP);
+    server
+        .stderr()
+        .wait_for(IO_TIMEOUT, |lines| reload_errors(lines) >= 2)
+        .unwrap_or_else(|| {
+            panic!(
+                "no reload error for a key that does not match: {:#?}",
+                server.stderr().snapshot()
+            )
+        });
+    let mut after = connect_with(&server, &tls);
+    get_a(&mut after);
+    assert!(served_cert(&mut after) == second.der.as_ref());
     assert!(server.process().try_status().is_none(), "staticd died");
 }
 
@@ -1182,6 +1206,72 @@ fn cgi_gets_https_on(mode: Mode) {
 }
 
 both_modes!(cgi_gets_https_on);
+
+// ---------------------------------------------------------------------------------------
+// How the server ends a TLS connection
+// ---------------------------------------------------------------------------------------
+
+/// Whenever the server closes after a complete response (`Connection: close`, HTTP/1.0,
+/// a 400, a CGI body that ends with the connection), it sends `close_notify` first: a
+/// client can tell a whole close-delimited body from a cut one.
+fn complete_responses_end_with_close_notify(mode: Mode) {
+    let root = site();
+    let script = root.file(
+        "nolen.cgi",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\nno length\\n'\n",
+    );
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    let server = Server::builder(mode, root.path())
+        .tls_files(&localhost_files())
+        .arg("--cgi")
+        .start();
+    let cases = [
+        (
+            "Connection: close",
+            "GET /a.txt HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n",
+            "alpha\n",
+        ),
+        ("HTTP/1.0", "GET /a.txt HTTP/1.0\r\n\r\n", "alpha\n"),
+        ("a 400", "GET /a.txt HTTP/1.1\r\n\r\n", "400 Bad Request\n"),
+        (
+            "a close-delimited CGI body",
+            "GET /nolen.cgi HTTP/1.0\r\n\r\n",
+            "no length\n",
+        ),
+    ];
+    for (what, req, body) in cases {
+        let mut conn = server.connect();
+        conn.send(req);
+        let (bytes, _) = conn.read_to_end();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            text.starts_with("HTTP/1.1 ") && text.ends_with(body),
+            "{what}: {text:?}"
+        );
+        assert_eq!(
+            conn.ended_with_close_notify(),
+            Some(true),
+            "{what}: closed without close_notify"
+        );
+    }
+}
+
+both_modes!(complete_responses_end_with_close_notify);
+
+/// A request sent one byte per TLS record is read whole.
+fn request_in_one_byte_records_is_served(mode: Mode) {
+    let root = site();
+    let server = Server::builder(mode, root.path())
+        .tls_files(&localhost_files())
+        .start();
+    let mut conn = server.connect();
+    for byte in request("GET", "/a.txt", &[]).bytes() {
+        conn.send([byte]);
+    }
+    assert_eq!(conn.read_response().body, b"alpha\n");
+}
+
+both_modes!(request_in_one_byte_records_is_served);
 
 // ---------------------------------------------------------------------------------------
 // Inetd mode on pipes

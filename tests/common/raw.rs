@@ -87,6 +87,11 @@ impl Conn {
         self.stream.tls_conn()
     }
 
+    /// Over TLS, once the server has closed: whether it sent `close_notify` first.
+    pub fn ended_with_close_notify(&self) -> Option<bool> {
+        self.stream.ended_with_close_notify()
+    }
+
     /// Completes the TLS handshake now (a no-op on plain TCP).
     pub fn handshake(&mut self) -> io::Result<()> {
         self.stream.handshake()

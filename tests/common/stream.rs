@@ -18,6 +18,8 @@ pub enum Stream {
 pub struct TlsStream {
     pub conn: ClientConnection,
     pub sock: TcpStream,
+    /// How the server ended the stream, once it has: `Some(true)` with `close_notify`.
+    pub close_notify: Option<bool>,
 }
 
 impl Stream {
@@ -26,6 +28,7 @@ impl Stream {
         Stream::Tls(Box::new(TlsStream {
             conn: client.connection(),
             sock,
+            close_notify: None,
         }))
     }
 
@@ -47,6 +50,15 @@ impl Stream {
 
     pub fn is_tls(&self) -> bool {
         matches!(self, Stream::Tls(_))
+    }
+
+    /// Over TLS, once the server has ended the stream: whether it sent `close_notify`
+    /// first (without it, a client cannot tell a close-delimited body from a cut one).
+    pub fn ended_with_close_notify(&self) -> Option<bool> {
+        match self {
+            Stream::Plain(_) => None,
+            Stream::Tls(t) => t.close_notify,
+        }
     }
 
     /// Completes the TLS handshake (a no-op on plain TCP), bounded by the socket's
@@ -136,10 +148,17 @@ impl Read for Stream {
         };
         loop {
             match t.conn.reader().read(buf) {
+                Ok(0) if !buf.is_empty() => {
+                    t.close_notify = Some(true);
+                    return Ok(0);
+                }
                 Ok(n) => return Ok(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 // Closed without close_notify: the end, as over TCP.
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    t.close_notify = Some(false);
+                    return Ok(0);
+                }
                 Err(e) => return Err(e),
             }
             t.read_records()?;
