@@ -1159,6 +1159,36 @@ fn sighup_reloads_certificates_without_disturbing_downloads() {
     assert!(server.process().try_status().is_none(), "staticd died");
 }
 
+/// After `--user`, a key only root may read (as certbot leaves it) cannot be reread:
+/// SIGHUP then says so in one line naming the key and keeps serving the certificate
+/// it has. Needs root to start as; elsewhere there is nothing to test.
+#[test]
+fn sighup_after_dropping_privileges_keeps_the_certificate_it_cannot_reread() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("not root: nothing to test");
+        return;
+    }
+    let root = site();
+    let dir = scratch();
+    let files = localhost_leaf().write(dir.path(), "site");
+    fs::set_permissions(&files.key, fs::Permissions::from_mode(0o600)).unwrap();
+    let mut server = Server::builder(STANDALONE, root.path())
+        .tls_files(&files)
+        .args(["--user", "nobody"])
+        .start();
+    let tls = no_resumption_client();
+    get_a(&mut connect_with(&server, &tls));
+    server.process().signal(rustix::process::Signal::HUP);
+    let key = path_str(&files.key).to_string();
+    let line = server
+        .stderr()
+        .wait_line(|l| l.starts_with("staticd: reload: "));
+    assert!(line.contains(&key), "{line}");
+    let mut conn = connect_with(&server, &tls);
+    get_a(&mut conn);
+    assert!(served_cert(&mut conn) == localhost_leaf().der.as_ref());
+}
+
 /// SIGHUP rereads --tls-dir too: a host added afterwards gets its certificate.
 #[test]
 fn sighup_rereads_the_tls_dir() {
