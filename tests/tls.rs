@@ -1189,6 +1189,63 @@ fn sighup_after_dropping_privileges_keeps_the_certificate_it_cannot_reread() {
     assert!(served_cert(&mut conn) == localhost_leaf().der.as_ref());
 }
 
+/// certbot's own layout: `live/README` beside the host directories, whose files are
+/// relative symlinks into `archive/` (`fullchain1.pem`, ...). A renewal adds
+/// `fullchain2.pem` and points the links at it; SIGHUP picks it up.
+#[test]
+fn certbot_live_directory_with_symlinks_and_renewal() {
+    let root = site();
+    let le = scratch();
+    let live = le.path().join("live");
+    let archive = le.path().join("archive/www.example.org");
+    fs::create_dir_all(live.join("www.example.org")).unwrap();
+    fs::create_dir_all(&archive).unwrap();
+    fs::write(
+        live.join("README"),
+        "This directory contains your keys and certificates.\n",
+    )
+    .unwrap();
+    let issue = |n: u32| -> Leaf {
+        let leaf = pki().leaf(&["www.example.org"]);
+        fs::write(
+            archive.join(format!("fullchain{n}.pem")),
+            leaf.chain_pem.as_bytes(),
+        )
+        .unwrap();
+        fs::write(
+            archive.join(format!("privkey{n}.pem")),
+            leaf.key_pem(KeyEncoding::Pkcs8).as_bytes(),
+        )
+        .unwrap();
+        for name in ["fullchain", "privkey"] {
+            let link = live.join(format!("www.example.org/{name}.pem"));
+            let tmp = live.join(format!("www.example.org/{name}.pem.new"));
+            std::os::unix::fs::symlink(
+                format!("../../archive/www.example.org/{name}{n}.pem"),
+                &tmp,
+            )
+            .unwrap();
+            fs::rename(&tmp, &link).unwrap();
+        }
+        leaf
+    };
+    let first = issue(1);
+    let mut server = Server::builder(STANDALONE, root.path())
+        .arg("--tls-dir")
+        .arg(&live)
+        .tls_client(any_cert_client(Some("localhost")))
+        .start();
+    assert!(cert_for(&server, Some("www.example.org")) == first.der.as_ref());
+    let renewed = issue(2);
+    server.process().signal(rustix::process::Signal::HUP);
+    server
+        .stderr()
+        .wait_line(|l| l == "staticd: reloaded certificates");
+    assert!(cert_for(&server, Some("www.example.org")) == renewed.der.as_ref());
+    let verified = TlsClient::new(pki().client_config(), "www.example.org");
+    get_a(&mut connect_with(&server, &verified));
+}
+
 /// SIGHUP rereads --tls-dir too: a host added afterwards gets its certificate.
 #[test]
 fn sighup_rereads_the_tls_dir() {
