@@ -139,6 +139,7 @@ fn env_inherits_nothing_from_the_server(mode: Mode) {
         "CONTENT_TYPE",
         "REMOTE_ADDR",
         "REMOTE_PORT",
+        "HTTPS",
         "PATH",
         "PWD",
         "OLDPWD",
@@ -152,6 +153,9 @@ fn env_inherits_nothing_from_the_server(mode: Mode) {
         );
     }
     assert_eq!(var(&env, "STATICD_TEST_LEAK"), None);
+    // HTTPS=on over TLS (as Apache and nginx set it), absent otherwise.
+    let https = server.is_tls().then_some("on");
+    assert_eq!(var(&env, "HTTPS"), https, "{env:#?}");
 }
 
 fn path_info_is_what_follows_the_script(mode: Mode) {
@@ -230,12 +234,7 @@ fn large_post_body_is_echoed_whole(mode: Mode) {
     let body = pattern(300 * 1024);
     let mut conn = server.connect();
     // Write from another thread: the script answers while it is still reading.
-    let mut writer = conn.stream().try_clone().unwrap();
-    let request = post("/echo.cgi", "application/octet-stream", &body);
-    let sender = thread::spawn(move || {
-        use std::io::Write;
-        writer.write_all(&request).unwrap();
-    });
+    let sender = conn.send_in_background(post("/echo.cgi", "application/octet-stream", &body));
     let resp = conn.read_response();
     sender.join().unwrap();
     assert_eq!(resp.status, 200, "{:?}", resp.headers);

@@ -5,7 +5,7 @@ mod common;
 
 use std::fs;
 use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, ToSocketAddrs};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -111,9 +111,11 @@ fn announced(server: &Server, count: usize) -> Vec<SocketAddr> {
     listening(&lines)
 }
 
-fn get_over_tcp(addr: SocketAddr) -> Response {
-    let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT).expect("connect");
-    Conn::new(stream).roundtrip(request("GET", "/a.txt", &[]))
+fn get_over_tcp(server: &Server, addr: SocketAddr) -> Response {
+    server
+        .connector_to(addr)
+        .connect()
+        .roundtrip(request("GET", "/a.txt", &[]))
 }
 
 #[test]
@@ -134,7 +136,7 @@ fn host_name_binds_every_address_it_resolves_to() {
     want.sort();
     assert_eq!(ips, want, "{:#?}", server.stderr().snapshot());
     for addr in addrs {
-        assert_eq!(get_over_tcp(addr).body, b"alpha\n", "{addr}");
+        assert_eq!(get_over_tcp(&server, addr).body, b"alpha\n", "{addr}");
     }
 }
 
@@ -149,7 +151,7 @@ fn an_address_named_twice_is_bound_once() {
         .start();
     let addrs = announced(&server, expected.len());
     // Every announcement precedes the first request served.
-    assert_eq!(get_over_tcp(addrs[0]).body, b"alpha\n");
+    assert_eq!(get_over_tcp(&server, addrs[0]).body, b"alpha\n");
     let lines = server.stderr().snapshot();
     let listening: Vec<&String> = lines
         .iter()
@@ -171,8 +173,11 @@ fn unix_bind(path: &Path) -> String {
     format!("unix:{}", path.display())
 }
 
+/// Cleartext even under STATICD_TEST_TLS=1: the Unix-socket clients here speak plain
+/// HTTP.
 fn start_on_unix(root: &Docroot, path: &Path, args: &[&str]) -> Server {
     let server = Server::builder(STANDALONE, root.path())
+        .plain()
         .bind(&unix_bind(path))
         .args(args)
         .start();
@@ -212,6 +217,7 @@ fn unix_socket_serves_beside_tcp_and_goes_at_exit() {
     let root = site();
     let (_dir, path) = socket_dir();
     let mut server = Server::builder(STANDALONE, root.path())
+        .plain()
         .bind("127.0.0.1")
         .bind(&unix_bind(&path))
         .log_format("common")

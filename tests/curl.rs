@@ -15,13 +15,15 @@ fn site() -> Docroot {
     root
 }
 
-/// `curl -sv --max-time 10 ARGS`.
+/// `curl -sv --max-time 10 ARGS`, trusting the test root CA for `https://` URLs (a
+/// server under STATICD_TEST_TLS=1).
 fn curl(curl: &Path, args: &[&str]) -> Output {
-    let output = Command::new(curl)
-        .args(["-sv", "--max-time", "10"])
-        .args(args)
-        .output()
-        .expect("run curl");
+    let mut cmd = Command::new(curl);
+    cmd.args(["-sv", "--max-time", "10"]);
+    if args.iter().any(|a| a.starts_with("https://")) {
+        cmd.arg("--cacert").arg(Pki::shared().root_file());
+    }
+    let output = cmd.args(args).output().expect("run curl");
     assert!(
         output.status.success(),
         "curl {args:?} failed ({}): {}",

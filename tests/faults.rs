@@ -107,7 +107,7 @@ impl Pace {
 /// A GET of a [`pattern`] file (with `Connection: close`) whose body is checked byte for
 /// byte as it arrives and never kept. Errors are strings so that threads can report them.
 struct Download {
-    stream: TcpStream,
+    stream: Stream,
     head: Response,
     length: u64,
     got: u64,
@@ -117,10 +117,10 @@ struct Download {
 
 impl Download {
     /// Sends the request on `stream` and reads the response head.
-    fn start(stream: TcpStream, path: &str) -> Result<Download, String> {
-        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-        stream.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
-        (&stream)
+    fn start(mut stream: Stream, path: &str) -> Result<Download, String> {
+        stream.tcp().set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        stream.tcp().set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+        stream
             .write_all(request("GET", path, &["Connection: close"]).as_bytes())
             .map_err(|e| format!("sending the request: {e}"))?;
         let mut raw = Vec::new();
@@ -129,7 +129,7 @@ impl Download {
             if let Some(pos) = find(&raw, b"\r\n\r\n") {
                 break pos + 4;
             }
-            match read_retrying(&stream, &mut chunk) {
+            match read_retrying(&mut stream, &mut chunk) {
                 Ok(0) => {
                     return Err(format!(
                         "connection closed before a complete response head: {:?}",
@@ -175,7 +175,7 @@ impl Download {
     /// One read(2); `Some` when the connection ended.
     fn read_once(&mut self) -> Result<Option<Stop>, String> {
         let mut buf = std::mem::take(&mut self.buf);
-        let result = read_retrying(&self.stream, &mut buf);
+        let result = read_retrying(&mut self.stream, &mut buf);
         let outcome = match result {
             Ok(0) => Ok(Some(Stop::Eof)),
             Ok(n) => self.accept(&buf[..n]).map(|()| None),
@@ -236,7 +236,7 @@ fn timed_out(e: &io::Error) -> bool {
     )
 }
 
-fn read_retrying(mut stream: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+fn read_retrying(stream: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     loop {
         match stream.read(buf) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -344,8 +344,8 @@ fn change_while_sent_with(mode: Mode, change: Change, args: &[&str]) {
     write_pattern_file(&big, BIG);
     let mut server = Server::builder(mode, root.path()).args(args).start();
 
-    let mut download = Download::start(connect_small_window(server.addr()), "/big.bin")
-        .unwrap_or_else(|e| panic!("{e}"));
+    let stream = server.connector().wrap(connect_small_window(server.addr()));
+    let mut download = Download::start(stream, "/big.bin").unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(download.head.status, 200, "{:#?}", download.head);
     assert_eq!(download.length, BIG);
     let early = download
@@ -449,8 +449,8 @@ fn no_sendfile_serves_large_files_whole(mode: Mode) {
     let server = Server::builder(mode, root.path())
         .arg("--no-sendfile")
         .start();
-    let mut download = Download::start(connect_small_window(server.addr()), "/big.bin")
-        .unwrap_or_else(|e| panic!("{e}"));
+    let stream = server.connector().wrap(connect_small_window(server.addr()));
+    let mut download = Download::start(stream, "/big.bin").unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(download.head.status, 200, "{:#?}", download.head);
     download
         .read_to_close(BODY_LIMIT, None)
@@ -484,18 +484,20 @@ both_modes!(
 // 2. SIGTERM with 100 downloads in flight (standalone)
 // ---------------------------------------------------------------------------------------
 
-/// A new connection after the stop: refused, or closed without a byte of response.
-fn refused_or_closed_unanswered(addr: SocketAddr) -> Result<&'static str, String> {
-    let mut stream = match TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
+/// A new connection after the stop: refused, or closed without a byte of response (over
+/// TLS: without completing a handshake and answering).
+fn refused_or_closed_unanswered(server: &Connector) -> Result<&'static str, String> {
+    let mut stream = match TcpStream::connect_timeout(&server.addr, Duration::from_secs(2)) {
         Err(_) => return Ok("refused"),
-        Ok(s) => s,
+        Ok(s) => server.wrap(s),
     };
     stream
+        .tcp()
         .set_read_timeout(Some(Duration::from_secs(3)))
         .unwrap();
     let _ = stream.write_all(request("GET", "/a.txt", &[]).as_bytes());
     let mut buf = [0u8; 4096];
-    match read_retrying(&stream, &mut buf) {
+    match read_retrying(&mut stream, &mut buf) {
         Ok(0) => Ok("closed"),
         Ok(n) => Err(format!(
             "a connection made after SIGTERM was answered: {:?}",
@@ -521,7 +523,7 @@ fn sigterm_lets_100_slow_downloads_finish_and_refuses_newcomers() {
     root.file("a.txt", "alpha\n");
     write_pattern_file(&root.join("big.bin"), SIZE);
     let mut server = Server::start(STANDALONE, &root);
-    let addr = server.addr();
+    let connector = server.connector();
 
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
     let mut go = Vec::new();
@@ -530,9 +532,11 @@ fn sigterm_lets_100_slow_downloads_finish_and_refuses_newcomers() {
         let ready_tx = ready_tx.clone();
         let (go_tx, go_rx) = mpsc::channel::<()>();
         go.push(go_tx);
+        let connector = connector.clone();
         clients.push(thread::spawn(move || -> Result<(u64, Stop), String> {
             let first = (|| {
-                let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)
+                let stream = TcpStream::connect_timeout(&connector.addr, IO_TIMEOUT)
+                    .map(|s| connector.wrap(s))
                     .map_err(|e| format!("client {i}: connect: {e}"))?;
                 let mut d = Download::start(stream, "/big.bin")?;
                 if d.head.status != 200 || d.length != SIZE {
@@ -584,7 +588,7 @@ fn sigterm_lets_100_slow_downloads_finish_and_refuses_newcomers() {
     thread::sleep(Duration::from_secs(1));
     let mut newcomers = Vec::new();
     for _ in 0..3 {
-        newcomers.push(refused_or_closed_unanswered(addr).unwrap_or_else(|e| panic!("{e}")));
+        newcomers.push(refused_or_closed_unanswered(&connector).unwrap_or_else(|e| panic!("{e}")));
     }
 
     let mut failures = Vec::new();
@@ -728,16 +732,13 @@ fn expected_body(path: &str) -> Vec<u8> {
 /// `GET path` on a new connection must be answered (within `IO_TIMEOUT`) with 200 and
 /// the file's bytes.
 fn assert_answers(server: &Server, path: &str, when: &str) {
-    let stream = TcpStream::connect_timeout(&server.addr(), IO_TIMEOUT).expect("connect");
-    (&stream)
-        .write_all(request("GET", path, &[]).as_bytes())
-        .unwrap();
+    let stream = send_get_for(server, path);
     assert_eq!(
         answer_within(&stream, IO_TIMEOUT),
         Answer::Answered,
         "GET {path} {when}"
     );
-    let resp = Conn::new(stream).read_response();
+    let resp = Conn::from_stream(stream).read_response();
     assert_eq!(resp.status, 200, "GET {path} {when}: {resp:#?}");
     assert_eq!(resp.body, expected_body(path), "GET {path} {when}");
 }
@@ -747,16 +748,13 @@ fn assert_answers(server: &Server, path: &str, when: &str) {
 fn assert_answers_once_drained(server: &Server, path: &str, when: &str) {
     let deadline = Instant::now() + IO_TIMEOUT;
     loop {
-        let stream = TcpStream::connect_timeout(&server.addr(), IO_TIMEOUT).expect("connect");
-        (&stream)
-            .write_all(request("GET", path, &[]).as_bytes())
-            .unwrap();
+        let stream = send_get_for(server, path);
         assert_eq!(
             answer_within(&stream, IO_TIMEOUT),
             Answer::Answered,
             "GET {path} {when}"
         );
-        let resp = Conn::new(stream).read_response();
+        let resp = Conn::from_stream(stream).read_response();
         if resp.status == 503 && Instant::now() < deadline {
             assert_error(&resp, 503);
             thread::sleep(Duration::from_millis(200));
@@ -783,13 +781,14 @@ fn thousand_clients_at_64_descriptors(root: &Docroot, args: &[&str], targets: Ve
         .args(args)
         .nofile_limit(64)
         .start();
-    let addr = server.addr();
+    let connector = server.connector();
 
     let targets = std::sync::Arc::new(targets);
     let connect_until = Instant::now() + Duration::from_secs(6);
     let connectors: Vec<_> = (0..THREADS)
         .map(|t| {
             let targets = targets.clone();
+            let connector = connector.clone();
             thread::spawn(move || {
                 let mut streams = Vec::new();
                 let mut failed = 0;
@@ -805,9 +804,12 @@ fn thousand_clients_at_64_descriptors(root: &Docroot, args: &[&str], targets: Ve
                     } else {
                         &[]
                     };
-                    match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
-                        Ok(mut s) => {
+                    match TcpStream::connect_timeout(&connector.addr, Duration::from_secs(1)) {
+                        Ok(s) => {
                             s.set_write_timeout(Some(Duration::from_secs(1))).unwrap();
+                            // Over TLS: the ClientHello, and the request once a read
+                            // below has completed the handshake.
+                            let mut s = connector.wrap(s);
                             let _ = s.write_all(request("GET", &path, extra).as_bytes());
                             streams.push((s, path));
                         }
@@ -826,20 +828,27 @@ fn thousand_clients_at_64_descriptors(root: &Docroot, args: &[&str], targets: Ve
         not_connected += failed;
     }
 
-    // The short timeout: two seconds for answers to arrive, then whatever is there.
-    thread::sleep(Duration::from_secs(2));
-    let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
-    let (mut unanswered, mut incomplete_head) = (0, 0);
-    for (s, path) in &streams {
-        s.set_nonblocking(true).unwrap();
-        let mut got = Vec::new();
-        let mut buf = vec![0u8; READ_CHUNK];
-        loop {
-            match read_retrying(s, &mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => got.extend_from_slice(&buf[..n]),
+    // The short timeout: two seconds for answers to arrive, then whatever is there. Over
+    // TLS, a first look completes the handshakes the server has answered and sends their
+    // requests, and a second, a second later, collects the answers.
+    let looks = if connector.is_tls() { 2 } else { 1 };
+    let mut answers: Vec<Vec<u8>> = vec![Vec::new(); streams.len()];
+    for _ in 0..looks {
+        thread::sleep(Duration::from_secs(2 / looks));
+        for ((s, _), got) in streams.iter_mut().zip(&mut answers) {
+            s.tcp().set_nonblocking(true).unwrap();
+            let mut buf = vec![0u8; READ_CHUNK];
+            loop {
+                match read_retrying(s, &mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
             }
         }
+    }
+    let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
+    let (mut unanswered, mut incomplete_head) = (0, 0);
+    for ((_, path), got) in streams.iter().zip(answers) {
         if got.is_empty() {
             unanswered += 1;
             continue;
@@ -955,7 +964,9 @@ enum Answer {
     Silent,
 }
 
-fn answer_within(stream: &TcpStream, limit: Duration) -> Answer {
+/// Over TLS any bytes count: the server's handshake messages are its first answer.
+fn answer_within(stream: &Stream, limit: Duration) -> Answer {
+    let stream = stream.tcp();
     stream.set_read_timeout(Some(limit)).unwrap();
     let mut byte = [0u8; 1];
     loop {
@@ -969,18 +980,23 @@ fn answer_within(stream: &TcpStream, limit: Duration) -> Answer {
     }
 }
 
-/// A new connection with `GET /a.txt` sent on it.
-fn send_get(server: &Server) -> TcpStream {
-    let stream = TcpStream::connect_timeout(&server.addr(), IO_TIMEOUT).expect("connect");
-    (&stream)
-        .write_all(request("GET", "/a.txt", &[]).as_bytes())
+/// A new connection with `GET /a.txt` sent on it (over TLS: the ClientHello sent, the
+/// request waiting for the handshake, which reading the answer completes).
+fn send_get(server: &Server) -> Stream {
+    send_get_for(server, "/a.txt")
+}
+
+fn send_get_for(server: &Server, path: &str) -> Stream {
+    let mut stream = server.connector().stream();
+    stream
+        .write_all(request("GET", path, &[]).as_bytes())
         .unwrap();
     stream
 }
 
 /// Reads the (already arriving) answer to `GET /a.txt` and keeps the connection.
-fn take_answer(stream: TcpStream) -> Conn {
-    let mut conn = Conn::new(stream);
+fn take_answer(stream: Stream) -> Conn {
+    let mut conn = Conn::from_stream(stream);
     let resp = conn.read_response();
     assert_eq!(resp.status, 200, "{resp:#?}");
     assert_eq!(resp.body, b"alpha\n");

@@ -10,8 +10,6 @@
 mod common;
 
 use std::fs;
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -565,42 +563,12 @@ both_modes!(
 
 // --- slow and idle clients ----------------------------------------------------------------
 
-/// Whether the server has closed `stream`, without blocking; any bytes it
-/// sent (a 408, say) are collected in `got`.
-fn closed_by_server(stream: &mut TcpStream, got: &mut Vec<u8>) -> bool {
-    stream.set_nonblocking(true).unwrap();
-    let mut buf = [0u8; 4096];
-    let closed = loop {
-        match stream.read(&mut buf) {
-            Ok(0) => break true,
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break false,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => break true,
-        }
-    };
-    stream.set_nonblocking(false).unwrap();
-    closed
-}
-
-/// Waits until the server closes `stream`, at most until `deadline`.
-fn wait_closed(stream: &mut TcpStream, deadline: Instant) -> bool {
-    let mut got = Vec::new();
-    while Instant::now() < deadline {
-        if closed_by_server(stream, &mut got) {
-            return true;
-        }
-        thread::sleep(Duration::from_millis(50));
-    }
-    false
-}
-
 /// A client that sends a request every 100 ms until told to stop, on one
 /// keep-alive connection with a fresh one every few requests, and asserts
 /// that each answer arrives within [`LIVENESS`]. Returns how many it got.
-fn well_behaved_client(addr: SocketAddr, stop: Arc<AtomicBool>) -> thread::JoinHandle<usize> {
+fn well_behaved_client(server: Connector, stop: Arc<AtomicBool>) -> thread::JoinHandle<usize> {
     thread::spawn(move || {
-        let connect = || Conn::new(TcpStream::connect_timeout(&addr, IO_TIMEOUT).unwrap());
+        let connect = || server.connect();
         let mut conn = connect();
         let mut served = 0;
         while !stop.load(Ordering::SeqCst) {
@@ -632,16 +600,16 @@ fn slowloris_is_dropped_while_others_are_served(mode: Mode) {
         .args(["--read-timeout", "2"])
         .start();
     let stop = Arc::new(AtomicBool::new(false));
-    let good = well_behaved_client(server.addr(), stop.clone());
+    let good = well_behaved_client(server.connector(), stop.clone());
 
-    let mut slow = TcpStream::connect_timeout(&server.addr(), IO_TIMEOUT).unwrap();
+    let mut slow = server.connect();
+    slow.handshake().expect("TLS handshake");
     let started = Instant::now();
     let trickle =
         b"GET /a.txt HTTP/1.1\r\nHost: test\r\nX-Slow: abcdefghijklmnopqrstuvwxyz0123456789\r\n";
-    let mut got = Vec::new();
     let mut dropped = None;
     for byte in trickle.iter().cycle() {
-        if slow.write_all(&[*byte]).is_err() || closed_by_server(&mut slow, &mut got) {
+        if slow.try_send([*byte]).is_err() || slow.poll_closed() {
             dropped = Some(started.elapsed());
             break;
         }
@@ -650,6 +618,7 @@ fn slowloris_is_dropped_while_others_are_served(mode: Mode) {
         }
         thread::sleep(Duration::from_millis(300));
     }
+    let got = slow.take_buffered();
     stop.store(true, Ordering::SeqCst);
     let served = good.join().expect("the well-behaved client failed");
     let dropped = dropped.expect("the slowloris client was not dropped within 10 s");
@@ -709,9 +678,8 @@ fn idle_connections_do_not_starve_others(mode: Mode) {
     // idle; allow generous slack for a loaded machine.
     let deadline = opened + Duration::from_secs(12);
     for (i, conn) in idle.iter_mut().enumerate() {
-        let mut stream = conn.stream().try_clone().unwrap();
         assert!(
-            wait_closed(&mut stream, deadline),
+            conn.wait_closed(deadline),
             "idle connection {i} still open after {:?}",
             opened.elapsed()
         );
@@ -781,13 +749,10 @@ fn pipelined_flood_is_answered_in_order(mode: Mode) {
     root.file("b.txt", "bravo\n");
     let server = Server::start(mode, &root);
     let mut conn = server.connect();
-    let mut writer = conn.stream().try_clone().unwrap();
-    let sender = thread::spawn(move || {
-        let burst: String = (0..N)
-            .map(|i| request("GET", if i % 2 == 0 { "/a.txt" } else { "/b.txt" }, &[]))
-            .collect();
-        writer.write_all(burst.as_bytes()).unwrap();
-    });
+    let burst: String = (0..N)
+        .map(|i| request("GET", if i % 2 == 0 { "/a.txt" } else { "/b.txt" }, &[]))
+        .collect();
+    let sender = conn.send_in_background(burst);
     for i in 0..N {
         let resp = conn.read_response();
         assert_eq!(resp.status, 200, "response {i}");
@@ -853,7 +818,7 @@ fn slowhttptest_slowloris_leaves_the_server_serving() {
             .expect("start slowhttptest"),
     );
     let stop = Arc::new(AtomicBool::new(false));
-    let good = well_behaved_client(server.addr(), stop.clone());
+    let good = well_behaved_client(server.connector(), stop.clone());
     let status = attack.wait_timeout(Duration::from_secs(30));
     stop.store(true, Ordering::SeqCst);
     let served = good.join().expect("the well-behaved client failed");

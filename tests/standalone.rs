@@ -246,7 +246,7 @@ fn every_bind_address_gets_a_listener() {
         ]
     );
     for addr in server.addrs() {
-        let mut conn = Conn::new(std::net::TcpStream::connect_timeout(addr, IO_TIMEOUT).unwrap());
+        let mut conn = server.connector_to(*addr).connect();
         assert_eq!(
             conn.roundtrip(request("GET", "/a.txt", &[])).body,
             b"alpha\n",

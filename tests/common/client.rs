@@ -38,23 +38,44 @@ pub struct Client {
 }
 
 impl Client {
+    /// Plain HTTP on `stream`.
     pub fn new(stream: TcpStream) -> Client {
+        Client::connect(stream, None)
+    }
+
+    /// HTTP on `stream`, over TLS with `tls` when given (the handshake is done here).
+    pub fn connect(stream: TcpStream, tls: Option<&TlsClient>) -> Client {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
         stream.set_nonblocking(true).unwrap();
-        let (sender, conn) = rt
+        let sender = rt
             .block_on(async {
-                let io = TokioIo::new(tokio::net::TcpStream::from_std(stream)?);
-                hyper::client::conn::http1::handshake(io)
+                let tcp = tokio::net::TcpStream::from_std(stream)?;
+                let Some(tls) = tls else {
+                    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+                        .await
+                        .map_err(io::Error::other)?;
+                    tokio::spawn(async move {
+                        let _ = conn.await;
+                    });
+                    return Ok::<_, io::Error>(sender);
+                };
+                let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
+                let stream =
+                    tokio::time::timeout(IO_TIMEOUT, connector.connect(tls.name.clone(), tcp))
+                        .await
+                        .map_err(|_| io::Error::other("no TLS handshake within IO_TIMEOUT"))??;
+                let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
                     .await
-                    .map_err(io::Error::other)
+                    .map_err(io::Error::other)?;
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                });
+                Ok(sender)
             })
             .expect("hyper handshake");
-        rt.spawn(async move {
-            let _ = conn.await;
-        });
         Client { rt, sender }
     }
 

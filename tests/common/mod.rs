@@ -7,6 +7,13 @@
 //!   to connect to, so behavioural tests run unchanged against both modes.
 //! * [`Conn`] is a raw TCP client with a strict little response reader; [`Client`] wraps
 //!   hyper's HTTP/1 client connection behind a blocking API.
+//! * Over TLS: [`Pki`] makes certificates (rcgen) and rustls client configurations;
+//!   [`Stream`] is plain TCP or rustls over TCP, under both [`Conn`] and the helpers
+//!   that hand out connections ([`Server::connect`], [`Server::client`], a
+//!   [`Connector`] for other threads). With STATICD_TEST_TLS=1 every server the
+//!   harness starts gets the harness's certificate and every harness client speaks TLS
+//!   to it; `Builder::plain` opts a server out, `Builder::tls_files` and
+//!   `Builder::tls_client` opt one in.
 //!
 //! Every read is bounded by [`IO_TIMEOUT`]; every child process is killed on drop.
 
@@ -74,6 +81,8 @@ mod multipart;
 mod process;
 mod raw;
 mod server;
+mod stream;
+mod tls;
 mod tools;
 
 pub use client::*;
@@ -82,4 +91,6 @@ pub use multipart::*;
 pub use process::*;
 pub use raw::*;
 pub use server::*;
+pub use stream::*;
+pub use tls::*;
 pub use tools::*;

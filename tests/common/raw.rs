@@ -47,41 +47,120 @@ impl Response {
 }
 
 /// A raw client connection with a read buffer; every read times out after [`IO_TIMEOUT`].
+/// Plain TCP, or TLS when made by [`Server::connect`] for a TLS server (see [`Stream`]).
 pub struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     buf: Vec<u8>,
 }
 
 /// How a read from the peer ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Ended {
-    /// Orderly close (FIN).
+    /// Orderly close (FIN; over TLS also a close with or without `close_notify`).
     Eof,
     /// Connection reset (RST).
     Reset,
 }
 
 impl Conn {
+    /// Plain TCP on `stream`, whatever the server speaks.
     pub fn new(stream: TcpStream) -> Conn {
-        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-        stream.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+        Conn::from_stream(Stream::Plain(stream))
+    }
+
+    pub fn from_stream(stream: Stream) -> Conn {
+        stream.tcp().set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        stream.tcp().set_write_timeout(Some(IO_TIMEOUT)).unwrap();
         Conn {
             stream,
             buf: Vec::new(),
         }
     }
 
+    /// The TCP socket (underneath TLS, if any).
     pub fn stream(&self) -> &TcpStream {
-        &self.stream
+        self.stream.tcp()
     }
 
+    /// The TLS connection, for its negotiated version, ALPN, certificates.
+    pub fn tls(&self) -> Option<&rustls::ClientConnection> {
+        self.stream.tls_conn()
+    }
+
+    /// Over TLS, once the server has closed: whether it sent `close_notify` first.
+    pub fn ended_with_close_notify(&self) -> Option<bool> {
+        self.stream.ended_with_close_notify()
+    }
+
+    /// Completes the TLS handshake now (a no-op on plain TCP).
+    pub fn handshake(&mut self) -> io::Result<()> {
+        self.stream.handshake()
+    }
+
+    /// Sends (over TLS after completing the handshake).
     pub fn send(&mut self, bytes: impl AsRef<[u8]>) {
+        self.stream.handshake().expect("TLS handshake");
         self.stream.write_all(bytes.as_ref()).expect("send request");
     }
 
+    /// Sends (over TLS after completing the handshake), reporting failure.
+    pub fn try_send(&mut self, bytes: impl AsRef<[u8]>) -> io::Result<()> {
+        self.stream.handshake()?;
+        self.stream.write_all(bytes.as_ref())
+    }
+
     /// Sends, tolerating that the server may already have closed (it may answer early).
+    /// Over TLS it does not wait for the handshake: the bytes leave once a read has
+    /// completed it.
     pub fn send_lossy(&mut self, bytes: impl AsRef<[u8]>) {
         let _ = self.stream.write_all(bytes.as_ref());
+    }
+
+    /// Sends `bytes` from another thread while this one goes on reading (a client that
+    /// writes a long pipeline without reading first).
+    pub fn send_in_background(&mut self, bytes: impl AsRef<[u8]>) -> JoinHandle<()> {
+        let wire = self.stream.seal(bytes.as_ref()).expect("TLS handshake");
+        let mut writer = self.stream.tcp().try_clone().unwrap();
+        thread::spawn(move || writer.write_all(&wire).expect("send in background"))
+    }
+
+    /// Sends TLS close_notify (nothing on plain TCP).
+    pub fn close_notify(&mut self) {
+        let _ = self.stream.close_notify();
+    }
+
+    /// Whether the server has ended the connection, without blocking; whatever it sent
+    /// meanwhile is kept (see [`Conn::take_buffered`]).
+    pub fn poll_closed(&mut self) -> bool {
+        self.stream.tcp().set_nonblocking(true).unwrap();
+        let mut chunk = [0u8; 16 * 1024];
+        let closed = loop {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => break true,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break true,
+            }
+        };
+        self.stream.tcp().set_nonblocking(false).unwrap();
+        closed
+    }
+
+    /// Waits (polling) until the server ends the connection, at most until `deadline`.
+    pub fn wait_closed(&mut self, deadline: Instant) -> bool {
+        while Instant::now() < deadline {
+            if self.poll_closed() {
+                return true;
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    /// The bytes received and not yet consumed.
+    pub fn take_buffered(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
     }
 
     /// `read(2)`, retried when a signal interrupts it (a socket with a receive timeout
@@ -137,7 +216,8 @@ impl Conn {
         parse_head(&head[..end])
     }
 
-    fn take_exact(&mut self, n: usize) -> Vec<u8> {
+    /// Reads exactly `n` more bytes (of a body whose head was read).
+    pub fn take_exact(&mut self, n: usize) -> Vec<u8> {
         while self.buf.len() < n {
             if let Err(ended) = self.fill() {
                 panic!(

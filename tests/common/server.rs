@@ -20,6 +20,9 @@ pub struct Builder {
     unprivileged: bool,
     nofile: Option<u64>,
     io_uring: bool,
+    tls_files: Option<TlsFiles>,
+    tls_client: Option<TlsClient>,
+    plain: bool,
 }
 
 impl Builder {
@@ -65,6 +68,44 @@ impl Builder {
         self
     }
 
+    /// Serves TLS with these files (`--tls-cert`, `--tls-key`); the harness's clients
+    /// speak TLS to it, as to the localhost certificate of [`Pki::shared`].
+    pub fn tls_files(mut self, files: &TlsFiles) -> Builder {
+        self.tls_files = Some(files.clone());
+        self
+    }
+
+    /// The server speaks TLS by flags the test passes itself (`--tls-dir`, ...); the
+    /// harness's clients use `client`. No certificate flags are added.
+    pub fn tls_client(mut self, client: TlsClient) -> Builder {
+        self.tls_client = Some(client);
+        self
+    }
+
+    /// Cleartext even under STATICD_TEST_TLS=1: for tests whose point is bytes on a
+    /// plain TCP connection.
+    pub fn plain(mut self) -> Builder {
+        self.plain = true;
+        self
+    }
+
+    /// The certificate files the server gets: the test's, or under STATICD_TEST_TLS=1
+    /// the harness's localhost ones (unless the test chose its own TLS flags or none).
+    fn cert_files(&self) -> Option<TlsFiles> {
+        if self.tls_files.is_some() {
+            return self.tls_files.clone();
+        }
+        (tls_from_env() && !self.plain && self.tls_client.is_none())
+            .then(|| Pki::shared().localhost().1.clone())
+    }
+
+    /// How the harness's clients talk to the server.
+    fn client_tls(&self) -> Option<TlsClient> {
+        self.tls_client
+            .clone()
+            .or_else(|| self.cert_files().map(|_| TlsClient::localhost()))
+    }
+
     /// Lowers RLIMIT_NOFILE (soft and hard) of the server to `n`.
     pub fn nofile_limit(mut self, n: u64) -> Builder {
         self.nofile = Some(n);
@@ -94,6 +135,9 @@ impl Builder {
             }
         }
         cmd.arg("--log-format").arg(&self.log_format);
+        if let Some(files) = self.cert_files() {
+            cmd.args(files.args());
+        }
         cmd.args(&self.args);
         for var in CLIENT_ADDRESS_VARS {
             cmd.env_remove(var);
@@ -128,6 +172,7 @@ impl Builder {
 
     fn start_standalone(self) -> Server {
         let expected = self.binds.len().max(1);
+        let tls = self.client_tls();
         let mut cmd = self.command();
         cmd.stdin(Stdio::null()).stdout(Stdio::null());
         let mut child = ChildGuard::new(cmd.spawn().expect("spawn staticd"));
@@ -177,6 +222,7 @@ impl Builder {
         Server {
             mode: Mode::Standalone,
             addrs,
+            tls,
             stderr,
             standalone: Some(child),
             inetd: None,
@@ -185,6 +231,7 @@ impl Builder {
 
     fn start_inetd(self) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind test listener");
+        let tls = self.client_tls();
         let addr = listener.local_addr().unwrap();
         let stderr = Lines::default();
         let children: Arc<Mutex<Vec<ChildGuard>>> = Arc::default();
@@ -207,6 +254,7 @@ impl Builder {
         Server {
             mode: Mode::Inetd,
             addrs: vec![addr],
+            tls,
             stderr,
             standalone: None,
             inetd: Some(Acceptor {
@@ -256,6 +304,7 @@ impl Drop for Acceptor {
 pub struct Server {
     pub mode: Mode,
     addrs: Vec<SocketAddr>,
+    tls: Option<TlsClient>,
     stderr: Lines,
     standalone: Option<ChildGuard>,
     inetd: Option<Acceptor>,
@@ -273,6 +322,9 @@ impl Server {
             unprivileged: false,
             nofile: None,
             io_uring: false,
+            tls_files: None,
+            tls_client: None,
+            plain: false,
         }
     }
 
@@ -288,25 +340,43 @@ impl Server {
         &self.addrs
     }
 
+    /// Whether the harness speaks TLS to this server.
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// How to reach the server (address, TLS), to hand to other threads.
+    pub fn connector(&self) -> Connector {
+        Connector::new(self.addr(), self.tls.clone())
+    }
+
+    /// [`Server::connector`] for another of its addresses.
+    pub fn connector_to(&self, addr: SocketAddr) -> Connector {
+        Connector::new(addr, self.tls.clone())
+    }
+
+    /// `http://ADDR/path`, or `https://ADDR/path` over TLS.
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{}", self.addr(), path)
+        self.connector().url(path)
     }
 
     pub fn stderr(&self) -> &Lines {
         &self.stderr
     }
 
+    /// A raw connection (over TLS to a TLS server).
     pub fn connect(&self) -> Conn {
-        Conn::new(TcpStream::connect_timeout(&self.addr(), IO_TIMEOUT).expect("connect"))
+        self.connector().connect()
     }
 
     /// A raw connection whose source address is `source` (any 127.0.0.0/8 address).
     pub fn connect_from(&self, source: IpAddr) -> Conn {
-        Conn::new(connect_from(source, self.addr()))
+        self.connector().connect_from(source)
     }
 
+    /// A hyper client connection (over TLS to a TLS server).
     pub fn client(&self) -> Client {
-        Client::new(TcpStream::connect_timeout(&self.addr(), IO_TIMEOUT).expect("connect"))
+        self.connector().client()
     }
 
     /// One request on a fresh hyper connection.
