@@ -296,12 +296,13 @@ pub fn refuse(err: ParseError) -> Response {
 }
 
 /// Answers a cleartext request sent to a TLS port, in cleartext, as nginx's
-/// 497 does: the person at the browser learns to type https.
-pub fn https_required(req: &Request) -> Response {
+/// 497 does: the person at the browser learns to type https. (A head that
+/// does not even parse gets this too: the port is the mistake to name.)
+pub fn https_required(head_only: bool) -> Response {
     const BODY: &str = "400 Bad Request: this port speaks HTTPS; use an https:// URL\n";
     let reply = Reply {
         persistence: Persistence::Close,
-        head_only: req.method == Method::Head,
+        head_only,
         errors: ErrorForm::Plain,
     };
     let mut h = HeadBuilder::new(Status::BadRequest);

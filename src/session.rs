@@ -8,7 +8,7 @@ use std::time::{Instant, SystemTime};
 
 use crate::config::Config;
 use crate::http::body::{BodySkipper, Skip};
-use crate::http::parse::{self, Parsed};
+use crate::http::parse::{self, Method, Parsed};
 use crate::log;
 use crate::respond::{self, Answer, CgiJob, Response};
 use crate::site::Site;
@@ -207,7 +207,11 @@ impl Session {
             }
             Parsed::Error(e) => {
                 self.closing = true;
-                let response = respond::refuse(e);
+                // On a TLS port, what matters to the person is the port.
+                let response = match self.kind {
+                    Kind::ClearOnHttpsPort => respond::https_required(false),
+                    _ => respond::refuse(e),
+                };
                 sent(cfg, self.kind, &self.client, None, response)
             }
             Parsed::Complete { request, head_len } => {
@@ -215,7 +219,9 @@ impl Session {
                 self.served += 1;
                 let answer = match self.kind {
                     Kind::Http | Kind::Https => respond::respond(site, &request, stopping),
-                    Kind::ClearOnHttpsPort => Answer::Send(respond::https_required(&request)),
+                    Kind::ClearOnHttpsPort => {
+                        Answer::Send(respond::https_required(request.method == Method::Head))
+                    }
                     Kind::RedirectToHttps { port } => {
                         Answer::Send(respond::redirect_to_https(&request, port, stopping))
                     }

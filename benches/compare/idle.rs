@@ -10,6 +10,9 @@
 //! still open is the number reported. Kernel socket memory (buffers,
 //! struct sock, epoll entries) is not in any process's RSS and so not in
 //! this number.
+//!
+//! Over HTTPS the same, each connection after a full TLS handshake with the
+//! harness's rustls client (tls.rs): what an idle TLS session costs on top.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -21,10 +24,17 @@ use serde::Serialize;
 
 use crate::procstat;
 use crate::servers::{Kind, Server};
+use crate::tls::{self, TlsStream};
 
 /// staticd-inetd holds a process per connection: it is measured with this
 /// many, not with 10,000 processes.
 pub const INETD_CONNECTIONS: u32 = 1000;
+
+/// Over TLS, fewer: each of its processes takes tens of milliseconds to
+/// start and shake hands, and 1,000 of them one after another would take
+/// longer than its keep-alive timeout (15 s), which would close the first
+/// ones before the second reading.
+pub const INETD_TLS_CONNECTIONS: u32 = 100;
 
 /// How long the connections sit idle before RSS is read again.
 pub const IDLE_WAIT: Duration = Duration::from_secs(1);
@@ -33,6 +43,8 @@ pub const IDLE_WAIT: Duration = Duration::from_secs(1);
 #[derive(Clone, Debug, Serialize)]
 pub struct IdleMemory {
     pub server: String,
+    /// Over TLS: each connection made a full handshake first.
+    pub https: bool,
     /// Connections asked for.
     pub connections: u32,
     /// Connections that got their whole response.
@@ -72,10 +84,16 @@ fn steady_memory(pid: i32) -> (u64, u64) {
     (rss[1], pss[1])
 }
 
-/// Sends one keep-alive GET and reads exactly one response; the connection
-/// stays open.
-fn one_request(s: &mut TcpStream, path: &str) -> io::Result<()> {
-    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")?;
+/// Sends one GET and reads exactly one response, which must be a 200 (an
+/// error of kind InvalidData if not). Unless `close`, the connection stays
+/// open.
+pub fn one_request(s: &mut (impl Read + Write), path: &str, close: bool) -> io::Result<()> {
+    let connection = if close { "Connection: close\r\n" } else { "" };
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{connection}\r\n"
+    )?;
+    s.flush()?;
     let bad = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
     let mut buf = Vec::with_capacity(2048);
     let mut chunk = [0u8; 4096];
@@ -115,13 +133,33 @@ fn one_request(s: &mut TcpStream, path: &str) -> io::Result<()> {
     }
 }
 
-/// Whether the server has closed (or reset) the connection.
-fn closed(s: &TcpStream) -> bool {
-    if s.set_nonblocking(true).is_err() {
-        return true;
+/// An idle connection, in the clear or over TLS.
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<TlsStream>),
+}
+
+impl Conn {
+    /// Whether the server has closed (or reset) the connection.
+    fn closed(&mut self) -> bool {
+        match self {
+            Conn::Plain(s) => {
+                if s.set_nonblocking(true).is_err() {
+                    return true;
+                }
+                let mut b = [0u8; 1];
+                !matches!(s.peek(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+            }
+            Conn::Tls(t) => tls::peer_gone(t),
+        }
     }
-    let mut b = [0u8; 1];
-    !matches!(s.peek(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+
+    fn into_socket(self) -> TcpStream {
+        match self {
+            Conn::Plain(s) => s,
+            Conn::Tls(t) => t.sock,
+        }
+    }
 }
 
 /// Closes with a reset (SO_LINGER 0): no TIME_WAIT left on the harness's
@@ -146,16 +184,20 @@ fn reset(s: TcpStream) {
 
 /// Measures one server; `n` connections (fewer for staticd-inetd).
 pub fn measure(server: &mut Server, size: u64, n: u32) -> IdleMemory {
-    let n = if server.kind == Kind::StaticdInetd {
-        n.min(INETD_CONNECTIONS)
-    } else {
-        n
+    let n = match (server.kind, server.https()) {
+        (Kind::StaticdInetd, false) => n.min(INETD_CONNECTIONS),
+        (Kind::StaticdInetd, true) => n.min(INETD_TLS_CONNECTIONS),
+        _ => n,
     };
     let url = server.url(size);
-    let rest = url.trim_start_matches("http://");
+    let rest = url
+        .trim_start_matches("http://")
+        .trim_start_matches("https://");
     let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let client = server.tls_client().cloned();
     let mut r = IdleMemory {
         server: server.name().to_string(),
+        https: client.is_some(),
         connections: n,
         answered: 0,
         still_open: 0,
@@ -185,13 +227,19 @@ pub fn measure(server: &mut Server, size: u64, n: u32) -> IdleMemory {
             r.error = Some("interrupted".into());
             break;
         }
-        let attempt =
-            TcpStream::connect_timeout(&addr, Duration::from_secs(5)).and_then(|mut s| {
-                s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let timeout = Duration::from_secs(5);
+        let attempt = match &client {
+            None => TcpStream::connect_timeout(&addr, timeout).and_then(|mut s| {
+                s.set_read_timeout(Some(timeout))?;
                 s.set_nodelay(true)?;
-                one_request(&mut s, path)?;
-                Ok(s)
-            });
+                one_request(&mut s, path, false)?;
+                Ok(Conn::Plain(s))
+            }),
+            Some(config) => tls::connect(&addr, config, timeout).and_then(|mut t| {
+                one_request(&mut t, path, false)?;
+                Ok(Conn::Tls(Box::new(t)))
+            }),
+        };
         match attempt {
             Ok(s) => open.push(s),
             Err(e) => {
@@ -204,15 +252,19 @@ pub fn measure(server: &mut Server, size: u64, n: u32) -> IdleMemory {
     r.answered = open.len() as u32;
     thread::sleep(IDLE_WAIT);
     (r.rss_after_kib, r.pss_after_kib) = steady_memory(pid);
-    r.still_open = open.iter().filter(|s| !closed(s)).count() as u32;
+    r.still_open = open
+        .iter_mut()
+        .map(|c| !c.closed())
+        .filter(|&open| open)
+        .count() as u32;
     if r.still_open > 0 {
         let each =
             |before: u64, after: u64| (after as f64 - before as f64) / f64::from(r.still_open);
         r.kib_per_connection = Some(each(r.rss_before_kib, r.rss_after_kib));
         r.pss_kib_per_connection = Some(each(r.pss_before_kib, r.pss_after_kib));
     }
-    for s in open {
-        reset(s);
+    for c in open {
+        reset(c.into_socket());
     }
     // staticd-inetd's processes end on the reset; make sure.
     server.reap_connections();

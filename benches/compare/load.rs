@@ -29,6 +29,9 @@ impl Mode {
 pub enum Tool {
     Wrk,
     Ab,
+    /// The harness's own TLS client, which resumes sessions (resume.rs).
+    #[serde(rename = "tls-resume")]
+    Resume,
 }
 
 /// What one load run reported.
@@ -47,6 +50,9 @@ pub struct Outcome {
     pub non_2xx: u64,
     /// ab's "Failed requests" (connect, receive, length or exception failures).
     pub failed: u64,
+    /// The resuming client: handshakes the server made in full although
+    /// the client offered a session.
+    pub not_resumed: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -60,7 +66,7 @@ pub struct SocketErrors {
 impl Outcome {
     pub fn error_count(&self) -> u64 {
         let e = self.socket_errors;
-        e.connect + e.read + e.write + e.timeout + self.non_2xx + self.failed
+        e.connect + e.read + e.write + e.timeout + self.non_2xx + self.failed + self.not_resumed
     }
 
     /// One line naming every kind of error seen, for the table's notes.
@@ -74,6 +80,7 @@ impl Outcome {
             ("timeout", e.timeout),
             ("non-2xx/3xx", self.non_2xx),
             ("failed", self.failed),
+            ("not resumed", self.not_resumed),
         ] {
             if n > 0 {
                 parts.push(format!("{name} {n}"));

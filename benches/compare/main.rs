@@ -10,8 +10,10 @@ mod load;
 mod procstat;
 mod reaper;
 mod report;
+mod resume;
 mod servers;
 mod startup;
+mod tls;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,7 +41,8 @@ cargo bench --bench compare [-- OPTIONS]
   --warmup SECS           warm-up seconds before each cell (default 0.2; quick 0.5;
                           at least 1 at 5,000 connections and more)
   --idle-connections N    idle keep-alive connections for the memory-per-connection
-                          measurement (default 10000; staticd-inetd at most 1000;
+                          measurement (default 10000; staticd-inetd at most
+                          1000, over HTTPS 100;
                           0: skip it)
   --startup-runs N        runs of the inetd start-to-first-byte measurement
                           (default 200; 0: skip it)
@@ -50,6 +53,16 @@ cargo bench --bench compare [-- OPTIONS]
   --ab-connections N      ab concurrency (default 50)
   --ab-duration SECS      ab seconds per cell (default 0.5)
   --out DIR               output directory (default: <target>/compare)
+
+HTTPS (every server given the same ECDSA P-256 certificate, 50 connections):
+wrk keep-alive 1 KB, 100 KB and 1 MB (quick: 1 KB and 1 MB), wrk
+Connection: close 1 KB (a full handshake per request), resumed handshakes
+1 KB (the harness's rustls client), and idle memory per TLS connection.
+Sizes not in --sizes and modes not in --modes are left out (close covers
+the resumed cell).
+  --no-https              no HTTPS servers or cells
+  --https-only            only the HTTPS servers and cells (no cleartext
+                          cells, no start-up series)
 
 Unknown arguments (cargo passes --bench) are ignored.";
 
@@ -70,6 +83,8 @@ struct Options {
     ab_connections: u32,
     ab_duration: Duration,
     out: PathBuf,
+    https: bool,
+    https_only: bool,
 }
 
 fn cores() -> usize {
@@ -107,6 +122,8 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
             .parent()
             .map_or_else(|| PathBuf::from("target"), PathBuf::from)
             .join("compare"),
+        https: true,
+        https_only: false,
     };
     let mut i = 0;
     while i < args.len() {
@@ -235,6 +252,8 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
             "--ab" => o.ab = true,
             "--no-ab" => o.ab = false,
             "--out" => o.out = PathBuf::from(value),
+            "--no-https" => o.https = false,
+            "--https-only" => o.https_only = true,
             "--bench" => {}
             other => eprintln!("compare: ignoring argument {other}"),
         }
@@ -242,6 +261,9 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
     }
     if o.sizes.is_empty() || o.connections.is_empty() || o.modes.is_empty() {
         return Err("nothing to measure: empty --sizes, --connections or --modes".into());
+    }
+    if o.https_only && !o.https {
+        return Err("--https-only and --no-https: nothing to measure".into());
     }
     Ok(o)
 }
@@ -349,7 +371,15 @@ struct Cell {
     mode: Mode,
     duration: Duration,
     warmup: Option<Duration>,
+    /// Measured on the servers' HTTPS instances.
+    https: bool,
 }
+
+/// The HTTPS cells: keep-alive at these sizes (fewer in a quick run),
+/// Connection: close and resumed handshakes at 1 KB, all at 50 connections.
+const HTTPS_SIZES: [u64; 3] = [1_000, 100_000, 1_000_000];
+const HTTPS_QUICK_SIZES: [u64; 2] = [1_000, 1_000_000];
+const HTTPS_CONNECTIONS: u32 = 50;
 
 /// Cells with many connections run longer: connecting them all takes a
 /// while, and large responses to all of them take longer still to finish.
@@ -378,10 +408,16 @@ const IDLE_SIZE: u64 = 1_000;
 /// Longest wait for a server to go quiet after a load.
 const SETTLE_LIMIT: Duration = Duration::from_secs(2);
 
-fn measure(server: &mut Server, cell: &Cell, opts: &Options) -> Measurement {
+fn measure(
+    server: &mut Server,
+    cell: &Cell,
+    opts: &Options,
+    tls: Option<&tls::TlsFiles>,
+) -> Measurement {
     let url = server.url(cell.size);
     let mut m = Measurement {
         tool: cell.tool,
+        https: cell.https,
         server: server.name().to_string(),
         size: cell.size,
         connections: cell.connections,
@@ -405,8 +441,21 @@ fn measure(server: &mut Server, cell: &Cell, opts: &Options) -> Measurement {
         duration,
         threads: opts.client_threads,
     };
+    // The resuming client keeps its tickets from the warm-up on: a fresh
+    // store per server and cell, so that no server is offered another's.
+    let resuming = match (cell.tool, tls) {
+        (Tool::Resume, Some(t)) => Some(t.client(true)),
+        (Tool::Resume, None) => {
+            m.error = Some("no certificate".into());
+            return m;
+        }
+        _ => None,
+    };
     if let Some(w) = cell.warmup {
-        let warm = load::warm_up(&run(w));
+        let warm = match &resuming {
+            Some(config) => resume::run(&url, cell.connections, w, config).map(|_| ()),
+            None => load::warm_up(&run(w)),
+        };
         server.settle(SETTLE_LIMIT);
         if let Err(e) = warm {
             m.error = Some(format!("warm-up: {e}"));
@@ -420,9 +469,10 @@ fn measure(server: &mut Server, cell: &Cell, opts: &Options) -> Measurement {
     // A few samples per cell: each walks /proc, which costs CPU too.
     let every = (cell.duration / 4).max(Duration::from_millis(200));
     let sampler = procstat::RssSampler::start(pid, every);
-    let result = match cell.tool {
-        Tool::Wrk => load::wrk(&run(cell.duration)),
-        Tool::Ab => load::ab(&run(cell.duration)),
+    let result = match (cell.tool, &resuming) {
+        (Tool::Resume, Some(config)) => resume::run(&url, cell.connections, cell.duration, config),
+        (Tool::Ab, _) => load::ab(&run(cell.duration)),
+        _ => load::wrk(&run(cell.duration)),
     };
     m.rss_kib = sampler.finish();
     let cpu_after = procstat::cpu_ticks(pid);
@@ -495,6 +545,11 @@ fn run(opts: &Options) -> Result<(), String> {
             "compare: open-file limit {fd_limit} is too low for {max_connections} connections; expect errors"
         );
     }
+    let tls_files = if opts.https {
+        Some(tls::write_files(&docroot.scratch().join("tls"))?)
+    } else {
+        None
+    };
     let setup = Setup {
         docroot: &docroot,
         sizes: &opts.sizes,
@@ -503,6 +558,7 @@ fn run(opts: &Options) -> Result<(), String> {
         harness: &harness,
         fd_limit,
         max_connections,
+        tls: tls_files.as_ref(),
     };
     let mut ports = servers::Ports::new();
     let mut running: Vec<Server> = Vec::new();
@@ -511,7 +567,20 @@ fn run(opts: &Options) -> Result<(), String> {
         "compare: starting servers on 127.0.0.1 (staticd: {})",
         built.display()
     );
-    for kind in servers::ALL {
+    let mut instances: Vec<(Kind, bool)> = Vec::new();
+    if !opts.https_only {
+        instances.extend(servers::ALL.iter().map(|&k| (k, false)));
+    }
+    if let Some(t) = &tls_files {
+        println!("compare: HTTPS servers get one certificate: {}", t.about);
+        instances.extend(
+            servers::ALL
+                .iter()
+                .filter(|k| k.speaks_tls())
+                .map(|&k| (k, true)),
+        );
+    }
+    for (kind, https) in instances {
         if let Some(only) = &opts.servers {
             if !only.iter().any(|n| n == kind.name()) {
                 continue;
@@ -520,23 +589,34 @@ fn run(opts: &Options) -> Result<(), String> {
         if STOP.load(Ordering::SeqCst) {
             return Err("interrupted".into());
         }
-        match servers::start(kind, &setup, &mut ports) {
+        let label = if https {
+            format!("{} (https)", kind.name())
+        } else {
+            kind.name().to_string()
+        };
+        match servers::start(kind, &setup, &mut ports, https) {
             Ok(s) => {
                 println!(
-                    "  {:<14} ready: {} ({})",
-                    kind.name(),
+                    "  {:<22} ready: {} ({}{})",
+                    label,
                     s.url(opts.sizes[0]),
-                    s.about.version
+                    s.about.version,
+                    s.about
+                        .tls
+                        .as_deref()
+                        .map_or(String::new(), |t| format!("; {t}"))
                 );
                 running.push(s);
             }
-            Err(reason) if kind == Kind::Staticd => {
+            // Without staticd in the clear there is nothing to compare;
+            // over HTTPS the cleartext part can still run.
+            Err(reason) if kind == Kind::Staticd && !https => {
                 return Err(format!("staticd did not start: {reason}"));
             }
             Err(reason) => {
-                println!("  {:<14} SKIPPED: {reason}", kind.name());
+                println!("  {label:<22} SKIPPED: {reason}");
                 skipped.push(Skipped {
-                    server: kind.name().into(),
+                    server: label,
                     reason,
                 });
             }
@@ -547,7 +627,11 @@ fn run(opts: &Options) -> Result<(), String> {
     }
 
     let mut cells = Vec::new();
-    for &size in opts.sizes.iter().filter(|_| opts.matrix) {
+    for &size in opts
+        .sizes
+        .iter()
+        .filter(|_| opts.matrix && !opts.https_only)
+    {
         for &connections in &opts.connections {
             let huge = connections >= HUGE;
             if huge && !opts.sizes_given && !HUGE_SIZES.contains(&size) {
@@ -569,11 +653,12 @@ fn run(opts: &Options) -> Result<(), String> {
                     mode,
                     duration: opts.duration.mul_f64(duration_scale(connections)),
                     warmup: Some(warmup),
+                    https: false,
                 });
             }
         }
     }
-    if ab && opts.matrix {
+    if ab && opts.matrix && !opts.https_only {
         for &size in &opts.sizes {
             for &mode in &opts.modes {
                 cells.push(Cell {
@@ -583,8 +668,34 @@ fn run(opts: &Options) -> Result<(), String> {
                     mode,
                     duration: opts.ab_duration,
                     warmup: None,
+                    https: false,
                 });
             }
+        }
+    }
+    if opts.https && opts.matrix {
+        let https_sizes: &[u64] = if opts.quick {
+            &HTTPS_QUICK_SIZES
+        } else {
+            &HTTPS_SIZES
+        };
+        let cell = |tool, size, mode| Cell {
+            tool,
+            size,
+            connections: HTTPS_CONNECTIONS,
+            mode,
+            duration: opts.duration.mul_f64(duration_scale(HTTPS_CONNECTIONS)),
+            warmup: Some(opts.warmup),
+            https: true,
+        };
+        if opts.modes.contains(&Mode::KeepAlive) {
+            for &size in https_sizes.iter().filter(|s| opts.sizes.contains(s)) {
+                cells.push(cell(Tool::Wrk, size, Mode::KeepAlive));
+            }
+        }
+        if opts.modes.contains(&Mode::Close) && opts.sizes.contains(&IDLE_SIZE) {
+            cells.push(cell(Tool::Wrk, IDLE_SIZE, Mode::Close));
+            cells.push(cell(Tool::Resume, IDLE_SIZE, Mode::Close));
         }
     }
     // Connecting and closing 10,000 connections (and the settle after
@@ -593,19 +704,28 @@ fn run(opts: &Options) -> Result<(), String> {
         let extra = if c.connections >= HUGE { 1200 } else { 120 };
         c.duration + c.warmup.unwrap_or_default() + Duration::from_millis(extra)
     };
-    let holding = |c: u32| running.iter().filter(|s| s.kind.holds(c)).count() as u32;
-    let mut estimate: Duration = cells
-        .iter()
-        .map(|c| per_run(c) * holding(c.connections))
-        .sum();
+    let holding = |c: &Cell| {
+        running
+            .iter()
+            .filter(|s| s.https() == c.https && s.kind.holds(c.connections))
+            .count() as u32
+    };
+    let mut estimate: Duration = cells.iter().map(|c| per_run(c) * holding(c)).sum();
     if opts.idle_connections > 0 {
         // Opening them one by one (staticd-inetd: a process each), the
         // idle second, RSS readings, settling.
         for s in &running {
-            let (n, each_us) = if s.kind == Kind::StaticdInetd {
-                (opts.idle_connections.min(idle::INETD_CONNECTIONS), 3000)
-            } else {
-                (opts.idle_connections, 150)
+            let (n, each_us) = match (s.kind, s.https()) {
+                (Kind::StaticdInetd, false) => {
+                    (opts.idle_connections.min(idle::INETD_CONNECTIONS), 3000)
+                }
+                (Kind::StaticdInetd, true) => (
+                    opts.idle_connections.min(idle::INETD_TLS_CONNECTIONS),
+                    60_000,
+                ),
+                // A full handshake each.
+                (_, true) => (opts.idle_connections, 600),
+                _ => (opts.idle_connections, 150),
             };
             estimate += Duration::from_micros(u64::from(n) * each_us) + Duration::from_secs(2);
         }
@@ -628,9 +748,10 @@ fn run(opts: &Options) -> Result<(), String> {
     let mut idle_memory = Vec::new();
     if opts.idle_connections > 0 {
         println!(
-            "compare: idle memory: {} keep-alive connections per server (staticd-inetd at most {}), each served one GET of {}, then idle {} s",
+            "compare: idle memory: {} keep-alive connections per server (staticd-inetd at most {}, over HTTPS {}), each served one GET of {}, then idle {} s",
             opts.idle_connections,
             idle::INETD_CONNECTIONS,
+            idle::INETD_TLS_CONNECTIONS,
             docroot::label(small),
             idle::IDLE_WAIT.as_secs_f64()
         );
@@ -640,8 +761,8 @@ fn run(opts: &Options) -> Result<(), String> {
             }
             let r = idle::measure(server, small, opts.idle_connections);
             println!(
-                "  {:<14} {}  ({} of {} open; RSS {:.1} -> {:.1} MB; opened in {:.1} s){}  [{}]",
-                r.server,
+                "  {:<22} {}  ({} of {} open; RSS {:.1} -> {:.1} MB; opened in {:.1} s){}  [{}]",
+                server.label(),
                 r.kib_per_connection
                     .map_or("-".into(), |k| format!("{k:+.2} KiB each")),
                 r.still_open,
@@ -657,18 +778,18 @@ fn run(opts: &Options) -> Result<(), String> {
             idle_memory.push(r);
             // The matrix gets a fresh process: 10,000 connections leave
             // memory behind that would show in every RSS column.
-            match servers::start(server.kind, &setup, &mut ports) {
+            match servers::start(server.kind, &setup, &mut ports, server.https()) {
                 Ok(fresh) => *server = fresh,
                 Err(reason) => println!(
-                    "  {:<14} not restarted after the idle measurement: {reason}",
-                    server.kind.name()
+                    "  {:<22} not restarted after the idle measurement: {reason}",
+                    server.label()
                 ),
             }
         }
     }
 
     let mut start_up = Vec::new();
-    if opts.startup_runs > 0 && !STOP.load(Ordering::SeqCst) {
+    if opts.startup_runs > 0 && !opts.https_only && !STOP.load(Ordering::SeqCst) {
         let size = small;
         println!(
             "compare: process start to first response byte, {} runs each, GET {}",
@@ -689,7 +810,7 @@ fn run(opts: &Options) -> Result<(), String> {
                 "staticd standalone, new connection: connect to first response byte (no process start)",
             ),
         ] {
-            if let Some(s) = running.iter().find(|s| s.kind == kind) {
+            if let Some(s) = running.iter().find(|s| s.kind == kind && !s.https()) {
                 series.push(startup::connect_first_byte(
                     name,
                     what,
@@ -720,12 +841,18 @@ fn run(opts: &Options) -> Result<(), String> {
     let n = running.len();
     'cells: for (i, cell) in cells.iter().enumerate() {
         let mut line = format!(
-            "[{:>3}/{}] {:<3} {:>6} c={:<4} {:<10}",
+            "[{:>3}/{}] {:<3}{} {:>6} c={:<4} {:<10}",
             i + 1,
             cells.len(),
             match cell.tool {
                 Tool::Wrk => "wrk",
                 Tool::Ab => "ab",
+                Tool::Resume => "tls-resume",
+            },
+            if cell.https && cell.tool != Tool::Resume {
+                " https"
+            } else {
+                ""
             },
             docroot::label(cell.size),
             cell.connections,
@@ -739,10 +866,10 @@ fn run(opts: &Options) -> Result<(), String> {
                 break 'cells;
             }
             let server = &mut running[(i + k) % n];
-            if !server.kind.holds(cell.connections) {
+            if server.https() != cell.https || !server.kind.holds(cell.connections) {
                 continue;
             }
-            let m = measure(server, cell, opts);
+            let m = measure(server, cell, opts, tls_files.as_ref());
             results.push(m);
         }
         results.sort_by_key(|m| servers::ALL.iter().position(|k| k.name() == m.server));
@@ -784,6 +911,9 @@ fn run(opts: &Options) -> Result<(), String> {
             fd_limit,
             idle_connections: opts.idle_connections,
             startup_runs: opts.startup_runs,
+            https: opts.https,
+            https_only: opts.https_only,
+            certificate: tls_files.as_ref().map(|t| t.about.clone()),
         },
         servers: descriptions,
         skipped,

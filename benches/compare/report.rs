@@ -17,6 +17,8 @@ use crate::startup::Startup;
 #[derive(Clone, Debug, Serialize)]
 pub struct Measurement {
     pub tool: Tool,
+    /// On the server's HTTPS instance.
+    pub https: bool,
     pub server: String,
     pub size: u64,
     pub connections: u32,
@@ -59,6 +61,11 @@ pub struct Settings {
     pub idle_connections: u32,
     /// Runs of each start-to-first-byte series.
     pub startup_runs: u32,
+    /// HTTPS servers and cells were run, and only those.
+    pub https: bool,
+    pub https_only: bool,
+    /// The certificate every HTTPS server was given.
+    pub certificate: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -85,41 +92,75 @@ pub struct Report {
     pub startup: Vec<Startup>,
 }
 
+/// A table of the report: the cells of one client, mode and connection
+/// count, in the clear or over HTTPS.
+type Block = (Tool, Mode, u32, bool);
+
+fn block_of(m: &Measurement) -> Block {
+    (m.tool, m.mode, m.connections, m.https)
+}
+
 impl Report {
-    /// The (tool, mode, connections) blocks that have results, in table order.
-    fn blocks(&self) -> Vec<(Tool, Mode, u32)> {
-        let mut out: Vec<(Tool, Mode, u32)> = Vec::new();
-        for tool in [Tool::Wrk, Tool::Ab] {
-            for &mode in &[Mode::KeepAlive, Mode::Close] {
-                let mut conns: Vec<u32> = self
-                    .measurements
-                    .iter()
-                    .filter(|m| m.tool == tool && m.mode == mode)
-                    .map(|m| m.connections)
-                    .collect();
-                conns.sort_unstable();
-                conns.dedup();
-                out.extend(conns.into_iter().map(|c| (tool, mode, c)));
+    /// The blocks that have results, in table order: the cleartext ones,
+    /// then the HTTPS ones.
+    fn blocks(&self) -> Vec<Block> {
+        let mut out: Vec<Block> = Vec::new();
+        for https in [false, true] {
+            for tool in [Tool::Wrk, Tool::Ab, Tool::Resume] {
+                for &mode in &[Mode::KeepAlive, Mode::Close] {
+                    let mut conns: Vec<u32> = self
+                        .measurements
+                        .iter()
+                        .filter(|m| m.tool == tool && m.mode == mode && m.https == https)
+                        .map(|m| m.connections)
+                        .collect();
+                    conns.sort_unstable();
+                    conns.dedup();
+                    out.extend(conns.into_iter().map(|c| (tool, mode, c, https)));
+                }
             }
         }
         out
     }
 
+    /// Every server once, in the order they were started (a server with an
+    /// HTTPS instance has two descriptions).
     fn server_names(&self) -> Vec<String> {
-        self.servers.iter().map(|s| s.name.clone()).collect()
+        let mut names: Vec<String> = Vec::new();
+        for s in &self.servers {
+            if !names.contains(&s.name) {
+                names.push(s.name.clone());
+            }
+        }
+        names
     }
 
-    fn find(&self, block: (Tool, Mode, u32), size: u64, server: &str) -> Option<&Measurement> {
-        self.measurements.iter().find(|m| {
-            (m.tool, m.mode, m.connections) == block && m.size == size && m.server == server
-        })
+    /// The columns of a block: every server for the cleartext ones (as
+    /// always), only those measured in it for HTTPS.
+    fn block_names(&self, block: Block) -> Vec<String> {
+        self.server_names()
+            .into_iter()
+            .filter(|n| {
+                !block.3
+                    || self
+                        .measurements
+                        .iter()
+                        .any(|m| block_of(m) == block && &m.server == n)
+            })
+            .collect()
     }
 
-    fn sizes(&self, block: (Tool, Mode, u32)) -> Vec<u64> {
+    fn find(&self, block: Block, size: u64, server: &str) -> Option<&Measurement> {
+        self.measurements
+            .iter()
+            .find(|m| block_of(m) == block && m.size == size && m.server == server)
+    }
+
+    fn sizes(&self, block: Block) -> Vec<u64> {
         let mut sizes: Vec<u64> = self
             .measurements
             .iter()
-            .filter(|m| (m.tool, m.mode, m.connections) == block)
+            .filter(|m| block_of(m) == block)
             .map(|m| m.size)
             .collect();
         sizes.sort_unstable();
@@ -128,12 +169,23 @@ impl Report {
     }
 
     /// The best requests/s among the peers (not staticd, not the ceiling).
-    fn best_peer(&self, block: (Tool, Mode, u32), size: u64) -> Option<(f64, String)> {
-        self.measurements
+    /// In the resumed-handshake cells, among the peers that resumed every
+    /// handshake, if any did: a peer that made some in full (it sends no new
+    /// ticket on a resumed handshake, and the client uses each ticket once)
+    /// measured something else.
+    fn best_peer(&self, block: Block, size: u64) -> Option<(f64, String)> {
+        let peers: Vec<(&Outcome, String)> = self
+            .measurements
             .iter()
-            .filter(|m| (m.tool, m.mode, m.connections) == block && m.size == size)
+            .filter(|m| block_of(m) == block && m.size == size)
             .filter(|m| kind_of(&m.server).is_some_and(Kind::is_peer))
-            .filter_map(|m| Some((m.outcome.as_ref()?.requests_per_second, m.server.clone())))
+            .filter_map(|m| Some((m.outcome.as_ref()?, m.server.clone())))
+            .collect();
+        let all_resumed = peers.iter().any(|(o, _)| o.not_resumed == 0);
+        peers
+            .into_iter()
+            .filter(|(o, _)| block.0 != Tool::Resume || !all_resumed || o.not_resumed == 0)
+            .map(|(o, name)| (o.requests_per_second, name))
             .max_by(|a, b| a.0.total_cmp(&b.0))
     }
 
@@ -156,19 +208,25 @@ impl Report {
         for sk in &self.skipped {
             let _ = writeln!(out, "skipped {}: {}", sk.server, sk.reason);
         }
-        let names = self.server_names();
+        if let Some(cert) = &s.certificate {
+            let _ = writeln!(out, "HTTPS: every server has the same certificate, {cert}");
+            for d in self.servers.iter().filter(|d| d.https) {
+                let _ = writeln!(
+                    out,
+                    "  {} (https): {}",
+                    d.name,
+                    d.tls.as_deref().unwrap_or("?")
+                );
+            }
+        }
         for block in self.blocks() {
-            let (tool, mode, conns) = block;
-            let tool_name = match tool {
-                Tool::Wrk => "wrk",
-                Tool::Ab => "ab (classic)",
-            };
-            let title = format!("{tool_name}, {}, {conns} connection(s)", mode.label());
+            let names = self.block_names(block);
+            let title = block_title(block);
             let sizes = self.sizes(block);
             let secs = self
                 .measurements
                 .iter()
-                .find(|m| (m.tool, m.mode, m.connections) == block)
+                .find(|m| block_of(m) == block)
                 .map_or(0.0, |m| m.cell_seconds);
             let mut notes = Vec::new();
 
@@ -290,7 +348,9 @@ impl Report {
         let blocks: Vec<_> = self
             .blocks()
             .into_iter()
-            .filter(|&(t, m, c)| t == Tool::Wrk && m == Mode::KeepAlive && c >= 2000)
+            .filter(|&(t, m, c, https)| {
+                t == Tool::Wrk && m == Mode::KeepAlive && c >= 2000 && !https
+            })
             .collect();
         if blocks.is_empty() {
             return;
@@ -301,7 +361,7 @@ impl Report {
             .filter(|n| {
                 self.measurements
                     .iter()
-                    .any(|m| &m.server == n && blocks.contains(&(m.tool, m.mode, m.connections)))
+                    .any(|m| &m.server == n && blocks.contains(&block_of(m)))
             })
             .collect();
         let _ = writeln!(
@@ -369,51 +429,70 @@ impl Report {
     }
 
     fn idle_table(&self, out: &mut String) {
-        if self.idle_memory.is_empty() {
-            return;
-        }
-        let _ = writeln!(
-            out,
-            "\n== idle keep-alive connections: server memory each, KiB = (after - before) / connections still open; RSS (and PSS) of the server's processes, kernel socket memory not included; goal for staticd: 1 KiB or less =="
-        );
-        let header: Vec<String> = [
-            "server",
-            "KiB/conn",
-            "PSS KiB/conn",
-            "open/asked",
-            "RSS before MB",
-            "RSS after MB",
-            "opened in",
-        ]
-        .map(String::from)
-        .to_vec();
-        let mut notes = Vec::new();
-        let rows: Vec<Vec<String>> = self
-            .idle_memory
-            .iter()
-            .map(|r| {
-                if let Some(e) = &r.error {
-                    notes.push(format!("{}: {e}", r.server));
-                }
-                vec![
-                    r.server.clone(),
-                    r.kib_per_connection
-                        .map_or("-".into(), |k| format!("{k:.2}")),
-                    r.pss_kib_per_connection
-                        .map_or("-".into(), |k| format!("{k:.2}")),
-                    format!("{}/{}", r.still_open, r.connections),
-                    format!("{:.1}", r.rss_before_kib as f64 / 1024.0),
-                    format!("{:.1}", r.rss_after_kib as f64 / 1024.0),
-                    format!("{:.1} s", r.open_seconds),
-                ]
-            })
-            .collect();
-        render(out, &header, &rows);
-        for n in notes {
-            let _ = writeln!(out, "  error: {n}");
+        for https in [false, true] {
+            let records: Vec<&IdleMemory> = self
+                .idle_memory
+                .iter()
+                .filter(|r| r.https == https)
+                .collect();
+            if records.is_empty() {
+                continue;
+            }
+            if https {
+                let _ = writeln!(
+                    out,
+                    "\n== idle TLS connections (HTTPS): server memory each, KiB = (after - before) / connections still open, each after a full handshake and one request; RSS (and PSS), kernel socket memory not included; goal for staticd: no more than nginx =="
+                );
+            } else {
+                let _ = writeln!(
+                    out,
+                    "\n== idle keep-alive connections: server memory each, KiB = (after - before) / connections still open; RSS (and PSS) of the server's processes, kernel socket memory not included; goal for staticd: 1 KiB or less =="
+                );
+            }
+            idle_rows(out, &records);
         }
     }
+}
 
+fn idle_rows(out: &mut String, records: &[&IdleMemory]) {
+    let header: Vec<String> = [
+        "server",
+        "KiB/conn",
+        "PSS KiB/conn",
+        "open/asked",
+        "RSS before MB",
+        "RSS after MB",
+        "opened in",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut notes = Vec::new();
+    let rows: Vec<Vec<String>> = records
+        .iter()
+        .map(|r| {
+            if let Some(e) = &r.error {
+                notes.push(format!("{}: {e}", r.server));
+            }
+            vec![
+                r.server.clone(),
+                r.kib_per_connection
+                    .map_or("-".into(), |k| format!("{k:.2}")),
+                r.pss_kib_per_connection
+                    .map_or("-".into(), |k| format!("{k:.2}")),
+                format!("{}/{}", r.still_open, r.connections),
+                format!("{:.1}", r.rss_before_kib as f64 / 1024.0),
+                format!("{:.1}", r.rss_after_kib as f64 / 1024.0),
+                format!("{:.1} s", r.open_seconds),
+            ]
+        })
+        .collect();
+    render(out, &header, &rows);
+    for n in notes {
+        let _ = writeln!(out, "  error: {n}");
+    }
+}
+
+impl Report {
     fn startup_table(&self, out: &mut String) {
         if self.startup.is_empty() {
             return;
@@ -466,9 +545,8 @@ impl Report {
         let root = SVGBackend::new(path, (w * cols as u32, h * rows as u32)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let areas = root.split_evenly((rows, cols));
-        let names = self.server_names();
         for (block, area) in blocks.iter().zip(areas.iter()) {
-            self.panel(*block, area, &names)
+            self.panel(*block, area, &self.block_names(*block))
                 .map_err(|e| e.to_string())?;
         }
         root.present().map_err(|e| e.to_string())
@@ -476,11 +554,10 @@ impl Report {
 
     fn panel(
         &self,
-        block: (Tool, Mode, u32),
+        block: Block,
         area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
         names: &[String],
     ) -> Result<(), Box<dyn std::error::Error + '_>> {
-        let (tool, mode, conns) = block;
         let series: Vec<(usize, &String, Points)> = names
             .iter()
             .enumerate()
@@ -511,15 +588,8 @@ impl Report {
         if xmin > xmax {
             return Ok(());
         }
-        let tool_name = match tool {
-            Tool::Wrk => "wrk",
-            Tool::Ab => "ab",
-        };
         let mut chart = ChartBuilder::on(area)
-            .caption(
-                format!("{tool_name}, {}, {conns} connection(s)", mode.label()),
-                ("sans-serif", 18),
-            )
+            .caption(block_title(block), ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(70)
@@ -564,6 +634,20 @@ impl Report {
 
 /// (file size, requests/s) for one server in one panel.
 type Points = Vec<(f64, f64)>;
+
+/// "wrk, keep-alive, 50 connection(s)"; over HTTPS "HTTPS: wrk, ...".
+fn block_title((tool, mode, conns, https): Block) -> String {
+    let tool_name = match tool {
+        Tool::Wrk => "wrk",
+        Tool::Ab => "ab (classic)",
+        Tool::Resume => "resumed TLS 1.3 handshakes (harness client)",
+    };
+    let scheme = if https { "HTTPS: " } else { "" };
+    format!(
+        "{scheme}{tool_name}, {}, {conns} connection(s)",
+        mode.label()
+    )
+}
 
 fn kind_of(name: &str) -> Option<Kind> {
     crate::servers::ALL.into_iter().find(|k| k.name() == name)
