@@ -97,7 +97,10 @@ impl Connection {
         plain.truncate(start);
         let mut record = &ciphertext[..];
         while !record.is_empty() {
-            self.tls.read_tls(&mut record)?;
+            // rustls takes nothing more once the client said close_notify.
+            if self.tls.read_tls(&mut record)? == 0 {
+                return Ok(Received::Closed);
+            }
             if self.process(plain)? == Received::Closed {
                 return Ok(Received::Closed);
             }
