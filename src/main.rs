@@ -395,16 +395,12 @@ fn run(cfg: Config, privileges: Privileges) -> Result<(), String> {
     };
     privileges.apply()?;
     let site = Site::open(&cfg.root, &cfg.index, cfg.features.clone())?;
-    let Some(bound) = bound else {
-        let extras = serve::stdio::Extras {
-            #[cfg(feature = "tls")]
-            tls,
-        };
-        return serve::stdio::run(&cfg, &site, extras).map_err(|e| site::describe(&e));
-    };
-    let extras = serve::event_loop::Extras {
+    let extras = serve::Extras {
         #[cfg(feature = "tls")]
         tls: tls.map(Arc::new),
+    };
+    let Some(bound) = bound else {
+        return serve::stdio::run(&cfg, &site, extras).map_err(|e| site::describe(&e));
     };
     // The Unix socket files go when `_files` drops: once the workers stopped.
     let serve::listen::Bound {

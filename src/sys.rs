@@ -105,6 +105,15 @@ pub fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
     Ok(rustix::io::read(fd, buf)?)
 }
 
+/// Reads up to `max` bytes onto the end of `buf`; returns how many.
+pub fn read_append(fd: BorrowedFd<'_>, buf: &mut Vec<u8>, max: usize) -> io::Result<usize> {
+    let start = buf.len();
+    buf.resize(start + max, 0);
+    let result = read(fd, &mut buf[start..]);
+    buf.truncate(start + *result.as_ref().unwrap_or(&0));
+    result
+}
+
 /// Whether the fd is a socket (fd 0 under tcpserver) rather than a pipe.
 pub fn is_socket(fd: BorrowedFd<'_>) -> bool {
     rustix::fs::fstat(fd).is_ok_and(|st| {

@@ -21,6 +21,7 @@ use tokio::time::Sleep;
 use super::cgi_exchange::{self, ClientIo};
 use super::listen::{Listener, UNIX_CLIENT};
 use super::writer::ResponseWriter;
+pub use super::Extras;
 use super::{linger_deadline, Got, Wire};
 use crate::config::Config;
 use crate::log;
@@ -43,14 +44,6 @@ pub fn run(
     extras: Extras,
 ) -> io::Result<()> {
     run_workers(cfg, site, listeners, extras, worker)
-}
-
-/// What the event loop is given besides the configuration: the TLS
-/// settings when its listeners speak HTTPS.
-#[derive(Clone, Default)]
-pub struct Extras {
-    #[cfg(feature = "tls")]
-    pub tls: Option<Arc<crate::tls::Acceptor>>,
 }
 
 /// Starts one thread per listener group running `worker`, announces the
@@ -88,8 +81,7 @@ pub(crate) fn run_workers(
         site,
         stop: stop_rx,
         conns: Arc::clone(&conns),
-        #[cfg(feature = "tls")]
-        tls: extras.tls,
+        extras,
     };
     let mut workers = Vec::new();
     for (i, group) in listeners.into_iter().enumerate() {
@@ -173,8 +165,7 @@ pub(crate) struct Shared {
     pub(crate) site: Arc<Site>,
     pub(crate) stop: watch::Receiver<bool>,
     pub(crate) conns: Arc<Connections>,
-    #[cfg(feature = "tls")]
-    pub(crate) tls: Option<Arc<crate::tls::Acceptor>>,
+    pub(crate) extras: Extras,
 }
 
 /// The process-wide count of open connections, bounded by
@@ -317,18 +308,13 @@ async fn accept_loop(listener: impl Accept, shared: Shared, redirect: Option<u16
     }
 }
 
-/// A new connection's wire and kind: TLS on the listeners when there are
-/// certificates, cleartext on `--redirect-http`'s.
+/// A new connection's wire and kind: cleartext on `--redirect-http`'s
+/// listeners, else as the extras say.
 fn wire_for(shared: &Shared, redirect: Option<u16>) -> io::Result<(Wire, Kind)> {
-    if let Some(port) = redirect {
-        return Ok((Wire::Clear, Kind::RedirectToHttps { port }));
+    match redirect {
+        Some(port) => Ok((Wire::Clear, Kind::RedirectToHttps { port })),
+        None => shared.extras.wire(),
     }
-    #[cfg(feature = "tls")]
-    if let Some(tls) = &shared.tls {
-        return Ok((Wire::Tls(Box::new(tls.accept()?)), Kind::Https));
-    }
-    let _ = shared;
-    Ok((Wire::Clear, Kind::Http))
 }
 
 /// A listener as the accept loop sees it.
@@ -618,10 +604,7 @@ async fn read_wire(stream: &impl Socket, wire: &mut Wire, buf: &mut Vec<u8>) -> 
     loop {
         flush_wire(stream, wire).await?;
         stream.readable().await?;
-        let borrowed = buf.capacity() == 0;
-        if borrowed {
-            *buf = pool::take(&pool::READS);
-        }
+        let borrowed = lend_read_buffer(buf);
         let before = buf.len();
         let read = stream.try_io(Interest::READABLE, || wire.read(stream.as_fd(), buf));
         let grew = buf.len() > before;
@@ -630,9 +613,7 @@ async fn read_wire(stream: &impl Socket, wire: &mut Wire, buf: &mut Vec<u8>) -> 
             // costing a recv(2) that finds nothing.
             forget_readable(stream);
         }
-        if borrowed && !grew {
-            pool::give(&pool::READS, std::mem::take(buf));
-        }
+        return_unused_read_buffer(buf, borrowed, grew);
         match read {
             Ok(Got::Bytes) if !grew => {}
             Ok(got) => return Ok(got),
@@ -663,10 +644,7 @@ async fn flush_wire(stream: &impl Socket, wire: &mut Wire) -> io::Result<()> {
 async fn read_some(stream: &impl Socket, buf: &mut Vec<u8>) -> io::Result<bool> {
     loop {
         stream.readable().await?;
-        let borrowed = buf.capacity() == 0;
-        if borrowed {
-            *buf = pool::take(&pool::READS);
-        }
+        let borrowed = lend_read_buffer(buf);
         // Reads into spare capacity: no zero-filling, and a buffer that
         // already has room is reused as it is.
         buf.reserve(READ_CHUNK);
@@ -679,17 +657,31 @@ async fn read_some(stream: &impl Socket, buf: &mut Vec<u8>) -> io::Result<bool> 
             // it was last looked at.)
             forget_readable(stream);
         }
-        if borrowed && !matches!(read, Ok(n) if n > 0) {
-            // Woken with nothing to read (a new connection is, at first):
-            // the buffer goes straight back instead of staying with a
-            // connection that may now be quiet for a long time.
-            pool::give(&pool::READS, std::mem::take(buf));
-        }
+        return_unused_read_buffer(buf, borrowed, matches!(read, Ok(n) if n > 0));
         match read {
             Ok(n) => return Ok(n > 0),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// Gives a quiet connection's empty `buf` a buffer from the free list for
+/// one read; true if it did.
+fn lend_read_buffer(buf: &mut Vec<u8>) -> bool {
+    let lend = buf.capacity() == 0;
+    if lend {
+        *buf = pool::take(&pool::READS);
+    }
+    lend
+}
+
+/// After a read into a lent buffer that brought nothing (woken with nothing
+/// to read, as a new connection is at first): the buffer goes straight back
+/// instead of staying with a connection that may now be quiet for long.
+fn return_unused_read_buffer(buf: &mut Vec<u8>, lent: bool, brought: bool) {
+    if lent && !brought {
+        pool::give(&pool::READS, std::mem::take(buf));
     }
 }
 

@@ -20,6 +20,26 @@ fn linger_deadline() -> Instant {
     Instant::now() + LINGER
 }
 
+/// What the transports are given besides the configuration: the TLS
+/// settings when they speak HTTPS.
+#[derive(Clone, Default)]
+pub struct Extras {
+    #[cfg(feature = "tls")]
+    pub tls: Option<std::sync::Arc<crate::tls::Acceptor>>,
+}
+
+impl Extras {
+    /// A new connection's wire and kind: TLS when there are certificates.
+    pub fn wire(&self) -> std::io::Result<(Wire, crate::session::Kind)> {
+        use crate::session::Kind;
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            return Ok((Wire::Tls(Box::new(tls.accept()?)), Kind::Https));
+        }
+        Ok((Wire::Clear, Kind::Http))
+    }
+}
+
 /// How a connection's bytes travel: as they are, or through TLS.
 pub enum Wire {
     Clear,

@@ -9,23 +9,15 @@ use std::time::{Duration, Instant};
 
 use super::cgi_exchange::{self, ClientIo};
 use super::writer::{send_blocking, ResponseWriter};
-use super::{linger_deadline, Got, Wire};
+use super::{linger_deadline, Extras, Got, Wire};
 use crate::cgi;
 use crate::config::Config;
-use crate::session::{Kind, Session, Step};
+use crate::session::{Session, Step};
 use crate::site::Site;
 use crate::sys;
 
 /// How long an exiting inetd process waits for CGI stderr to drain.
 const STDERR_GRACE: Duration = Duration::from_secs(2);
-
-/// What inetd mode is given besides the configuration: the TLS settings
-/// when it speaks HTTPS on stdin/stdout.
-#[derive(Default)]
-pub struct Extras {
-    #[cfg(feature = "tls")]
-    pub tls: Option<crate::tls::Acceptor>,
-}
 
 pub fn run(cfg: &Config, site: &Site, extras: Extras) -> io::Result<()> {
     // SIGTERM (a super-server stopping) then ends the response in flight,
@@ -52,7 +44,7 @@ fn serve(cfg: &Config, site: &Site, extras: Extras) -> io::Result<()> {
         // writes with poll(2) give it exactly one.
         sys::set_nonblocking(output);
     }
-    let (wire, kind) = wire(&extras)?;
+    let (wire, kind) = extras.wire()?;
     let wire = RefCell::new(wire);
     let mut session = Session::with_kind(client_address(input), kind);
     loop {
@@ -100,16 +92,6 @@ fn serve(cfg: &Config, site: &Site, extras: Extras) -> io::Result<()> {
     }
 
     Ok(())
-}
-
-/// The connection's wire and kind: TLS when inetd mode has certificates.
-fn wire(extras: &Extras) -> io::Result<(Wire, Kind)> {
-    #[cfg(feature = "tls")]
-    if let Some(tls) = &extras.tls {
-        return Ok((Wire::Tls(Box::new(tls.accept()?)), Kind::Https));
-    }
-    let _ = extras;
-    Ok((Wire::Clear, Kind::Http))
 }
 
 /// Reads what is there into `buf`, waiting up to `timeout` for it; over

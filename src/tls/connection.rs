@@ -75,15 +75,7 @@ impl Connection {
     /// before rustls does: a cleartext request stays there to be answered.
     fn receive_first(&mut self, fd: BorrowedFd<'_>, plain: &mut Vec<u8>) -> io::Result<Received> {
         let start = plain.len();
-        plain.resize(start + READ_CHUNK, 0);
-        let n = match sys::read(fd, &mut plain[start..]) {
-            Ok(n) => n,
-            Err(e) => {
-                plain.truncate(start);
-                return Err(e);
-            }
-        };
-        plain.truncate(start + n);
+        let n = sys::read_append(fd, plain, READ_CHUNK)?;
         self.drained = n < READ_CHUNK;
         if n == 0 {
             return Ok(Received::Closed);
