@@ -126,7 +126,10 @@ fn get_small_and_large_files() {
     assert!(small.header("etag").is_some());
     let big = h2.get("/large.bin");
     assert_eq!(big.status, 200);
-    assert_eq!(big.header("content-length"), Some(LARGE.to_string().as_str()));
+    assert_eq!(
+        big.header("content-length"),
+        Some(LARGE.to_string().as_str())
+    );
     assert!(big.body == large, "large body differs");
     // The same answer as over HTTP/1.1, field for field but Date.
     let h1 = server.get("/large.bin");
@@ -142,7 +145,10 @@ fn head_has_the_fields_and_no_body() {
     let mut h2 = H2::connect(&server);
     let head = h2.request("HEAD", "/large.bin", &[]);
     assert_eq!(head.status, 200);
-    assert_eq!(head.header("content-length"), Some(LARGE.to_string().as_str()));
+    assert_eq!(
+        head.header("content-length"),
+        Some(LARGE.to_string().as_str())
+    );
     assert!(head.body.is_empty());
 }
 
@@ -193,7 +199,11 @@ fn concurrent_streams_share_one_connection() {
     let answers = h2.rt.block_on(async {
         let mut set = tokio::task::JoinSet::new();
         for i in 0..12 {
-            let path = if i % 3 == 0 { "/large.bin" } else { "/small.txt" };
+            let path = if i % 3 == 0 {
+                "/large.bin"
+            } else {
+                "/small.txt"
+            };
             let req = build("GET", &format!("{base}{path}"), &[]);
             let send = h2.send.clone();
             set.spawn(async move { (path, fetch(send, req).await) });

@@ -157,7 +157,9 @@ mod tests {
     fn request_refuses_what_http1_refuses() {
         let method = H2Method::GET;
         let headers = HeaderMap::new();
-        let long: Uri = format!("/{}", "a".repeat(MAX_TARGET_BYTES)).parse().unwrap();
+        let long: Uri = format!("/{}", "a".repeat(MAX_TARGET_BYTES))
+            .parse()
+            .unwrap();
         assert_eq!(
             request(&method, &long, &headers).err(),
             Some(ParseError::TargetTooLong)
