@@ -12,6 +12,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::time::Duration;
 
 const LARGE: usize = 3 * 1024 * 1024 + 17;
 
@@ -224,4 +225,35 @@ fn concurrent_streams_share_one_connection() {
     let lines = lines.expect("one access-log line per stream");
     let large_line = format!("\"GET /large.bin HTTP/2.0\" 200 {LARGE}");
     assert!(lines.iter().any(|l| l.contains(&large_line)), "{lines:#?}");
+}
+
+#[test]
+fn idle_connection_is_closed_after_the_keepalive_timeout() {
+    let (root, _) = site();
+    let server = Server::builder(Mode::Standalone, root.path())
+        .plain()
+        .args(["--keepalive-timeout", "1", "--read-timeout", "30"])
+        .start();
+    let mut h2 = H2::connect(&server);
+    assert_eq!(h2.get("/small.txt").status, 200);
+    let send = h2.send.clone();
+    let closed = h2.rt.block_on(async move {
+        let deadline = tokio::time::Instant::now() + IO_TIMEOUT;
+        while !send.is_closed() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        send.is_closed()
+    });
+    assert!(closed, "the idle h2 connection stayed open");
+}
+
+#[test]
+fn http1_is_unchanged_on_the_same_port() {
+    let (root, _) = site();
+    let server = server(&root);
+    let mut h2 = H2::connect(&server);
+    assert_eq!(h2.get("/small.txt").status, 200);
+    let h1 = server.get("/small.txt");
+    assert_eq!(h1.status, 200);
+    assert_eq!(h1.body, b"hello, h2\n");
 }

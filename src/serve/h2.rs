@@ -4,15 +4,15 @@
 //! goes through the same `respond` as an HTTP/1.1 request, and its answer
 //! is re-encoded as HEADERS + DATA.
 //!
-//! A spike (issue 11): no TLS ALPN, no inetd mode, no CGI (501), no idle
-//! timeout of its own yet.
+//! A spike (issue 11): no TLS ALPN, no inetd mode, no CGI (501).
 
 use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use h2::server::SendResponse;
@@ -116,8 +116,10 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
     }
 }
 
-/// Serves one HTTP/2 connection until the client ends it, it fails, or a
-/// graceful stop has let its streams finish (GOAWAY first).
+/// Serves one HTTP/2 connection until the client ends it, it fails, it
+/// has been idle (no stream open) for the keep-alive timeout, or a
+/// graceful stop has let its streams finish. The last two send GOAWAY
+/// first, and wait for the streams in flight at most the shutdown grace.
 pub(crate) async fn serve<S>(io: S, client: String, shared: &Shared)
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -131,14 +133,39 @@ where
         return;
     };
     let client: Arc<str> = client.into();
+    let activity = Arc::new(Activity {
+        streams: AtomicUsize::new(0),
+        last_end: Mutex::new(Instant::now()),
+    });
+    let keepalive = shared.cfg.keepalive_timeout;
+    let timer = tokio::time::sleep(keepalive);
+    tokio::pin!(timer);
     let mut stop = shared.stop.clone();
-    let mut stopping = false;
+    // Set once GOAWAY has gone out: the timer is then the grace's.
+    let mut closing = false;
     loop {
         let next = tokio::select! {
             next = conn.accept() => next,
-            _ = stop.wait_for(|s| *s), if !stopping => {
-                stopping = true;
+            _ = stop.wait_for(|s| *s), if !closing => {
+                closing = true;
                 conn.graceful_shutdown();
+                timer.as_mut().reset((Instant::now() + shared.cfg.shutdown_grace).into());
+                continue;
+            }
+            _ = &mut timer => {
+                if closing {
+                    return;
+                }
+                let now = Instant::now();
+                match activity.quiet_since() {
+                    Some(since) if since + keepalive <= now => {
+                        closing = true;
+                        conn.graceful_shutdown();
+                        timer.as_mut().reset((now + shared.cfg.shutdown_grace).into());
+                    }
+                    Some(since) => timer.as_mut().reset((since + keepalive).into()),
+                    None => timer.as_mut().reset((now + keepalive).into()),
+                }
                 continue;
             }
         };
@@ -146,7 +173,46 @@ where
             return;
         };
         let (cfg, site) = (Arc::clone(&shared.cfg), Arc::clone(&shared.site));
-        tokio::spawn(stream(request, send, Arc::clone(&client), cfg, site));
+        let (open, who) = (Open::new(&activity), Arc::clone(&client));
+        tokio::spawn(async move {
+            let _open = open;
+            stream(request, send, who, cfg, site).await;
+        });
+    }
+}
+
+/// Whether a connection's streams are quiet, for its idle timeout.
+struct Activity {
+    streams: AtomicUsize,
+    last_end: Mutex<Instant>,
+}
+
+impl Activity {
+    /// Since when no stream has been open; None while one is.
+    fn quiet_since(&self) -> Option<Instant> {
+        if self.streams.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        self.last_end.lock().ok().map(|t| *t)
+    }
+}
+
+/// One open stream, counted in its connection's `Activity` until dropped.
+struct Open(Arc<Activity>);
+
+impl Open {
+    fn new(activity: &Arc<Activity>) -> Open {
+        activity.streams.fetch_add(1, Ordering::AcqRel);
+        Open(Arc::clone(activity))
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        if let Ok(mut t) = self.0.last_end.lock() {
+            *t = Instant::now();
+        }
+        self.0.streams.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
