@@ -162,7 +162,11 @@ fn common(
             escape(out, r.method.as_str());
             out.push(' ');
             escape(out, &r.target);
-            write!(out, " HTTP/1.{}", r.minor_version)?;
+            if r.http2 {
+                out.push_str(" HTTP/2.0");
+            } else {
+                write!(out, " HTTP/1.{}", r.minor_version)?;
+            }
         }
         None => out.push('-'),
     }

@@ -2,6 +2,8 @@
 
 pub mod body;
 pub mod conditional;
+#[cfg(feature = "http2")]
+pub mod h2;
 pub mod limits;
 pub mod parse;
 pub mod range;

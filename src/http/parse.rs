@@ -16,7 +16,7 @@ pub enum Method {
 }
 
 impl Method {
-    fn from_token(token: &str) -> Method {
+    pub(crate) fn from_token(token: &str) -> Method {
         match token {
             "GET" => Method::Get,
             "HEAD" => Method::Head,
@@ -52,8 +52,11 @@ pub struct Request<'a> {
     pub method: Method,
     /// The request-target exactly as sent.
     pub target: Cow<'a, str>,
-    /// 0 for HTTP/1.0, 1 for HTTP/1.1.
+    /// 0 for HTTP/1.0, 1 for HTTP/1.1 (and for an HTTP/2 stream, whose
+    /// semantics are HTTP/1.1's).
     pub minor_version: u8,
+    /// The request came as an HTTP/2 stream (the log says HTTP/2.0).
+    pub http2: bool,
     pub host: Option<Cow<'a, str>>,
     /// Whether the client asked for (or defaults to) a persistent connection.
     pub keep_alive: bool,
@@ -81,6 +84,7 @@ impl Request<'_> {
             method: self.method,
             target: Cow::Owned(self.target.into_owned()),
             minor_version: self.minor_version,
+            http2: self.http2,
             host: own(self.host),
             keep_alive: self.keep_alive,
             framing: self.framing,
@@ -206,7 +210,7 @@ fn version_error(buf: &[u8]) -> Parsed<'static> {
 /// `uri-host [ ":" port ]` (RFC 9112 §3.2, RFC 3986 §3.2.2): an IP literal
 /// in brackets, or a reg-name / IPv4 address of unreserved, pct-encoded and
 /// sub-delims characters, then an optional port of digits.
-fn valid_host(value: &str) -> bool {
+pub(crate) fn valid_host(value: &str) -> bool {
     let (host, port) = match value.strip_prefix('[') {
         Some(rest) => match rest.split_once(']') {
             Some((literal, after)) => {
@@ -399,7 +403,7 @@ fn parse_content_length(value: &str) -> Result<u64, ParseError> {
 }
 
 /// Repeated list-valued fields are one comma-separated list (RFC 9110 §5.3).
-fn append<'a>(slot: &mut Option<Cow<'a, str>>, value: &'a str) {
+pub(crate) fn append<'a>(slot: &mut Option<Cow<'a, str>>, value: &'a str) {
     match slot {
         Some(existing) => {
             let joined = existing.to_mut();

@@ -345,7 +345,9 @@ impl Accept for UnixListener {
 
 /// What a connection does with its socket, TCP or Unix-domain: tokio gives
 /// both these methods, but no trait for them.
-trait Socket: AsFd + Send + Sync + 'static {
+trait Socket:
+    AsFd + tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + Sync + 'static
+{
     fn readable(&self) -> impl Future<Output = io::Result<()>> + Send + '_;
     fn writable(&self) -> impl Future<Output = io::Result<()>> + Send + '_;
     fn try_read(&self, buf: &mut [u8]) -> io::Result<usize>;
@@ -416,6 +418,8 @@ fn connection(
     shared: Shared,
     slot: Slot,
 ) -> impl Future<Output = ()> {
+    #[cfg(feature = "http2")]
+    let h2c = kind == Kind::Http;
     let mut session = Session::with_kind(client, kind);
     async move {
         // Held until the connection ends, whichever way it ends.
@@ -428,6 +432,26 @@ fn connection(
         // client's delayed ACK); a connection closed after one response
         // never needs it: close(2) pushes out what is queued.
         let mut tuned = false;
+        #[cfg(feature = "http2")]
+        if h2c {
+            // HTTP/2 with prior knowledge: the first bytes tell.
+            busy.idle();
+            let deadline = Instant::now() + shared.cfg.read_timeout;
+            let opening = read_opening(&stream, session.input());
+            let opening = within(opening, deadline, timer.as_mut()).await;
+            busy.resume();
+            match opening {
+                Ok(true) => {
+                    sys::tune_connection(stream.as_fd());
+                    let read = std::mem::take(session.input());
+                    let io = super::h2::Replay::new(read, stream);
+                    super::h2::serve(io, session.client().to_string(), &shared).await;
+                    return;
+                }
+                Ok(false) => {}
+                Err(_) => return,
+            }
+        }
         loop {
             let stopping = shared.conns.stopping.load(Ordering::Relaxed);
             let mut step = session.step(&shared.cfg, &shared.site, stopping);
@@ -682,6 +706,20 @@ fn lend_read_buffer(buf: &mut Vec<u8>) -> bool {
 fn return_unused_read_buffer(buf: &mut Vec<u8>, lent: bool, brought: bool) {
     if lent && !brought {
         pool::give(&pool::READS, std::mem::take(buf));
+    }
+}
+
+/// Reads until the connection's first bytes show whether it speaks
+/// HTTP/2 (true) or HTTP/1.x (false), leaving them in `buf`.
+#[cfg(feature = "http2")]
+async fn read_opening(stream: &impl Socket, buf: &mut Vec<u8>) -> io::Result<bool> {
+    loop {
+        if let Some(h2) = super::h2::opening(buf) {
+            return Ok(h2);
+        }
+        if !read_some(stream, buf).await? {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
     }
 }
 

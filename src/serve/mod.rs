@@ -3,6 +3,8 @@
 
 pub mod cgi_exchange;
 pub mod event_loop;
+#[cfg(feature = "http2")]
+pub mod h2;
 pub mod listen;
 pub mod stdio;
 #[cfg(feature = "uring")]
