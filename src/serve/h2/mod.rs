@@ -76,7 +76,7 @@ where
         return;
     };
     let served = Arc::new(served);
-    let activity = Arc::new(Activity::default());
+    let activity = Arc::new(Activity::new());
     let keepalive = cfg.keepalive_timeout;
     let timer = tokio::time::sleep(keepalive);
     tokio::pin!(timer);
@@ -175,30 +175,30 @@ fn builder(settings: Http2) -> h2::server::Builder {
 
 /// What a connection's streams are doing: for its idle timeout, and to
 /// tell a Rapid Reset attack from a client that cancels now and then.
-#[derive(Default)]
 struct Activity {
     open: AtomicUsize,
     finished: AtomicUsize,
     reset: AtomicUsize,
-    /// When the last stream ended; None before any did.
-    last_end: Mutex<Option<Instant>>,
-    /// When the connection began, for a connection no stream ended on yet.
-    began: Mutex<Option<Instant>>,
+    /// When the last stream ended, or the connection began.
+    last_end: Mutex<Instant>,
 }
 
 impl Activity {
+    fn new() -> Activity {
+        Activity {
+            open: AtomicUsize::new(0),
+            finished: AtomicUsize::new(0),
+            reset: AtomicUsize::new(0),
+            last_end: Mutex::new(Instant::now()),
+        }
+    }
+
     /// Since when no stream has been open; None while one is.
     fn quiet_since(&self) -> Option<Instant> {
         if self.open.load(Ordering::Acquire) > 0 {
             return None;
         }
-        let last = self.last_end.lock().ok().and_then(|t| *t);
-        let began = self
-            .began
-            .lock()
-            .ok()
-            .map(|mut b| *b.get_or_insert_with(Instant::now));
-        last.or(began)
+        self.last_end.lock().ok().map(|t| *t)
     }
 
     /// The client resets streams far more than it lets them finish.
@@ -233,7 +233,7 @@ impl Open {
 impl Drop for Open {
     fn drop(&mut self) {
         if let Ok(mut t) = self.activity.last_end.lock() {
-            *t = Some(Instant::now());
+            *t = Instant::now();
         }
         let count = match self.reset {
             true => &self.activity.reset,
