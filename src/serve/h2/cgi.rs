@@ -60,8 +60,10 @@ pub(super) async fn run(
     });
     let (from, to) = ours.into_split();
     let relayed = tokio::join!(feed(body, to, framing), relay(from, respond, timeout)).1;
-    if relayed.is_err_and(|e| e.kind() == io::ErrorKind::ConnectionReset) {
-        open.was_reset();
+    match relayed.map_err(|e| e.kind()) {
+        Err(io::ErrorKind::ConnectionReset) => open.was_reset(),
+        Err(io::ErrorKind::TimedOut) => open.stalled(),
+        _ => {}
     }
     let _ = exchange.await;
 }

@@ -40,6 +40,10 @@ const SEND_BUFFER: usize = 64 << 10;
 /// down: Rapid Reset (CVE-2023-44487) costs us work per stream opened.
 const RESET_ALLOWANCE: usize = 200;
 
+/// How long a connection closed for a stalled client may take to get its
+/// GOAWAY out before the socket just closes.
+const LAST_WORDS: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Whether a connection that opened with `buf` speaks HTTP/2: None while
 /// what arrived is still a strict prefix of the preface.
 pub fn opening(buf: &[u8]) -> Option<bool> {
@@ -86,6 +90,15 @@ where
     loop {
         let next = tokio::select! {
             next = conn.accept() => next,
+            () = activity.stalled.notified(), if !closing => {
+                // A stream waited the whole send timeout for the client
+                // to take bytes: the client is not reading, so the
+                // connection goes, as an HTTP/1.1 one would.
+                closing = true;
+                conn.abrupt_shutdown(Reason::NO_ERROR);
+                timer.as_mut().reset((Instant::now() + cfg.shutdown_grace.min(LAST_WORDS)).into());
+                continue;
+            }
             () = &mut stop, if !closing => {
                 closing = true;
                 conn.graceful_shutdown();
@@ -176,6 +189,8 @@ fn builder(settings: Http2) -> h2::server::Builder {
 /// What a connection's streams are doing: for its idle timeout, and to
 /// tell a Rapid Reset attack from a client that cancels now and then.
 struct Activity {
+    /// A stream's send timeout ran out.
+    stalled: tokio::sync::Notify,
     open: AtomicUsize,
     finished: AtomicUsize,
     reset: AtomicUsize,
@@ -186,6 +201,7 @@ struct Activity {
 impl Activity {
     fn new() -> Activity {
         Activity {
+            stalled: tokio::sync::Notify::new(),
             open: AtomicUsize::new(0),
             finished: AtomicUsize::new(0),
             reset: AtomicUsize::new(0),
@@ -227,6 +243,11 @@ impl Open {
     /// The client reset this stream before its response was complete.
     pub(crate) fn was_reset(&mut self) {
         self.reset = true;
+    }
+
+    /// The client took nothing for the send timeout: the connection ends.
+    pub(crate) fn stalled(&self) {
+        self.activity.stalled.notify_one();
     }
 }
 

@@ -105,11 +105,14 @@ fn send(mut sent: Sent, mut respond: SendResponse<Bytes>, timeout: Duration, mut
             left: total,
         };
         let result = body.send_all(&mut sent, tail).await;
-        if let Err(e) = result {
-            if e.kind() == io::ErrorKind::ConnectionReset {
-                open.was_reset();
-            } else {
+        match result.map_err(|e| e.kind()) {
+            Ok(()) => {}
+            Err(io::ErrorKind::ConnectionReset) => open.was_reset(),
+            Err(kind) => {
                 body.out.send_reset(Reason::CANCEL);
+                if kind == io::ErrorKind::TimedOut {
+                    open.stalled();
+                }
             }
         }
         drop(open);
