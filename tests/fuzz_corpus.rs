@@ -92,3 +92,9 @@ fn every_target_has_a_corpus() {
 fn tls_session_corpus() {
     replay("tls_session", checks::tls_session);
 }
+
+#[cfg(feature = "http2")]
+#[test]
+fn h2_connection_corpus() {
+    replay("h2_connection", checks::h2_connection);
+}

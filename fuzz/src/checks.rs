@@ -577,3 +577,77 @@ pub fn tls_session(data: &[u8]) {
         }
     }
 }
+
+/// `h2_connection`: the bytes a client sends after the HTTP/2 preface,
+/// from memory through the server's whole HTTP/2 connection (the h2 crate,
+/// each stream's request translated and decided, its answer sent).
+///
+/// * nothing panics;
+/// * the connection ends once the client's bytes end: no hang (bounded
+///   here at 5 s, a crash if exceeded);
+/// * whatever the server writes starts with its SETTINGS frame;
+/// * what it writes is bounded: a site of tiny files cannot make more than
+///   a few KiB per frame the client sent.
+#[cfg(feature = "http2")]
+pub fn h2_connection(data: &[u8]) {
+    use std::sync::{Arc, OnceLock};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use staticd::config::{Config, Http2};
+    use staticd::serve::h2::{serve_stream, PREFACE};
+    use staticd::site::{Features, Site};
+
+    static SERVER: OnceLock<(Arc<Config>, Arc<Site>)> = OnceLock::new();
+    let (cfg, site) = SERVER.get_or_init(|| {
+        let root = std::env::temp_dir().join("staticd-fuzz-h2-root");
+        std::fs::create_dir_all(root.join("d")).expect("temp dir");
+        std::fs::write(root.join("index.html"), "<p>hello</p>\n").expect("file");
+        std::fs::write(root.join("a.txt"), "0123456789").expect("file");
+        let site = Site::open(&root, &["index.html".to_string()], Features::default());
+        let cfg = Config {
+            log_format: staticd::config::LogFormat::Off,
+            http2: Some(Http2::default()),
+            ..Config::default()
+        };
+        (Arc::new(cfg), Arc::new(site.expect("site")))
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let out = runtime.block_on(async {
+        let (client, server) = tokio::io::duplex(64 << 10);
+        let served = tokio::spawn(serve_stream(server, Arc::clone(cfg), Arc::clone(site)));
+        let (mut from, mut to) = tokio::io::split(client);
+        let send = async {
+            let _ = to.write_all(PREFACE).await;
+            let _ = to.write_all(data).await;
+            let _ = to.shutdown().await;
+        };
+        let receive = async {
+            let mut out = Vec::new();
+            let _ = from.read_to_end(&mut out).await;
+            out
+        };
+        let both = async { tokio::join!(send, receive).1 };
+        let out = tokio::time::timeout(Duration::from_secs(5), both)
+            .await
+            .expect("the connection ends once the client's bytes end");
+        tokio::time::timeout(Duration::from_secs(5), served)
+            .await
+            .expect("the server's task ends")
+            .expect("the server's task does not panic");
+        out
+    });
+    if !out.is_empty() {
+        assert!(out.len() >= 9, "a partial frame header");
+        assert_eq!(out[3], 0x4, "the server speaks first with SETTINGS");
+    }
+    let frames = data.len() / 9 + 1;
+    assert!(
+        out.len() <= 4096 + frames * 4096,
+        "{} bytes out for {} in",
+        out.len(),
+        data.len()
+    );
+}

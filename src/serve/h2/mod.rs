@@ -138,6 +138,22 @@ where
     }
 }
 
+/// Serves one cleartext HTTP/2 connection over any byte stream, until the
+/// client ends it: for the fuzz target, which drives the server from
+/// memory. `io` must begin with the preface.
+pub async fn serve_stream<T>(io: T, cfg: Arc<Config>, site: Arc<Site>)
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    let served = Served {
+        cfg,
+        site,
+        kind: Kind::Http,
+        client: Arc::from("127.0.0.1"),
+    };
+    serve(io, served, std::future::pending()).await;
+}
+
 /// inetd mode's HTTP/2: the one connection on stdin/stdout, served on a
 /// runtime made for it (HTTP/1.1 in inetd mode needs none). `read` is what
 /// was read already, the preface at least. SIGTERM and SIGINT are a
