@@ -99,7 +99,11 @@ fn probe(server: &Server) -> Duration {
             .unwrap();
         let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
         let status = resp.status().as_u16();
-        let body = resp.into_body().collect().await.map_err(|e| e.to_string())?;
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?;
         Ok::<_, String>((status, body.to_bytes()))
     };
     let result = rt.block_on(async move { tokio::time::timeout(PROBE_TIMEOUT, exchange).await });
@@ -287,7 +291,12 @@ fn flood(
                     at += n;
                     written += n as u64;
                 }
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
                     break 'flood Stop::Stalled;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -375,10 +384,7 @@ fn stream_over_the_concurrency_limit_is_refused() {
         code::name(reason)
     );
     assert_eq!(heads.len(), MAX_STREAMS as usize, "response heads");
-    assert!(
-        !heads.contains(&over),
-        "stream {over} got a response head"
-    );
+    assert!(!heads.contains(&over), "stream {over} got a response head");
     assert!(
         resets.iter().all(|f| f.stream == over),
         "streams within the limit were reset: {resets:?}"
@@ -419,7 +425,11 @@ fn rapid_reset_gets_enhance_your_calm() {
         outcome.summary(),
         outcome.written / pair as u64
     );
-    let heads = outcome.frames.iter().filter(|f| f.is(kind::HEADERS)).count();
+    let heads = outcome
+        .frames
+        .iter()
+        .filter(|f| f.is(kind::HEADERS))
+        .count();
     eprintln!("rapid reset: the server answered {heads} streams before it stopped");
     let (_, cpu) = figures.check(&mut server, "rapid reset");
     probe(&server);
@@ -442,16 +452,81 @@ fn rapid_reset_gets_enhance_your_calm() {
     );
 }
 
+#[test]
+fn rapid_reset_of_accepted_streams_gets_enhance_your_calm() {
+    // The same attack paced so that every reset meets a stream the server has
+    // already accepted and answered: each stream is reset as soon as its response
+    // HEADERS arrive, together with the next stream's HEADERS, 64 streams in flight.
+    const RESETS: u32 = 5_000;
+    const IN_FLIGHT: u32 = 64;
+    let root = site();
+    let mut server = start(&root, &[]);
+    let figures = Figures::start(&mut server);
+    let (mut conn, _) = H2Conn::handshake(server.addr(), &[]);
+    let mut next = 1;
+    let mut opening = Vec::new();
+    for _ in 0..IN_FLIGHT {
+        opening.extend(get_frame(next, "/big.bin"));
+        next += 2;
+    }
+    conn.send(&opening).unwrap();
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(8);
+    let mut resets = 0u32;
+    let mut frames_seen = 0u64;
+    let mut goaway = None;
+    let end = loop {
+        if resets >= RESETS {
+            break None;
+        }
+        match conn.next(deadline) {
+            Next::Frame(f) => {
+                frames_seen += 1;
+                if f.is(kind::HEADERS) {
+                    let mut step = h2frames::rst_stream(f.stream, code::CANCEL);
+                    step.extend(get_frame(next, "/big.bin"));
+                    next += 2;
+                    if conn.send(&step).is_err() {
+                        break None;
+                    }
+                    resets += 1;
+                } else if f.is(kind::GOAWAY) {
+                    goaway = Some(f);
+                }
+            }
+            end => break Some(end),
+        }
+    };
+    let took = started.elapsed();
+    eprintln!(
+        "paced rapid reset: {resets} streams answered and reset in {took:?} ({frames_seen} frames read), GOAWAY {goaway:?}, end {end:?}"
+    );
+    let (_, cpu) = figures.check(&mut server, "paced rapid reset");
+    eprintln!(
+        "paced rapid reset: {:?} of server CPU per reset stream",
+        cpu / resets.max(1)
+    );
+    probe(&server);
+    let goaway =
+        goaway.unwrap_or_else(|| panic!("no GOAWAY after {resets} streams reset by the client"));
+    assert_eq!(
+        goaway.error_code(),
+        Some(code::ENHANCE_YOUR_CALM),
+        "GOAWAY {goaway:?}"
+    );
+}
+
 // 3. CONTINUATION flood.
 
 /// The reaction the issue allows to a header list growing past 16 KiB: a GOAWAY, the
 /// connection closed, or the stream refused (RST_STREAM, or HEADERS with 431).
 fn header_list_refused(outcome: &Flood) -> bool {
     outcome.goaway().is_some()
-        || connection_ended(&outcome.end) && outcome.stop != Stop::Budget
-        || outcome.frames.iter().any(|f| {
-            f.stream == 1 && (f.is(kind::RST_STREAM) || f.status() == Some(431))
-        })
+        || (connection_ended(&outcome.end) && outcome.stop != Stop::Budget)
+        || outcome
+            .frames
+            .iter()
+            .any(|f| f.stream == 1 && (f.is(kind::RST_STREAM) || f.status() == Some(431)))
 }
 
 /// HEADERS for stream 1 without END_HEADERS, then CONTINUATION frames made of
@@ -618,7 +693,8 @@ fn header_list_over_16k_is_refused() {
     let deadline = Instant::now() + Duration::from_secs(5);
     let (frames, end) = conn.read_until(deadline, |frames| {
         frames.iter().any(|f| {
-            f.is(kind::GOAWAY) || f.stream == 1 && (f.is(kind::RST_STREAM) || f.has(flag::END_STREAM))
+            f.is(kind::GOAWAY)
+                || f.stream == 1 && (f.is(kind::RST_STREAM) || f.has(flag::END_STREAM))
         })
     });
     eprintln!("20 KB header list: {frames:?} {end:?}");
@@ -704,7 +780,13 @@ fn empty_data_flood() {
 #[test]
 fn window_update_flood() {
     let unit = h2frames::window_update(0, 1);
-    frame_flood("WINDOW_UPDATE flood (connection, +1)", &[], &[], &unit, true);
+    frame_flood(
+        "WINDOW_UPDATE flood (connection, +1)",
+        &[],
+        &[],
+        &unit,
+        true,
+    );
 }
 
 #[test]
@@ -712,7 +794,13 @@ fn zero_length_frames_flood() {
     // Frames of an unknown type (which a receiver must ignore, RFC 9113 §4.1) with
     // no payload: nine bytes each, no state, no answer.
     let unit = h2frames::frame(0x21, 0, 0, &[]);
-    frame_flood("zero-length unknown-type frame flood", &[], &[], &unit, true);
+    frame_flood(
+        "zero-length unknown-type frame flood",
+        &[],
+        &[],
+        &unit,
+        true,
+    );
 }
 
 // 6. Slow readers.
@@ -774,7 +862,10 @@ fn slow_reader_that_never_reads_holds_bounded_memory() {
     eprintln!("never-reading client with {MAX_STREAMS} streams: RSS sampled peak {peak} KiB");
     let took = probe(&server);
     eprintln!("probe took {took:?}");
-    figures.check(&mut server, "never-reading client, 128 streams, windows open");
+    figures.check(
+        &mut server,
+        "never-reading client, 128 streams, windows open",
+    );
     drop(conn);
 }
 
@@ -914,7 +1005,6 @@ fn access_log_has_one_line_per_stream_with_the_bytes_sent() {
     conn.send(&requests).unwrap();
     let mut per_stream = [0u64; 6];
     let mut ended = [false; 6];
-    let mut last_data = Instant::now();
     let deadline = Instant::now() + IO_TIMEOUT;
     loop {
         // Done once streams 1 and 3 ended and stream 5's DATA stopped (windows shut).
@@ -923,7 +1013,6 @@ fn access_log_has_one_line_per_stream_with_the_bytes_sent() {
             Next::Frame(f) if f.is(kind::DATA) => {
                 per_stream[f.stream as usize] += f.payload.len() as u64;
                 ended[f.stream as usize] |= f.has(flag::END_STREAM);
-                last_data = Instant::now();
             }
             Next::Frame(f) if f.is(kind::HEADERS) => {
                 ended[f.stream as usize] |= f.has(flag::END_STREAM);
@@ -934,7 +1023,6 @@ fn access_log_has_one_line_per_stream_with_the_bytes_sent() {
             other => panic!("{other:?}; received {per_stream:?}"),
         }
     }
-    let _ = last_data;
     conn.send(&h2frames::rst_stream(5, code::CANCEL)).unwrap();
     eprintln!("body bytes received per stream: {per_stream:?}");
     let lines = server
@@ -943,7 +1031,10 @@ fn access_log_has_one_line_per_stream_with_the_bytes_sent() {
             lines.iter().filter(|l| l.contains(" HTTP/2.0\" ")).count() >= 3
         })
         .unwrap_or_else(|| panic!("not three h2 log lines: {:#?}", server.stderr().snapshot()));
-    let h2_lines: Vec<&String> = lines.iter().filter(|l| l.contains(" HTTP/2.0\" ")).collect();
+    let h2_lines: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains(" HTTP/2.0\" "))
+        .collect();
     eprintln!("{h2_lines:#?}");
     assert_eq!(h2_lines.len(), 3, "{h2_lines:#?}");
     for (path, status, size) in [
@@ -958,4 +1049,59 @@ fn access_log_has_one_line_per_stream_with_the_bytes_sent() {
         );
     }
     assert!(per_stream[5] < BIG, "the big file went whole");
+}
+
+#[test]
+fn access_log_counts_what_went_out_of_a_stream_reset_by_the_send_timeout() {
+    // Windows wide open and the socket not read: the server hands h2 more than the
+    // socket takes, then gives up on the stream at the send timeout. The line must
+    // count the bytes that reached the wire (the client reads them all afterwards,
+    // up to the RST_STREAM), not what was handed to h2 and dropped with the stream.
+    let root = site();
+    let server = start(&root, &["--send-timeout", "2"]);
+    let (mut conn, _) = H2Conn::handshake(
+        server.addr(),
+        &[(setting::INITIAL_WINDOW_SIZE, 0x7fff_ffff)],
+    );
+    rustix::net::sockopt::set_socket_recv_buffer_size(&conn.tcp, 64 * 1024).unwrap();
+    let mut request = h2frames::window_update(0, 0x7fff_ffff - 65535);
+    request.extend(get_frame(1, "/big.bin"));
+    conn.send(&request).unwrap();
+    thread::sleep(Duration::from_secs(3));
+    let deadline = Instant::now() + IO_TIMEOUT;
+    let (frames, end) = conn.read_until(deadline, |frames| {
+        frames
+            .iter()
+            .any(|f| f.stream == 1 && (f.is(kind::RST_STREAM) || f.has(flag::END_STREAM)))
+    });
+    let received: u64 = frames
+        .iter()
+        .filter(|f| f.is(kind::DATA) && f.stream == 1)
+        .map(|f| f.payload.len() as u64)
+        .sum();
+    let reset = frames.iter().find(|f| f.is(kind::RST_STREAM));
+    eprintln!("stalled stream: {received} body bytes received, then {reset:?} ({end:?})");
+    assert!(reset.is_some(), "the stalled stream was not reset");
+    let line = server
+        .stderr()
+        .wait_for(IO_TIMEOUT, |lines| {
+            lines
+                .iter()
+                .any(|l| l.contains("\"GET /big.bin HTTP/2.0\" 200 "))
+        })
+        .and_then(|lines| {
+            lines
+                .into_iter()
+                .find(|l| l.contains("\"GET /big.bin HTTP/2.0\" 200 "))
+        })
+        .expect("no log line for /big.bin");
+    let logged: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    eprintln!(
+        "stalled stream: logged {logged}, received {received} (+{} bytes never sent)",
+        logged as i64 - received as i64
+    );
+    assert_eq!(
+        logged, received,
+        "the log line counts bytes the client never got: {line}"
+    );
 }

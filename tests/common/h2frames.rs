@@ -361,7 +361,11 @@ impl std::fmt::Debug for Frame {
             kind::SETTINGS => write!(f, ", {:?}", self.settings())?,
             kind::HEADERS => match self.status() {
                 Some(status) => write!(f, ", :status {status}")?,
-                None => write!(f, ", block {:02x?}", &self.payload[..self.payload.len().min(16)])?,
+                None => write!(
+                    f,
+                    ", block {:02x?}",
+                    &self.payload[..self.payload.len().min(16)]
+                )?,
             },
             kind::WINDOW_UPDATE => write!(f, ", +{}", self.u32_at(0).unwrap_or(0))?,
             _ => {}
@@ -444,8 +448,11 @@ impl H2Conn {
             match got {
                 Ok(0) => return Next::Closed,
                 Ok(_) => {}
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Next::Broken(e.kind()),
             }
@@ -507,8 +514,7 @@ impl H2Conn {
     /// Sets SO_SNDBUF, so that a flood's bytes wait in the client rather than in the
     /// kernel, and what was written tells what the server took.
     pub fn small_send_buffer(&self, bytes: usize) {
-        rustix::net::sockopt::set_socket_send_buffer_size(&self.tcp, bytes)
-            .expect("set SO_SNDBUF");
+        rustix::net::sockopt::set_socket_send_buffer_size(&self.tcp, bytes).expect("set SO_SNDBUF");
     }
 }
 
