@@ -1114,8 +1114,11 @@ fn access_log_counts_what_went_out_of_a_stream_reset_by_the_send_timeout() {
         "stalled stream: logged {logged}, received {received} (difference {})",
         logged as i64 - received as i64
     );
-    assert_eq!(
-        logged, received,
-        "the log line's size is not the body bytes that went out: {line}"
+    // What the client got went out; at most one more frame may have been on its
+    // way out when the connection closed (as over HTTP/1.1, where the size is what
+    // the kernel took).
+    assert!(
+        received <= logged && logged <= received + 16384,
+        "the log line's size ({logged}) is not the body bytes that went out ({received}): {line}"
     );
 }
