@@ -225,14 +225,13 @@ impl Flood {
 /// goes on reading for a second after the flood, to see the connection end;
 /// without, nothing is read during the flood, and afterwards only what is there.
 fn flood(
-    conn: H2Conn,
+    mut conn: H2Conn,
     prologue: &[u8],
     unit: &[u8],
     max_bytes: u64,
     max_time: Duration,
     read: bool,
 ) -> Flood {
-    let mut conn = conn;
     conn.small_send_buffer(16 * 1024);
     conn.send(prologue).expect("send the flood's prologue");
     let mut writer = conn.tcp.try_clone().unwrap();
@@ -309,10 +308,16 @@ fn flood(
     let end = match (reader, kept) {
         (Some(reader), _) => reader.join().unwrap(),
         (None, Some(mut conn)) => {
-            // What the server sent meanwhile, as far as it is there to read.
-            let (frames, end) = conn.read_to_end(Instant::now() + Duration::from_secs(1));
-            seen.lock().unwrap().extend(frames);
-            Some(end)
+            // What the server sent meanwhile, as far as it is there to read
+            // (still answering nothing).
+            let deadline = Instant::now() + Duration::from_secs(1);
+            let mut seen = seen.lock().unwrap();
+            loop {
+                match conn.next(deadline) {
+                    Next::Frame(f) => seen.push(f),
+                    end => break Some(end),
+                }
+            }
         }
         (None, None) => unreachable!(),
     };
@@ -333,32 +338,33 @@ fn connection_ended(end: &Option<Next>) -> bool {
 
 // 1. Concurrent streams.
 
-#[test]
-fn stream_over_the_concurrency_limit_is_refused() {
+/// Opens one stream more than `limit` (all held open by a zero window): the
+/// server must advertise `limit` and refuse the last stream.
+fn concurrency_limit(args: &[&str], limit: u32) {
     let root = site();
-    let mut server = start(&root, &[]);
+    let mut server = start(&root, args);
     let figures = Figures::start(&mut server);
     // Window 0: no response can finish, so every stream stays open.
     let (mut conn, server_settings) =
         H2Conn::handshake(server.addr(), &[(setting::INITIAL_WINDOW_SIZE, 0)]);
     eprintln!("server SETTINGS: {server_settings:?}");
     assert!(
-        server_settings.contains(&(setting::MAX_CONCURRENT_STREAMS, MAX_STREAMS)),
-        "SETTINGS_MAX_CONCURRENT_STREAMS {MAX_STREAMS} not advertised: {server_settings:?}"
+        server_settings.contains(&(setting::MAX_CONCURRENT_STREAMS, limit)),
+        "SETTINGS_MAX_CONCURRENT_STREAMS {limit} not advertised: {server_settings:?}"
     );
     let mut requests = Vec::new();
-    for i in 0..=MAX_STREAMS {
+    for i in 0..=limit {
         requests.extend(get_frame(1 + 2 * i, "/big.bin"));
     }
     conn.send(&requests).unwrap();
-    let over = 1 + 2 * MAX_STREAMS;
+    let over = 1 + 2 * limit;
     let deadline = Instant::now() + Duration::from_secs(5);
     let (frames, end) = conn.read_until(deadline, |frames| {
         let heads = frames.iter().filter(|f| f.is(kind::HEADERS)).count();
         let refused = frames
             .iter()
             .any(|f| f.is(kind::RST_STREAM) && f.stream == over);
-        (heads >= MAX_STREAMS as usize && refused) || h2frames::goaway_of(frames).is_some()
+        (heads >= limit as usize && refused) || h2frames::goaway_of(frames).is_some()
     });
     let heads: Vec<u32> = frames
         .iter()
@@ -383,15 +389,25 @@ fn stream_over_the_concurrency_limit_is_refused() {
         "stream {over} reset with {} (RFC 9113 §5.1.2: REFUSED_STREAM or PROTOCOL_ERROR)",
         code::name(reason)
     );
-    assert_eq!(heads.len(), MAX_STREAMS as usize, "response heads");
+    assert_eq!(heads.len(), limit as usize, "response heads");
     assert!(!heads.contains(&over), "stream {over} got a response head");
     assert!(
         resets.iter().all(|f| f.stream == over),
         "streams within the limit were reset: {resets:?}"
     );
     let took = probe(&server);
-    eprintln!("probe took {took:?} with {MAX_STREAMS} streams held open");
-    figures.check(&mut server, "128 stalled streams + 1 refused");
+    eprintln!("probe took {took:?} with {limit} streams held open");
+    figures.check(&mut server, &format!("{limit} stalled streams + 1 refused"));
+}
+
+#[test]
+fn stream_over_the_concurrency_limit_is_refused() {
+    concurrency_limit(&[], MAX_STREAMS);
+}
+
+#[test]
+fn stream_over_a_lower_h2_max_streams_is_refused() {
+    concurrency_limit(&["--h2-max-streams", "8"], 8);
 }
 
 // 2. Rapid Reset (CVE-2023-44487).
@@ -486,8 +502,13 @@ fn rapid_reset_of_accepted_streams_gets_enhance_your_calm() {
                     let mut step = h2frames::rst_stream(f.stream, code::CANCEL);
                     step.extend(get_frame(next, "/big.bin"));
                     next += 2;
-                    if conn.send(&step).is_err() {
-                        break None;
+                    if let Err(e) = conn.send(&step) {
+                        // Closed by the server: its last frames may still be
+                        // there to read.
+                        let (rest, end) = conn.read_to_end(Instant::now() + Duration::from_secs(1));
+                        goaway = goaway.or_else(|| h2frames::goaway_of(&rest).cloned());
+                        eprintln!("paced rapid reset: write failed ({e}), then {rest:?}");
+                        break Some(end);
                     }
                     resets += 1;
                 } else if f.is(kind::GOAWAY) {
