@@ -77,6 +77,7 @@ macro_rules! both_modes {
 
 mod client;
 mod docroot;
+pub mod h2frames;
 mod multipart;
 mod process;
 mod raw;
