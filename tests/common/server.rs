@@ -374,9 +374,22 @@ impl Server {
         self.connector().connect_from(source)
     }
 
-    /// A hyper client connection (over TLS to a TLS server).
+    /// A hyper client connection (over TLS to a TLS server); HTTP/2 under
+    /// STATICD_TEST_H2=1.
     pub fn client(&self) -> Client {
         self.connector().client()
+    }
+
+    /// A hyper HTTP/1.1 client connection even under STATICD_TEST_H2=1: for checks of
+    /// what only HTTP/1.1 has (reason phrases, `Connection`, persistence rules). Say why
+    /// where it is used.
+    pub fn client_http1(&self) -> Client {
+        self.connector().client_proto(Proto::Http1)
+    }
+
+    /// Whether [`Server::client`] (and so [`Server::get`]) speaks HTTP/2.
+    pub fn is_h2(&self) -> bool {
+        h2_from_env()
     }
 
     /// One request on a fresh hyper connection.

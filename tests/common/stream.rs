@@ -229,9 +229,14 @@ impl Connector {
         Conn::from_stream(self.wrap(connect_from(source, self.addr)))
     }
 
-    /// A hyper client connection.
+    /// A hyper client connection: HTTP/2 under STATICD_TEST_H2=1, else HTTP/1.1.
     pub fn client(&self) -> Client {
-        Client::connect(self.tcp(), self.tls.as_ref())
+        self.client_proto(Proto::from_env())
+    }
+
+    /// A hyper client connection speaking `proto`, whatever STATICD_TEST_H2 says.
+    pub fn client_proto(&self, proto: Proto) -> Client {
+        Client::connect_proto(self.tcp(), self.tls.as_ref(), proto)
     }
 
     /// `http://ADDR/path`, or `https://` over TLS.
