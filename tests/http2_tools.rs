@@ -92,7 +92,7 @@ impl Site {
             Serving::Standalone => {
                 let mut builder = Server::builder(Mode::Standalone, &www())
                     .log_format(log_format)
-                    .args(&args);
+                    .args(args);
                 builder = match &tls {
                     Some(files) => builder.tls_files(files),
                     None => builder.plain(),
