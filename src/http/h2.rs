@@ -79,6 +79,30 @@ pub fn request<'a>(
     Ok(out)
 }
 
+/// The request head as HTTP/1.1 text, for what reads a raw head (CGI's
+/// HTTP_* variables): the request line, `host` from `:authority`, and the
+/// fields as they came.
+pub fn request_head(request: &Request, headers: &HeaderMap) -> Vec<u8> {
+    let mut head = Vec::with_capacity(256);
+    head.extend_from_slice(request.method.as_str().as_bytes());
+    head.push(b' ');
+    head.extend_from_slice(request.target.as_bytes());
+    head.extend_from_slice(b" HTTP/1.1\r\n");
+    if let (Some(host), false) = (&request.host, headers.contains_key(HOST)) {
+        head.extend_from_slice(b"host: ");
+        head.extend_from_slice(host.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    for (name, value) in headers {
+        head.extend_from_slice(name.as_str().as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(value.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"\r\n");
+    head
+}
+
 /// A field value as text, as the HTTP/1.1 parser accepts it (UTF-8).
 fn text(value: &HeaderValue) -> Result<&str, ParseError> {
     std::str::from_utf8(value.as_bytes()).map_err(|_| ParseError::Malformed)
