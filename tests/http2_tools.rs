@@ -577,7 +577,7 @@ fn curl_verbose_shows_http2_in_use(serving: Serving, transport: Transport) {
         "< server: staticd",
     ];
     if transport == Transport::Tls {
-        expected.extend(["ALPN: server accepted h2", "Using HTTP2"]);
+        expected.extend(["ALPN: server accepted h2", "using HTTP/2"]);
     }
     for line in expected {
         assert!(trace.contains(line), "curl -v shows no {line:?}:\n{trace}");
