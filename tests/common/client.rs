@@ -304,14 +304,7 @@ pub fn assert_error_h(resp: &HResponse, code: u16) {
     assert_eq!(resp.status, code, "status; response: {resp:#?}");
     let body = resp.body_str();
     if resp.is_h2() {
-        let phrase = body
-            .strip_prefix(&format!("{code} "))
-            .and_then(|rest| rest.strip_suffix('\n'))
-            .unwrap_or_else(|| panic!("error body {body:?} is not `{code} <reason>\\n`"));
-        assert!(
-            !phrase.is_empty() && !phrase.contains(['\r', '\n']),
-            "error body {body:?}"
-        );
+        assert_error_body_h2(&body, code);
     } else {
         assert_eq!(body, format!("{} {}\n", code, resp.reason), "error body");
     }
@@ -330,6 +323,70 @@ pub fn assert_error_h(resp: &HResponse, code: u16) {
     if resp.is_h2() {
         assert_no_connection_fields(resp);
     }
+}
+
+/// An error body over HTTP/2, which carries no reason phrase to compare it with: `<code>
+/// <some phrase>\n`.
+pub fn assert_error_body_h2(body: &str, code: u16) {
+    let phrase = body
+        .strip_prefix(&format!("{code} "))
+        .and_then(|rest| rest.strip_suffix('\n'))
+        .unwrap_or_else(|| panic!("error body {body:?} is not `{code} <reason>\\n`"));
+    assert!(
+        !phrase.is_empty() && !phrase.contains(['\r', '\n']),
+        "error body {body:?}"
+    );
+}
+
+/// The request written as HTTP/1.1 text in `raw` (head and any Content-Length body) as
+/// hyper sends it over HTTP/2: the same method, target and fields, the Host as
+/// `:authority`, without HTTP/1.1's connection fields. None for an HTTP/1.0 request,
+/// which has no HTTP/2 form worth testing (no Host, no persistence by default).
+pub fn to_h2_request(raw: &[u8]) -> Option<hyper::Request<Full<Bytes>>> {
+    let mut fields = [httparse::EMPTY_HEADER; 64];
+    let mut parsed = httparse::Request::new(&mut fields);
+    let head_len = match parsed.parse(raw) {
+        Ok(httparse::Status::Complete(n)) => n,
+        other => panic!(
+            "not a complete HTTP/1.1 request head ({other:?}): {:?}",
+            String::from_utf8_lossy(raw)
+        ),
+    };
+    if parsed.version != Some(1) {
+        return None;
+    }
+    let mut builder = hyper::Request::builder()
+        .method(parsed.method.unwrap())
+        .uri(parsed.path.unwrap());
+    let mut length = 0;
+    for field in parsed.headers.iter() {
+        let name = field.name.to_ascii_lowercase();
+        match name.as_str() {
+            "connection" | "keep-alive" | "te" | "upgrade" | "proxy-connection" => continue,
+            "transfer-encoding" => panic!(
+                "a chunked request has no HTTP/2 form: send it on a raw Conn (HTTP/1.1 only)"
+            ),
+            "content-length" => {
+                length = std::str::from_utf8(field.value)
+                    .ok()
+                    .and_then(|v| v.trim().parse().ok())
+                    .expect("numeric Content-Length");
+            }
+            _ => {}
+        }
+        builder = builder.header(field.name, field.value);
+    }
+    let body = &raw[head_len..];
+    assert_eq!(
+        body.len(),
+        length,
+        "the request's body is not its Content-Length"
+    );
+    Some(
+        builder
+            .body(Full::new(Bytes::copy_from_slice(body)))
+            .expect("a request hyper can send"),
+    )
 }
 
 /// HTTP/2 responses must not carry HTTP/1.1 connection fields (RFC 9113 §8.2.2).

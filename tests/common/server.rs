@@ -387,9 +387,20 @@ impl Server {
         self.connector().client_proto(Proto::Http1)
     }
 
-    /// Whether [`Server::client`] (and so [`Server::get`]) speaks HTTP/2.
+    /// Whether [`Server::client`] (and so [`Server::get`] and [`Server::exchange`]) speaks
+    /// HTTP/2.
     pub fn is_h2(&self) -> bool {
         h2_from_env()
+    }
+
+    /// How the access log names the version of a request from [`Server::client`] or
+    /// [`Server::exchange`]: `HTTP/2.0` under STATICD_TEST_H2=1, else `HTTP/1.1`.
+    pub fn log_version(&self) -> &'static str {
+        if self.is_h2() {
+            "HTTP/2.0"
+        } else {
+            "HTTP/1.1"
+        }
     }
 
     /// One request on a fresh hyper connection.
@@ -399,6 +410,21 @@ impl Server {
 
     pub fn get(&self, path: &str) -> HResponse {
         self.request("GET", path, &[])
+    }
+
+    /// One request, written as HTTP/1.1 text (e.g. by [`request`]), on a fresh
+    /// connection: for tests of what a request means rather than of HTTP/1.1's framing.
+    /// It goes as those bytes on a raw [`Conn`]; under STATICD_TEST_H2=1 an HTTP/1.1
+    /// request goes over HTTP/2 instead ([`to_h2_request`]), and the answer comes back
+    /// as a [`Response`] whose `version` is `HTTP/2.0`.
+    pub fn exchange(&self, raw: impl AsRef<[u8]>) -> Response {
+        let raw = raw.as_ref();
+        if self.is_h2() {
+            if let Some(req) = to_h2_request(raw) {
+                return self.client().send(req).to_raw();
+            }
+        }
+        self.connect().roundtrip(raw)
     }
 
     /// The standalone process. Panics in inetd mode.
