@@ -112,6 +112,7 @@ pub struct Client {
     scheme: &'static str,
     /// The server's address, `:authority` for a request without a Host field.
     authority: String,
+    local: SocketAddr,
 }
 
 impl Client {
@@ -133,6 +134,7 @@ impl Client {
             .build()
             .unwrap();
         let authority = stream.peer_addr().unwrap().to_string();
+        let local = stream.local_addr().unwrap();
         stream.set_nonblocking(true).unwrap();
         let sender = rt
             .block_on(async {
@@ -166,7 +168,13 @@ impl Client {
             sender,
             scheme: if tls.is_some() { "https" } else { "http" },
             authority,
+            local,
         }
+    }
+
+    /// The client's end of the connection.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
     }
 
     pub fn proto(&self) -> Proto {
@@ -224,6 +232,68 @@ impl Client {
                 body,
             }
         })
+    }
+
+    /// Sends all of `reqs` at once, as concurrent streams over HTTP/2 (one after the
+    /// other over HTTP/1.1), and returns the responses in the same order.
+    pub fn send_all(&mut self, reqs: Vec<hyper::Request<Full<Bytes>>>) -> Vec<HResponse> {
+        let Sender::Http2(sender) = &self.sender else {
+            return reqs.into_iter().map(|r| self.send(r)).collect();
+        };
+        let reqs: Vec<_> = reqs.into_iter().map(|r| self.absolute(r)).collect();
+        let sender = sender.clone();
+        self.rt.block_on(async move {
+            let mut set = tokio::task::JoinSet::new();
+            for (i, req) in reqs.into_iter().enumerate() {
+                let mut sender = sender.clone();
+                set.spawn(async move {
+                    sender.ready().await?;
+                    let resp = sender.send_request(req).await?;
+                    let (parts, body) = resp.into_parts();
+                    let body = body.collect().await?.to_bytes().to_vec();
+                    Ok::<_, hyper::Error>((i, parts, body))
+                });
+            }
+            let all = tokio::time::timeout(IO_TIMEOUT, set.join_all())
+                .await
+                .unwrap_or_else(|_| panic!("no responses within {IO_TIMEOUT:?}"));
+            let mut out: Vec<_> = all
+                .into_iter()
+                .map(|r| r.unwrap_or_else(|e| panic!("hyper: {e} ({e:?})")))
+                .collect();
+            out.sort_by_key(|(i, _, _)| *i);
+            out.into_iter()
+                .map(|(_, parts, body)| HResponse {
+                    version: parts.version,
+                    status: parts.status.as_u16(),
+                    reason: parts
+                        .status
+                        .canonical_reason()
+                        .unwrap_or_default()
+                        .to_string(),
+                    headers: parts.headers,
+                    body,
+                })
+                .collect()
+        })
+    }
+
+    /// Waits up to `timeout` for the server to end the connection (over HTTP/2, a GOAWAY
+    /// and close); whether it did.
+    pub fn wait_closed(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let closed = match &self.sender {
+                Sender::Http1(s) => s.is_closed(),
+                Sender::Http2(s) => s.is_closed(),
+            };
+            if closed || Instant::now() >= deadline {
+                return closed;
+            }
+            // Let the connection task see what arrived.
+            self.rt
+                .block_on(async { tokio::time::sleep(Duration::from_millis(20)).await });
+        }
     }
 
     fn absolute(&self, mut req: hyper::Request<Full<Bytes>>) -> hyper::Request<Full<Bytes>> {
