@@ -60,8 +60,10 @@ pub(super) async fn run(
     });
     let (from, to) = ours.into_split();
     let relayed = tokio::join!(feed(body, to, framing), relay(from, respond, timeout)).1;
-    if relayed.is_err_and(|e| e.kind() == io::ErrorKind::ConnectionReset) {
-        open.was_reset();
+    match relayed.map_err(|e| e.kind()) {
+        Err(io::ErrorKind::ConnectionReset) => open.was_reset(),
+        Err(io::ErrorKind::TimedOut) => open.stalled(),
+        _ => {}
     }
     let _ = exchange.await;
 }
@@ -108,10 +110,12 @@ async fn relay(
     timeout: std::time::Duration,
 ) -> io::Result<()> {
     let mut buf = Vec::with_capacity(4096);
-    let head = loop {
-        if let Some(head) = fields::response_head(&buf) {
-            break head;
+    let (head, bytes) = loop {
+        let bytes = Bytes::from(std::mem::take(&mut buf));
+        if let Some(head) = fields::response_head(&bytes) {
+            break (head, bytes);
         }
+        buf = bytes.into();
         if buf.len() > MAX_HEAD_BYTES || from.read_buf(&mut buf).await? == 0 {
             respond.send_reset(Reason::INTERNAL_ERROR);
             return Err(io::ErrorKind::InvalidData.into());
@@ -128,7 +132,10 @@ async fn relay(
         timeout,
         left: u64::MAX,
     };
-    buf.drain(..head.len);
+    let start = bytes.slice(head.len..);
+    if !start.is_empty() {
+        body.data(start).await?;
+    }
     loop {
         if !buf.is_empty() {
             body.data(Bytes::from(std::mem::take(&mut buf))).await?;

@@ -40,6 +40,10 @@ const SEND_BUFFER: usize = 64 << 10;
 /// down: Rapid Reset (CVE-2023-44487) costs us work per stream opened.
 const RESET_ALLOWANCE: usize = 200;
 
+/// How long a connection closed for a stalled client may take to get its
+/// GOAWAY out before the socket just closes.
+const LAST_WORDS: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Whether a connection that opened with `buf` speaks HTTP/2: None while
 /// what arrived is still a strict prefix of the preface.
 pub fn opening(buf: &[u8]) -> Option<bool> {
@@ -76,7 +80,7 @@ where
         return;
     };
     let served = Arc::new(served);
-    let activity = Arc::new(Activity::default());
+    let activity = Arc::new(Activity::new());
     let keepalive = cfg.keepalive_timeout;
     let timer = tokio::time::sleep(keepalive);
     tokio::pin!(timer);
@@ -86,6 +90,15 @@ where
     loop {
         let next = tokio::select! {
             next = conn.accept() => next,
+            () = activity.stalled.notified(), if !closing => {
+                // A stream waited the whole send timeout for the client
+                // to take bytes: the client is not reading, so the
+                // connection goes, as an HTTP/1.1 one would.
+                closing = true;
+                conn.abrupt_shutdown(Reason::NO_ERROR);
+                timer.as_mut().reset((Instant::now() + cfg.shutdown_grace.min(LAST_WORDS)).into());
+                continue;
+            }
             () = &mut stop, if !closing => {
                 closing = true;
                 conn.graceful_shutdown();
@@ -175,30 +188,33 @@ fn builder(settings: Http2) -> h2::server::Builder {
 
 /// What a connection's streams are doing: for its idle timeout, and to
 /// tell a Rapid Reset attack from a client that cancels now and then.
-#[derive(Default)]
 struct Activity {
+    /// A stream's send timeout ran out.
+    stalled: tokio::sync::Notify,
     open: AtomicUsize,
     finished: AtomicUsize,
     reset: AtomicUsize,
-    /// When the last stream ended; None before any did.
-    last_end: Mutex<Option<Instant>>,
-    /// When the connection began, for a connection no stream ended on yet.
-    began: Mutex<Option<Instant>>,
+    /// When the last stream ended, or the connection began.
+    last_end: Mutex<Instant>,
 }
 
 impl Activity {
+    fn new() -> Activity {
+        Activity {
+            stalled: tokio::sync::Notify::new(),
+            open: AtomicUsize::new(0),
+            finished: AtomicUsize::new(0),
+            reset: AtomicUsize::new(0),
+            last_end: Mutex::new(Instant::now()),
+        }
+    }
+
     /// Since when no stream has been open; None while one is.
     fn quiet_since(&self) -> Option<Instant> {
         if self.open.load(Ordering::Acquire) > 0 {
             return None;
         }
-        let last = self.last_end.lock().ok().and_then(|t| *t);
-        let began = self
-            .began
-            .lock()
-            .ok()
-            .map(|mut b| *b.get_or_insert_with(Instant::now));
-        last.or(began)
+        self.last_end.lock().ok().map(|t| *t)
     }
 
     /// The client resets streams far more than it lets them finish.
@@ -228,12 +244,17 @@ impl Open {
     pub(crate) fn was_reset(&mut self) {
         self.reset = true;
     }
+
+    /// The client took nothing for the send timeout: the connection ends.
+    pub(crate) fn stalled(&self) {
+        self.activity.stalled.notify_one();
+    }
 }
 
 impl Drop for Open {
     fn drop(&mut self) {
         if let Ok(mut t) = self.activity.last_end.lock() {
-            *t = Some(Instant::now());
+            *t = Instant::now();
         }
         let count = match self.reset {
             true => &self.activity.reset,

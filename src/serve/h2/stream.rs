@@ -68,14 +68,17 @@ pub(super) fn start(
 /// Sends a decided response: the head, then a small body at once or a
 /// larger one from a task.
 fn send(mut sent: Sent, mut respond: SendResponse<Bytes>, timeout: Duration, mut open: Open) {
-    let response = &sent.response;
-    let Some(head) = fields::response_head(&response.head) else {
+    // The head's field values and any body start that rode in it are
+    // handed to h2 as slices of it, not copied.
+    let head_bytes = Bytes::from(std::mem::take(&mut sent.response.head));
+    let Some(head) = fields::response_head(&head_bytes) else {
         // `respond` made this head: failing to read it is our bug.
         respond.send_reset(Reason::INTERNAL_ERROR);
         return;
     };
-    let tail = response.head.len() - head.len;
-    let total = tail as u64 + response.body.iter().map(Chunk::size).sum::<u64>();
+    let tail = head_bytes.slice(head.len..);
+    let chunks = &sent.response.body;
+    let total = tail.len() as u64 + chunks.iter().map(Chunk::size).sum::<u64>();
     let mut message = http::Response::new(());
     *message.status_mut() = head.status;
     *message.headers_mut() = head.fields;
@@ -89,7 +92,7 @@ fn send(mut sent: Sent, mut respond: SendResponse<Bytes>, timeout: Duration, mut
     if total == 0 {
         return;
     }
-    if let Some(bytes) = in_memory(&sent, head.len, total) {
+    if let Some(bytes) = in_memory(chunks, tail.clone(), total) {
         if out.send_data(bytes, true).is_ok() {
             sent.written += total;
         }
@@ -101,12 +104,15 @@ fn send(mut sent: Sent, mut respond: SendResponse<Bytes>, timeout: Duration, mut
             timeout,
             left: total,
         };
-        let result = body.send_all(&mut sent, head.len).await;
-        if let Err(e) = result {
-            if e.kind() == io::ErrorKind::ConnectionReset {
-                open.was_reset();
-            } else {
+        let result = body.send_all(&mut sent, tail).await;
+        match result.map_err(|e| e.kind()) {
+            Ok(()) => {}
+            Err(io::ErrorKind::ConnectionReset) => open.was_reset(),
+            Err(kind) => {
                 body.out.send_reset(Reason::CANCEL);
+                if kind == io::ErrorKind::TimedOut {
+                    open.stalled();
+                }
             }
         }
         drop(open);
@@ -115,28 +121,21 @@ fn send(mut sent: Sent, mut respond: SendResponse<Bytes>, timeout: Duration, mut
 
 /// A small body made only of bytes in memory, as one buffer (no copy when
 /// it is one piece).
-fn in_memory(sent: &Sent, head_len: usize, total: u64) -> Option<Bytes> {
-    let response = &sent.response;
-    if total > INLINE_MAX
-        || response
-            .body
-            .iter()
-            .any(|c| matches!(c, Chunk::File { .. }))
-    {
+fn in_memory(chunks: &[Chunk], tail: Bytes, total: u64) -> Option<Bytes> {
+    if total > INLINE_MAX || chunks.iter().any(|c| matches!(c, Chunk::File { .. })) {
         return None;
     }
-    let tail = &response.head[head_len..];
-    match (tail.is_empty(), response.body.as_slice()) {
+    match (tail.is_empty(), chunks) {
         (true, [Chunk::Shared { bytes, offset, len }]) => {
             let part = Shared(Arc::clone(bytes), *offset, *len);
             return Some(Bytes::from_owner(part));
         }
-        (_, []) => return Some(Bytes::copy_from_slice(tail)),
+        (_, []) => return Some(tail),
         _ => {}
     }
     let mut joined = BytesMut::with_capacity(total as usize);
-    joined.extend_from_slice(tail);
-    for chunk in &response.body {
+    joined.extend_from_slice(&tail);
+    for chunk in chunks {
         joined.extend_from_slice(memory(chunk));
     }
     Some(joined.freeze())
@@ -188,15 +187,13 @@ pub(super) struct Body {
 impl Body {
     /// The body's start that rode in the head, then its chunks; counts
     /// what went out in `sent.written`, for the log line.
-    async fn send_all(&mut self, sent: &mut Sent, head_len: usize) -> io::Result<()> {
-        let response = &sent.response;
-        let tail = &response.head[head_len..];
+    async fn send_all(&mut self, sent: &mut Sent, tail: Bytes) -> io::Result<()> {
         let mut written = 0;
         let result = async {
             if !tail.is_empty() {
-                written += self.data(Bytes::copy_from_slice(tail)).await?;
+                written += self.data(tail).await?;
             }
-            for chunk in &response.body {
+            for chunk in &sent.response.body {
                 match chunk {
                     Chunk::File { file, offset, len } => {
                         written += self.file(file, *offset, *len).await?;
