@@ -351,6 +351,9 @@ fn no_http2_speaks_http1_only(mode: Mode) {
         assert_eq!(resp.status, 505, "{resp:#?}");
     }
     assert_eq!(server.client_http1().get("/small.txt").body, b"hello, h2\n");
+    // The harness's clients know: HTTP/1.1 to this server even under STATICD_TEST_H2=1.
+    assert!(!server.is_h2());
+    assert_eq!(server.get("/small.txt").version, hyper::Version::HTTP_11);
 }
 
 fn the_preface_alone_then_close_is_harmless(mode: Mode) {

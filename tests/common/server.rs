@@ -163,6 +163,12 @@ impl Builder {
         cmd
     }
 
+    /// Whether the server will speak HTTP/2: not with `--io-uring` or `--no-http2`.
+    fn speaks_h2(&self) -> bool {
+        let io_uring = self.mode == Mode::Standalone && (self.io_uring || io_uring_from_env());
+        !io_uring && !self.args.iter().any(|a| a == "--no-http2")
+    }
+
     pub fn start(self) -> Server {
         match self.mode {
             Mode::Standalone => self.start_standalone(),
@@ -222,6 +228,7 @@ impl Builder {
         Server {
             mode: Mode::Standalone,
             addrs,
+            h2: h2_from_env() && self.speaks_h2(),
             tls,
             stderr,
             standalone: Some(child),
@@ -232,6 +239,7 @@ impl Builder {
     fn start_inetd(self) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind test listener");
         let tls = self.client_tls();
+        let h2 = h2_from_env() && self.speaks_h2();
         let addr = listener.local_addr().unwrap();
         let stderr = Lines::default();
         let children: Arc<Mutex<Vec<ChildGuard>>> = Arc::default();
@@ -254,6 +262,7 @@ impl Builder {
         Server {
             mode: Mode::Inetd,
             addrs: vec![addr],
+            h2,
             tls,
             stderr,
             standalone: None,
@@ -304,6 +313,9 @@ impl Drop for Acceptor {
 pub struct Server {
     pub mode: Mode,
     addrs: Vec<SocketAddr>,
+    /// Whether the harness's hyper clients speak HTTP/2 to it (STATICD_TEST_H2=1, and the
+    /// server speaks it).
+    h2: bool,
     tls: Option<TlsClient>,
     stderr: Lines,
     standalone: Option<ChildGuard>,
@@ -347,12 +359,16 @@ impl Server {
 
     /// How to reach the server (address, TLS), to hand to other threads.
     pub fn connector(&self) -> Connector {
-        Connector::new(self.addr(), self.tls.clone())
+        self.connector_to(self.addr())
     }
 
     /// [`Server::connector`] for another of its addresses.
     pub fn connector_to(&self, addr: SocketAddr) -> Connector {
-        Connector::new(addr, self.tls.clone())
+        let mut connector = Connector::new(addr, self.tls.clone());
+        if !self.h2 {
+            connector.proto = Proto::Http1;
+        }
+        connector
     }
 
     /// `http://ADDR/path`, or `https://ADDR/path` over TLS.
@@ -388,9 +404,10 @@ impl Server {
     }
 
     /// Whether [`Server::client`] (and so [`Server::get`] and [`Server::exchange`]) speaks
-    /// HTTP/2.
+    /// HTTP/2: under STATICD_TEST_H2=1, to a server that speaks it (not `--io-uring`, not
+    /// `--no-http2`).
     pub fn is_h2(&self) -> bool {
-        h2_from_env()
+        self.h2
     }
 
     /// How the access log names the version of a request from [`Server::client`] or
