@@ -15,11 +15,12 @@ fn site() -> Docroot {
     root
 }
 
-/// `curl -sv --max-time 10 ARGS`, trusting the test root CA for `https://` URLs (a
-/// server under STATICD_TEST_TLS=1).
+/// `curl -sv --max-time 10 --http1.1 ARGS`, trusting the test root CA for `https://` URLs
+/// (a server under STATICD_TEST_TLS=1). HTTP/1.1 even over TLS, where curl would choose
+/// h2 by ALPN: these checks read HTTP/1.1's trace; tests/http2_tools.rs has curl's h2.
 fn curl(curl: &Path, args: &[&str]) -> Output {
     let mut cmd = Command::new(curl);
-    cmd.args(["-sv", "--max-time", "10"]);
+    cmd.args(["-sv", "--max-time", "10", "--http1.1"]);
     if args.iter().any(|a| a.starts_with("https://")) {
         cmd.arg("--cacert").arg(Pki::shared().root_file());
     }

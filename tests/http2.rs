@@ -1,20 +1,25 @@
-//! HTTP/2 with prior knowledge (h2c) on the standalone event loop, through
-//! hyper's HTTP/2 client: the same answers as over HTTP/1.1.
-//!
-//! A first step of issue 11: these tests are not yet parametrised over
-//! HTTP/1.1 and h2, nor run in inetd mode or over TLS (ALPN).
+//! HTTP/2 itself, through hyper's HTTP/2 client, in both modes: h2c with prior knowledge
+//! in cleartext and, under STATICD_TEST_TLS=1, ALPN `h2` over TLS (the harness's client
+//! offers `h2` and `http/1.1` and insists on `h2`). What HTTP/2 shares with HTTP/1.1 is
+//! tested by the other files under STATICD_TEST_H2=1 (see `.ci/run`); this file tests
+//! what only HTTP/2 has: streams on one connection, the protocol in the log and CGI,
+//! SETTINGS, `--no-http2` and `--h2-max-streams`, and the harness's switch itself.
+
+#![cfg(feature = "http2")]
 
 #[macro_use]
 mod common;
 
 use common::*;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::Full;
 use hyper::body::Bytes;
-use hyper::client::conn::http2;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use std::time::Duration;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
 
 const LARGE: usize = 3 * 1024 * 1024 + 17;
+
+/// The client preface of RFC 9113 §3.4, then an empty SETTINGS frame.
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
 
 fn site() -> (Docroot, Vec<u8>) {
     let root = Docroot::new();
@@ -24,106 +29,38 @@ fn site() -> (Docroot, Vec<u8>) {
     (root, large)
 }
 
-fn server(root: &Docroot) -> Server {
-    Server::builder(Mode::Standalone, root.path())
-        .plain()
+fn server(mode: Mode, root: &Docroot) -> Server {
+    Server::builder(mode, root.path())
         .log_format("common")
         .start()
 }
 
-/// An h2c connection with prior knowledge, driven on its own runtime.
-struct H2 {
-    rt: tokio::runtime::Runtime,
-    send: http2::SendRequest<Empty<Bytes>>,
-    base: String,
+/// An HTTP/2 connection whatever STATICD_TEST_H2 says.
+fn h2(server: &Server) -> Client {
+    server.connector().client_proto(Proto::Http2)
 }
 
-struct Answer {
-    status: u16,
-    version: hyper::Version,
-    headers: hyper::HeaderMap,
-    body: Vec<u8>,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-}
-
-impl H2 {
-    fn connect(server: &Server) -> H2 {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let addr = server.addr();
-        let send = rt.block_on(async move {
-            let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-            let (send, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
-                .await
-                .expect("h2 handshake");
-            tokio::spawn(conn);
-            send
-        });
-        H2 {
-            rt,
-            send,
-            base: format!("http://{addr}"),
-        }
-    }
-
-    fn request(&mut self, method: &str, path: &str, headers: &[(&str, &str)]) -> Answer {
-        let send = self.send.clone();
-        let req = build(method, &format!("{}{path}", self.base), headers);
-        self.rt.block_on(fetch(send, req))
-    }
-
-    fn get(&mut self, path: &str) -> Answer {
-        self.request("GET", path, &[])
-    }
-}
-
-fn build(method: &str, uri: &str, headers: &[(&str, &str)]) -> hyper::Request<Empty<Bytes>> {
-    let mut b = hyper::Request::builder().method(method).uri(uri);
+fn build(method: &str, path: &str, headers: &[(&str, &str)]) -> hyper::Request<Full<Bytes>> {
+    let mut b = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "test");
     for (name, value) in headers {
         b = b.header(*name, *value);
     }
-    b.body(Empty::new()).unwrap()
+    b.body(Full::new(Bytes::new())).unwrap()
 }
 
-async fn fetch(
-    mut send: http2::SendRequest<Empty<Bytes>>,
-    req: hyper::Request<Empty<Bytes>>,
-) -> Answer {
-    let exchange = async move {
-        send.ready().await.expect("connection ready");
-        let resp = send.send_request(req).await.expect("response");
-        let (parts, body) = resp.into_parts();
-        let body = body.collect().await.expect("body").to_bytes().to_vec();
-        Answer {
-            status: parts.status.as_u16(),
-            version: parts.version,
-            headers: parts.headers,
-            body,
-        }
-    };
-    tokio::time::timeout(IO_TIMEOUT, exchange)
-        .await
-        .expect("h2 exchange timed out")
-}
-
-#[test]
-fn get_small_and_large_files() {
+fn get_small_and_large_files(mode: Mode) {
     let (root, large) = site();
-    let server = server(&root);
-    let mut h2 = H2::connect(&server);
+    let server = server(mode, &root);
+    let mut h2 = h2(&server);
     let small = h2.get("/small.txt");
     assert_eq!(small.status, 200);
     assert_eq!(small.version, hyper::Version::HTTP_2);
     assert_eq!(small.body, b"hello, h2\n");
     assert_eq!(small.header("content-length"), Some("10"));
-    assert!(small.headers.get("connection").is_none());
+    assert_no_connection_fields(&small);
     assert!(small.header("etag").is_some());
     let big = h2.get("/large.bin");
     assert_eq!(big.status, 200);
@@ -133,17 +70,25 @@ fn get_small_and_large_files() {
     );
     assert!(big.body == large, "large body differs");
     // The same answer as over HTTP/1.1, field for field but Date.
-    let h1 = server.get("/large.bin");
-    assert_eq!(h1.header("etag"), big.header("etag"));
-    assert_eq!(h1.header("last-modified"), big.header("last-modified"));
-    assert_eq!(h1.header("content-type"), big.header("content-type"));
+    let h1 = server.client_http1().get("/large.bin");
+    assert_eq!(h1.version, hyper::Version::HTTP_11);
+    let fields = |r: &HResponse| {
+        let mut f: Vec<(String, String)> = r
+            .headers
+            .iter()
+            .filter(|(n, _)| n.as_str() != "date")
+            .map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_string()))
+            .collect();
+        f.sort();
+        f
+    };
+    assert_eq!(fields(&h1), fields(&big));
 }
 
-#[test]
-fn head_has_the_fields_and_no_body() {
+fn head_has_the_fields_and_no_body(mode: Mode) {
     let (root, _) = site();
-    let server = server(&root);
-    let mut h2 = H2::connect(&server);
+    let server = server(mode, &root);
+    let mut h2 = h2(&server);
     let head = h2.request("HEAD", "/large.bin", &[]);
     assert_eq!(head.status, 200);
     assert_eq!(
@@ -151,13 +96,14 @@ fn head_has_the_fields_and_no_body() {
         Some(LARGE.to_string().as_str())
     );
     assert!(head.body.is_empty());
+    // The connection goes on: the HEAD sent no DATA a later stream could trip over.
+    assert_eq!(h2.get("/small.txt").body, b"hello, h2\n");
 }
 
-#[test]
-fn range_is_206_with_content_range() {
+fn range_is_206_with_content_range(mode: Mode) {
     let (root, large) = site();
-    let server = server(&root);
-    let mut h2 = H2::connect(&server);
+    let server = server(mode, &root);
+    let mut h2 = h2(&server);
     let part = h2.request("GET", "/large.bin", &[("range", "bytes=100-199")]);
     assert_eq!(part.status, 206);
     let expected = format!("bytes 100-199/{LARGE}");
@@ -166,11 +112,10 @@ fn range_is_206_with_content_range() {
     assert!(part.body == large[100..200]);
 }
 
-#[test]
-fn if_none_match_is_304() {
+fn if_none_match_is_304(mode: Mode) {
     let (root, _) = site();
-    let server = server(&root);
-    let mut h2 = H2::connect(&server);
+    let server = server(mode, &root);
+    let mut h2 = h2(&server);
     let first = h2.get("/small.txt");
     let etag = first.header("etag").expect("etag").to_string();
     let again = h2.request("GET", "/small.txt", &[("if-none-match", &etag)]);
@@ -179,42 +124,34 @@ fn if_none_match_is_304() {
     assert_eq!(again.header("etag"), Some(etag.as_str()));
 }
 
-#[test]
-fn missing_file_is_404_with_the_error_page() {
+fn missing_file_is_404_with_the_error_page(mode: Mode) {
     let (root, _) = site();
-    let server = server(&root);
-    let mut h2 = H2::connect(&server);
-    let missing = h2.get("/nope.txt");
-    let h1 = server.get("/nope.txt");
-    assert_eq!(missing.status, 404);
+    let server = server(mode, &root);
+    let missing = h2(&server).get("/nope.txt");
+    let h1 = server.client_http1().get("/nope.txt");
+    assert_error_h(&missing, 404);
     assert_eq!(missing.body, h1.body);
     assert_eq!(missing.header("content-type"), h1.header("content-type"));
 }
 
-#[test]
-fn concurrent_streams_share_one_connection() {
+fn concurrent_streams_share_one_connection(mode: Mode) {
     let (root, large) = site();
-    let server = server(&root);
-    let h2 = H2::connect(&server);
-    let base = h2.base.clone();
-    let answers = h2.rt.block_on(async {
-        let mut set = tokio::task::JoinSet::new();
-        for i in 0..12 {
-            let path = if i % 3 == 0 {
+    let server = server(mode, &root);
+    let mut h2 = h2(&server);
+    let paths: Vec<&str> = (0..12)
+        .map(|i| {
+            if i % 3 == 0 {
                 "/large.bin"
             } else {
                 "/small.txt"
-            };
-            let req = build("GET", &format!("{base}{path}"), &[]);
-            let send = h2.send.clone();
-            set.spawn(async move { (path, fetch(send, req).await) });
-        }
-        set.join_all().await
-    });
+            }
+        })
+        .collect();
+    let answers = h2.send_all(paths.iter().map(|p| build("GET", p, &[])).collect());
     assert_eq!(answers.len(), 12);
-    for (path, a) in answers {
+    for (path, a) in paths.iter().zip(&answers) {
         assert_eq!(a.status, 200, "{path}");
-        match path {
+        match *path {
             "/large.bin" => assert!(a.body == large),
             _ => assert_eq!(a.body, b"hello, h2\n"),
         }
@@ -227,33 +164,219 @@ fn concurrent_streams_share_one_connection() {
     assert!(lines.iter().any(|l| l.contains(&large_line)), "{lines:#?}");
 }
 
-#[test]
-fn idle_connection_is_closed_after_the_keepalive_timeout() {
+fn idle_connection_is_closed_after_the_keepalive_timeout(mode: Mode) {
     let (root, _) = site();
-    let server = Server::builder(Mode::Standalone, root.path())
-        .plain()
+    let server = Server::builder(mode, root.path())
         .args(["--keepalive-timeout", "1", "--read-timeout", "30"])
         .start();
-    let mut h2 = H2::connect(&server);
+    let mut h2 = h2(&server);
     assert_eq!(h2.get("/small.txt").status, 200);
-    let send = h2.send.clone();
-    let closed = h2.rt.block_on(async move {
-        let deadline = tokio::time::Instant::now() + IO_TIMEOUT;
-        while !send.is_closed() && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        send.is_closed()
-    });
-    assert!(closed, "the idle h2 connection stayed open");
+    assert!(
+        h2.wait_closed(IO_TIMEOUT),
+        "the idle h2 connection stayed open"
+    );
+    if mode == Mode::Inetd {
+        let statuses = server.wait_inetd_exits(1);
+        assert!(statuses[0].success(), "{}", describe(statuses[0]));
+    }
 }
 
-#[test]
-fn http1_is_unchanged_on_the_same_port() {
+fn http1_is_unchanged_on_the_same_port(mode: Mode) {
     let (root, _) = site();
-    let server = server(&root);
-    let mut h2 = H2::connect(&server);
+    let server = server(mode, &root);
+    let mut h2 = h2(&server);
     assert_eq!(h2.get("/small.txt").status, 200);
-    let h1 = server.get("/small.txt");
+    let h1 = server.client_http1().get("/small.txt");
+    assert_eq!(h1.version, hyper::Version::HTTP_11);
     assert_eq!(h1.status, 200);
     assert_eq!(h1.body, b"hello, h2\n");
+    let raw = server
+        .connect()
+        .roundtrip(request("GET", "/small.txt", &[]));
+    assert_eq!(raw.version, "HTTP/1.1");
+    assert_eq!(raw.body, b"hello, h2\n");
 }
+
+/// STATICD_TEST_H2=1 switches the harness's own clients: `Server::get`, `Server::client`
+/// and `Server::exchange` speak HTTP/2 then, HTTP/1.1 otherwise. Raw `Conn`s never do.
+fn harness_clients_follow_staticd_test_h2(mode: Mode) {
+    let (root, _) = site();
+    let server = server(mode, &root);
+    let expected = if h2_from_env() {
+        hyper::Version::HTTP_2
+    } else {
+        hyper::Version::HTTP_11
+    };
+    assert_eq!(server.is_h2(), h2_from_env());
+    assert_eq!(server.get("/small.txt").version, expected);
+    assert_eq!(server.client().get("/small.txt").version, expected);
+    let exchanged = server.exchange(request("GET", "/small.txt", &[]));
+    assert_eq!(exchanged.version, format!("{expected:?}"));
+    assert_eq!(exchanged.body, b"hello, h2\n");
+    let version = server.log_version();
+    server
+        .stderr()
+        .wait_line(|l| l.contains(&format!("\"GET /small.txt {version}\" 200 10")));
+}
+
+fn cgi_script_sees_http2(mode: Mode) {
+    let root = Docroot::new();
+    let script = root.file(
+        "env.cgi",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\nexec /usr/bin/env\n",
+    );
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    let server = Server::builder(mode, root.path()).arg("--cgi").start();
+    let mut client = h2(&server);
+    let resp = client.request("GET", "/env.cgi?q=1", &[("x-custom", "hi")]);
+    assert_eq!(resp.status, 200, "{resp:#?}");
+    let env = resp.body_str();
+    // As over HTTP/1.1 (tests/cgi.rs): the client's port, and without a port in the
+    // Host (`:authority` here) the port the client connected to.
+    let remote_port = format!("REMOTE_PORT={}", client.local_addr().port());
+    let server_port = format!("SERVER_PORT={}", server.addr().port());
+    let https = if server.is_tls() {
+        "HTTPS=on"
+    } else {
+        "SERVER_NAME=test"
+    };
+    for line in [
+        "SERVER_PROTOCOL=HTTP/2.0",
+        "REQUEST_METHOD=GET",
+        "QUERY_STRING=q=1",
+        "HTTP_HOST=test",
+        "HTTP_X_CUSTOM=hi",
+        "REMOTE_ADDR=127.0.0.1",
+        https,
+        &remote_port,
+        &server_port,
+    ] {
+        assert!(env.lines().any(|l| l == line), "no {line} in:\n{env}");
+    }
+}
+
+// --- raw frames: SETTINGS, --h2-max-streams, --no-http2 ---------------------------------
+
+/// A raw connection for HTTP/2 bytes: over TLS it offers only `h2` in ALPN.
+fn raw_h2(server: &Server) -> Conn {
+    let connector = server.connector();
+    let tcp = connector.tcp();
+    match &connector.tls {
+        None => Conn::new(tcp),
+        Some(tls) => {
+            let mut offering = tls.offering_h2();
+            let mut config = (*offering.config).clone();
+            config.alpn_protocols = vec![b"h2".to_vec()];
+            offering.config = std::sync::Arc::new(config);
+            Conn::from_stream(Stream::tls(tcp, &offering))
+        }
+    }
+}
+
+/// Sends the preface and reads frames up to the server's first SETTINGS frame; returns
+/// its parameters.
+fn server_settings(conn: &mut Conn) -> Vec<(u16, u32)> {
+    conn.send(PREFACE);
+    loop {
+        let header = conn.take_exact(9);
+        let len =
+            usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
+        let (kind, flags) = (header[3], header[4]);
+        let payload = conn.take_exact(len);
+        if kind == 4 && flags & 1 == 0 {
+            return payload
+                .chunks(6)
+                .map(|p| {
+                    (
+                        u16::from_be_bytes([p[0], p[1]]),
+                        u32::from_be_bytes([p[2], p[3], p[4], p[5]]),
+                    )
+                })
+                .collect();
+        }
+    }
+}
+
+const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 3;
+
+fn settings_announce_the_stream_limit(mode: Mode) {
+    let (root, _) = site();
+    let server = server(mode, &root);
+    let settings = server_settings(&mut raw_h2(&server));
+    assert!(
+        settings.contains(&(SETTINGS_MAX_CONCURRENT_STREAMS, 128)),
+        "the default limit is 128 streams: {settings:?}"
+    );
+    let limited = Server::builder(mode, root.path())
+        .args(["--h2-max-streams", "3"])
+        .start();
+    let settings = server_settings(&mut raw_h2(&limited));
+    assert!(
+        settings.contains(&(SETTINGS_MAX_CONCURRENT_STREAMS, 3)),
+        "--h2-max-streams 3: {settings:?}"
+    );
+    // More streams than that at once still all get answered: hyper waits for a slot,
+    // once it has the server's SETTINGS (a first exchange makes sure: streams opened
+    // before them may be refused, as RFC 9113 §5.1.2 allows).
+    let mut h2 = h2(&limited);
+    assert_eq!(h2.get("/small.txt").status, 200);
+    let answers = h2.send_all((0..10).map(|_| build("GET", "/small.txt", &[])).collect());
+    assert!(answers.iter().all(|a| a.status == 200), "{answers:#?}");
+}
+
+fn no_http2_speaks_http1_only(mode: Mode) {
+    let (root, _) = site();
+    let server = Server::builder(mode, root.path()).arg("--no-http2").start();
+    if server.is_tls() {
+        // ALPN: h2 is not offered back, so hyper's h2-insisting client gives up, and a
+        // client offering h2 and http/1.1 gets http/1.1.
+        let mut both = Conn::from_stream(Stream::tls(
+            server.connector().tcp(),
+            &server.connector().tls.unwrap().offering_h2(),
+        ));
+        both.handshake().expect("TLS handshake");
+        assert_eq!(
+            both.tls().unwrap().alpn_protocol(),
+            Some(&b"http/1.1"[..]),
+            "--no-http2 must not choose h2"
+        );
+        let resp = both.roundtrip(request("GET", "/small.txt", &[]));
+        assert_eq!(resp.version, "HTTP/1.1");
+        assert_eq!(resp.body, b"hello, h2\n");
+    } else {
+        // The preface is an HTTP/1.1 request line with version HTTP/2.0: 505.
+        let mut conn = server.connect();
+        conn.send(PREFACE);
+        let resp = conn.read_head();
+        assert_eq!(resp.status, 505, "{resp:#?}");
+    }
+    assert_eq!(server.client_http1().get("/small.txt").body, b"hello, h2\n");
+    // The harness's clients know: HTTP/1.1 to this server even under STATICD_TEST_H2=1.
+    assert!(!server.is_h2());
+    assert_eq!(server.get("/small.txt").version, hyper::Version::HTTP_11);
+}
+
+fn the_preface_alone_then_close_is_harmless(mode: Mode) {
+    let (root, _) = site();
+    let mut server = server(mode, &root);
+    let mut conn = raw_h2(&server);
+    conn.send(PREFACE);
+    drop(conn);
+    server.assert_survived("/small.txt");
+}
+
+both_modes!(
+    get_small_and_large_files,
+    head_has_the_fields_and_no_body,
+    range_is_206_with_content_range,
+    if_none_match_is_304,
+    missing_file_is_404_with_the_error_page,
+    concurrent_streams_share_one_connection,
+    idle_connection_is_closed_after_the_keepalive_timeout,
+    http1_is_unchanged_on_the_same_port,
+    harness_clients_follow_staticd_test_h2,
+    cgi_script_sees_http2,
+    settings_announce_the_stream_limit,
+    no_http2_speaks_http1_only,
+    the_preface_alone_then_close_is_harmless,
+);

@@ -35,10 +35,10 @@ fn client_ip(mode: Mode) -> &'static str {
     }
 }
 
-/// Sends one raw request, checks the status, and returns the response and the first
-/// access-log line that contains `marker`.
+/// Sends one request (over HTTP/2 under STATICD_TEST_H2=1), checks the status, and
+/// returns the response and the first access-log line that contains `marker`.
 fn logged(server: &Server, raw: &str, status: u16, marker: &str) -> (Response, String) {
-    let resp = server.connect().roundtrip(raw);
+    let resp = server.exchange(raw);
     assert_eq!(resp.status, status, "{resp:#?}");
     let line = server
         .stderr()
@@ -141,9 +141,10 @@ fn combined_line_has_quoted_referer_and_agent(mode: Mode) {
     );
     let (ip, rest) = split_common(&line);
     assert_eq!(ip, client_ip(mode));
+    let version = server.log_version();
     assert_eq!(
         rest,
-        format!("\"GET /a.txt HTTP/1.1\" 200 6 \"http://ref.test/x\" \"{AGENT}\"")
+        format!("\"GET /a.txt {version}\" 200 6 \"http://ref.test/x\" \"{AGENT}\"")
     );
 }
 
@@ -158,7 +159,8 @@ fn combined_line_without_referer_and_agent_has_dashes(mode: Mode) {
     );
     let (ip, rest) = split_common(&line);
     assert_eq!(ip, client_ip(mode));
-    assert_eq!(rest, "\"GET /a.txt HTTP/1.1\" 200 6 \"-\" \"-\"");
+    let version = server.log_version();
+    assert_eq!(rest, format!("\"GET /a.txt {version}\" 200 6 \"-\" \"-\""));
 }
 
 both_modes!(

@@ -6,7 +6,8 @@
 //!   as both stdin and stdout, the way tcpserver does it). Either way it has an address
 //!   to connect to, so behavioural tests run unchanged against both modes.
 //! * [`Conn`] is a raw TCP client with a strict little response reader; [`Client`] wraps
-//!   hyper's HTTP/1 client connection behind a blocking API.
+//!   hyper's HTTP/1 or HTTP/2 client connection behind a blocking API
+//!   (HTTP/2 under STATICD_TEST_H2=1).
 //! * Over TLS: [`Pki`] makes certificates (rcgen) and rustls client configurations;
 //!   [`Stream`] is plain TCP or rustls over TCP, under both [`Conn`] and the helpers
 //!   that hand out connections ([`Server::connect`], [`Server::client`], a
@@ -37,7 +38,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 
 /// Upper bound for any single wait in the tests (a read, a process start, an exit).

@@ -163,6 +163,12 @@ impl Builder {
         cmd
     }
 
+    /// Whether the server will speak HTTP/2: not with `--io-uring` or `--no-http2`.
+    fn speaks_h2(&self) -> bool {
+        let io_uring = self.mode == Mode::Standalone && (self.io_uring || io_uring_from_env());
+        !io_uring && !self.args.iter().any(|a| a == "--no-http2")
+    }
+
     pub fn start(self) -> Server {
         match self.mode {
             Mode::Standalone => self.start_standalone(),
@@ -222,6 +228,7 @@ impl Builder {
         Server {
             mode: Mode::Standalone,
             addrs,
+            h2: h2_from_env() && self.speaks_h2(),
             tls,
             stderr,
             standalone: Some(child),
@@ -232,6 +239,7 @@ impl Builder {
     fn start_inetd(self) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind test listener");
         let tls = self.client_tls();
+        let h2 = h2_from_env() && self.speaks_h2();
         let addr = listener.local_addr().unwrap();
         let stderr = Lines::default();
         let children: Arc<Mutex<Vec<ChildGuard>>> = Arc::default();
@@ -254,6 +262,7 @@ impl Builder {
         Server {
             mode: Mode::Inetd,
             addrs: vec![addr],
+            h2,
             tls,
             stderr,
             standalone: None,
@@ -304,6 +313,9 @@ impl Drop for Acceptor {
 pub struct Server {
     pub mode: Mode,
     addrs: Vec<SocketAddr>,
+    /// Whether the harness's hyper clients speak HTTP/2 to it (STATICD_TEST_H2=1, and the
+    /// server speaks it).
+    h2: bool,
     tls: Option<TlsClient>,
     stderr: Lines,
     standalone: Option<ChildGuard>,
@@ -347,12 +359,16 @@ impl Server {
 
     /// How to reach the server (address, TLS), to hand to other threads.
     pub fn connector(&self) -> Connector {
-        Connector::new(self.addr(), self.tls.clone())
+        self.connector_to(self.addr())
     }
 
     /// [`Server::connector`] for another of its addresses.
     pub fn connector_to(&self, addr: SocketAddr) -> Connector {
-        Connector::new(addr, self.tls.clone())
+        let mut connector = Connector::new(addr, self.tls.clone());
+        if !self.h2 {
+            connector.proto = Proto::Http1;
+        }
+        connector
     }
 
     /// `http://ADDR/path`, or `https://ADDR/path` over TLS.
@@ -374,9 +390,34 @@ impl Server {
         self.connector().connect_from(source)
     }
 
-    /// A hyper client connection (over TLS to a TLS server).
+    /// A hyper client connection (over TLS to a TLS server); HTTP/2 under
+    /// STATICD_TEST_H2=1.
     pub fn client(&self) -> Client {
         self.connector().client()
+    }
+
+    /// A hyper HTTP/1.1 client connection even under STATICD_TEST_H2=1: for checks of
+    /// what only HTTP/1.1 has (reason phrases, `Connection`, persistence rules). Say why
+    /// where it is used.
+    pub fn client_http1(&self) -> Client {
+        self.connector().client_proto(Proto::Http1)
+    }
+
+    /// Whether [`Server::client`] (and so [`Server::get`] and [`Server::exchange`]) speaks
+    /// HTTP/2: under STATICD_TEST_H2=1, to a server that speaks it (not `--io-uring`, not
+    /// `--no-http2`).
+    pub fn is_h2(&self) -> bool {
+        self.h2
+    }
+
+    /// How the access log names the version of a request from [`Server::client`] or
+    /// [`Server::exchange`]: `HTTP/2.0` under STATICD_TEST_H2=1, else `HTTP/1.1`.
+    pub fn log_version(&self) -> &'static str {
+        if self.is_h2() {
+            "HTTP/2.0"
+        } else {
+            "HTTP/1.1"
+        }
     }
 
     /// One request on a fresh hyper connection.
@@ -386,6 +427,21 @@ impl Server {
 
     pub fn get(&self, path: &str) -> HResponse {
         self.request("GET", path, &[])
+    }
+
+    /// One request, written as HTTP/1.1 text (e.g. by [`request`]), on a fresh
+    /// connection: for tests of what a request means rather than of HTTP/1.1's framing.
+    /// It goes as those bytes on a raw [`Conn`]; under STATICD_TEST_H2=1 an HTTP/1.1
+    /// request goes over HTTP/2 instead ([`to_h2_request`]), and the answer comes back
+    /// as a [`Response`] whose `version` is `HTTP/2.0`.
+    pub fn exchange(&self, raw: impl AsRef<[u8]>) -> Response {
+        let raw = raw.as_ref();
+        if self.is_h2() {
+            if let Some(req) = to_h2_request(raw) {
+                return self.client().send(req).to_raw();
+            }
+        }
+        self.connect().roundtrip(raw)
     }
 
     /// The standalone process. Panics in inetd mode.

@@ -192,11 +192,17 @@ impl Write for Stream {
 pub struct Connector {
     pub addr: SocketAddr,
     pub tls: Option<TlsClient>,
+    /// What [`Connector::client`] speaks.
+    pub proto: Proto,
 }
 
 impl Connector {
     pub fn new(addr: SocketAddr, tls: Option<TlsClient>) -> Connector {
-        Connector { addr, tls }
+        Connector {
+            addr,
+            tls,
+            proto: Proto::from_env(),
+        }
     }
 
     pub fn is_tls(&self) -> bool {
@@ -229,9 +235,15 @@ impl Connector {
         Conn::from_stream(self.wrap(connect_from(source, self.addr)))
     }
 
-    /// A hyper client connection.
+    /// A hyper client connection: HTTP/2 under STATICD_TEST_H2=1 (unless the server does
+    /// not speak it), else HTTP/1.1.
     pub fn client(&self) -> Client {
-        Client::connect(self.tcp(), self.tls.as_ref())
+        self.client_proto(self.proto)
+    }
+
+    /// A hyper client connection speaking `proto`, whatever STATICD_TEST_H2 says.
+    pub fn client_proto(&self, proto: Proto) -> Client {
+        Client::connect_proto(self.tcp(), self.tls.as_ref(), proto)
     }
 
     /// `http://ADDR/path`, or `https://` over TLS.

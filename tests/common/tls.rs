@@ -299,6 +299,16 @@ impl TlsClient {
         TlsClient::new(Pki::shared().client_config(), "localhost")
     }
 
+    /// The same client offering `h2` before `http/1.1` in ALPN, as curl does.
+    pub fn offering_h2(&self) -> TlsClient {
+        let mut config = (*self.config).clone();
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        TlsClient {
+            config: Arc::new(config),
+            name: self.name.clone(),
+        }
+    }
+
     pub fn connection(&self) -> rustls::ClientConnection {
         let mut conn = rustls::ClientConnection::new(self.config.clone(), self.name.clone())
             .expect("start a TLS client connection");
