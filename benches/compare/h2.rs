@@ -69,6 +69,18 @@ fn runtime() -> io::Result<Runtime> {
         .build()
 }
 
+/// A hyper error with its causes ("http2 error: ...: connection reset").
+fn hyper_error(e: hyper::Error) -> io::Error {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    io::Error::other(text)
+}
+
 fn timed_out(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::TimedOut, format!("{what} timed out"))
 }
@@ -104,7 +116,7 @@ where
     let (send, conn) = tokio::time::timeout(TIMEOUT, builder.handshake(TokioIo::new(io)))
         .await
         .map_err(|_| timed_out("HTTP/2 handshake"))?
-        .map_err(io::Error::other)?;
+        .map_err(hyper_error)?;
     let task = tokio::spawn(async move {
         let _ = conn.await;
     });
@@ -139,7 +151,8 @@ async fn connect(
         tokio_rustls::TlsConnector::from(config.clone()).connect(name, tcp),
     )
     .await
-    .map_err(|_| timed_out("TLS handshake"))??;
+    .map_err(|_| timed_out("TLS handshake"))?
+    .map_err(|e| io::Error::other(format!("TLS handshake offering ALPN h2 only: {e}")))?;
     let c = stream.get_ref().1;
     match c.alpn_protocol() {
         Some(b"h2") => {}
@@ -172,7 +185,7 @@ pub fn get(url: &str, tls: Option<&Arc<ClientConfig>>) -> io::Result<(Fetched, S
                 .send
                 .send_request(request(url)?)
                 .await
-                .map_err(io::Error::other)?;
+                .map_err(hyper_error)?;
             let status = response.status().as_u16();
             let content_length = response
                 .headers()
@@ -182,7 +195,7 @@ pub fn get(url: &str, tls: Option<&Arc<ClientConfig>>) -> io::Result<(Fetched, S
                 .into_body()
                 .collect()
                 .await
-                .map_err(io::Error::other)?
+                .map_err(hyper_error)?
                 .to_bytes()
                 .to_vec();
             Ok::<_, io::Error>(Fetched {
@@ -224,7 +237,7 @@ async fn open_streams(
             Ok(Ok(r)) => {
                 return Err(io::Error::other(format!("status {}", r.status())));
             }
-            Ok(Err(e)) => return Err(io::Error::other(e)),
+            Ok(Err(e)) => return Err(hyper_error(e)),
             Err(_) if probing => break,
             Err(_) => {
                 return Err(timed_out(&format!(
@@ -299,9 +312,9 @@ pub fn measure(server: &mut Server, size: u64, n: u32, streams: u32) -> IdleMemo
     r.answered = open.len() as u32;
     // Idle, with the client's connection tasks running (SETTINGS acks,
     // PINGs, whatever the server sends).
-    rt.block_on(tokio::time::sleep(idle::IDLE_WAIT));
+    rt.block_on(async { tokio::time::sleep(idle::IDLE_WAIT).await });
     (r.rss_after_kib, r.pss_after_kib) = idle::steady_memory(pid);
-    rt.block_on(tokio::time::sleep(Duration::from_millis(20)));
+    rt.block_on(async { tokio::time::sleep(Duration::from_millis(20)).await });
     r.still_open = open.iter().filter(|(c, _)| c.is_open()).count() as u32;
     r.divide();
     // The sockets reset as the runtime drops its tasks.
