@@ -51,6 +51,10 @@ pub struct IdleMemory {
     /// HTTP/2 only: the streams each connection holds open.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub streams: Option<u32>,
+    /// HTTP/2 only: response heads the server had sent, all connections
+    /// together (a server may hold a request without answering it yet).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heads: Option<u64>,
     /// Connections asked for.
     pub connections: u32,
     /// Connections that got their whole response.
@@ -81,6 +85,7 @@ impl IdleMemory {
             https: server.https(),
             proto: server.proto,
             streams: None,
+            heads: None,
             connections,
             answered: 0,
             still_open: 0,

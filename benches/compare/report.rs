@@ -155,8 +155,8 @@ impl Report {
         out
     }
 
-    /// Every server once, in the order they were started (a server with an
-    /// HTTPS instance has two descriptions).
+    /// Every server once, in table order (staticd first; a server with an
+    /// HTTPS or HTTP/2 instance has more than one description).
     fn server_names(&self) -> Vec<String> {
         let mut names: Vec<String> = Vec::new();
         for s in &self.servers {
@@ -164,6 +164,7 @@ impl Report {
                 names.push(s.name.clone());
             }
         }
+        names.sort_by_key(|n| crate::servers::ALL.iter().position(|k| k.name() == n));
         names
     }
 
@@ -636,6 +637,7 @@ fn idle_rows(out: &mut String, records: &[&IdleMemory]) {
     .to_vec();
     if streams {
         header.insert(4, "streams each".into());
+        header.insert(5, "heads in each".into());
     }
     let mut notes = Vec::new();
     let rows: Vec<Vec<String>> = records
@@ -657,6 +659,13 @@ fn idle_rows(out: &mut String, records: &[&IdleMemory]) {
             ];
             if streams {
                 row.insert(4, r.streams.map_or("-".into(), |n| n.to_string()));
+                row.insert(
+                    5,
+                    match (r.heads, r.answered) {
+                        (Some(h), a) if a > 0 => format!("{:.1}", h as f64 / f64::from(a)),
+                        _ => "-".into(),
+                    },
+                );
             }
             row
         })
