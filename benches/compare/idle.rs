@@ -55,6 +55,10 @@ pub struct IdleMemory {
     /// together (a server may hold a request without answering it yet).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub heads: Option<u64>,
+    /// HTTP/2 only: DATA bytes the server had sent, all connections
+    /// together (at most 65,535 per connection: the client's window).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window_bytes: Option<u64>,
     /// Connections asked for.
     pub connections: u32,
     /// Connections that got their whole response.
@@ -86,6 +90,7 @@ impl IdleMemory {
             proto: server.proto,
             streams: None,
             heads: None,
+            window_bytes: None,
             connections,
             answered: 0,
             still_open: 0,

@@ -638,6 +638,7 @@ fn idle_rows(out: &mut String, records: &[&IdleMemory]) {
     if streams {
         header.insert(4, "streams each".into());
         header.insert(5, "heads in each".into());
+        header.insert(6, "KiB sent each".into());
     }
     let mut notes = Vec::new();
     let rows: Vec<Vec<String>> = records
@@ -663,6 +664,13 @@ fn idle_rows(out: &mut String, records: &[&IdleMemory]) {
                     5,
                     match (r.heads, r.answered) {
                         (Some(h), a) if a > 0 => format!("{:.1}", h as f64 / f64::from(a)),
+                        _ => "-".into(),
+                    },
+                );
+                row.insert(
+                    6,
+                    match (r.window_bytes, r.answered) {
+                        (Some(b), a) if a > 0 => format!("{:.1}", b as f64 / 1024.0 / f64::from(a)),
                         _ => "-".into(),
                     },
                 );
