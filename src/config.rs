@@ -51,6 +51,22 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// HTTPS on the listeners (or stdin/stdout); None: cleartext.
     pub https: Option<Https>,
+    /// HTTP/2 (ALPN h2 over TLS, h2c with prior knowledge in cleartext);
+    /// None: HTTP/1.x only (`--no-http2`, or a build without it).
+    pub http2: Option<Http2>,
+}
+
+/// HTTP/2 settings (`--h2-max-streams`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Http2 {
+    /// Streams a client may have open at once on one connection.
+    pub max_streams: u32,
+}
+
+impl Default for Http2 {
+    fn default() -> Self {
+        Http2 { max_streams: 128 }
+    }
 }
 
 /// HTTPS settings (`--tls-*`, `--hsts`, `--redirect-http`).
@@ -94,6 +110,7 @@ impl Default for Config {
             max_connections: 1024,
             shutdown_grace: Duration::from_secs(10),
             https: None,
+            http2: None,
         }
     }
 }

@@ -126,6 +126,36 @@ struct Cli {
     #[cfg(feature = "tls")]
     #[command(flatten)]
     https: HttpsArgs,
+
+    #[cfg(feature = "http2")]
+    #[command(flatten)]
+    http2: Http2Args,
+}
+
+/// HTTP/2: on by default, over TLS (ALPN h2) and in cleartext for clients
+/// that open with the HTTP/2 preface (h2c with prior knowledge).
+#[cfg(feature = "http2")]
+#[derive(clap::Args, Debug)]
+#[command(next_help_heading = "HTTP/2")]
+#[group(skip)]
+struct Http2Args {
+    /// Speak HTTP/1.x only: no ALPN h2, and no h2c.
+    #[arg(long)]
+    no_http2: bool,
+
+    /// Streams a client may have open at once on one HTTP/2 connection.
+    #[arg(long, value_name = "N", default_value_t = 128, conflicts_with = "no_http2",
+          value_parser = clap::value_parser!(u32).range(1..=65536))]
+    h2_max_streams: u32,
+}
+
+#[cfg(feature = "http2")]
+impl Http2Args {
+    fn settings(&self) -> Option<staticd::config::Http2> {
+        (!self.no_http2).then_some(staticd::config::Http2 {
+            max_streams: self.h2_max_streams,
+        })
+    }
 }
 
 /// HTTPS: with a certificate, the listeners (or stdin/stdout in --inetd
@@ -248,6 +278,8 @@ impl Cli {
             no_sendfile: self.no_sendfile,
             #[cfg(feature = "tls")]
             https: self.https.settings(),
+            #[cfg(feature = "http2")]
+            http2: self.http2.settings(),
             ..defaults
         }
     }
@@ -280,7 +312,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    let cfg = cli.into_config();
+    let mut cfg = cli.into_config();
+    if cfg.io_uring {
+        // The io_uring transport speaks HTTP/1.x only (README).
+        cfg.http2 = None;
+    }
     if cfg.io_uring && cfg.https.is_some() {
         eprintln!("staticd: --io-uring does not serve HTTPS yet: leave out --io-uring or the --tls-* flags");
         return ExitCode::from(2);
@@ -389,7 +425,8 @@ fn run(cfg: Config, privileges: Privileges) -> Result<(), String> {
     let tls = match &cfg.https {
         Some(https) => {
             let mut warn = |w: String| eprintln!("staticd: warning: {w}");
-            Some(staticd::tls::Acceptor::new(https, &mut warn)?)
+            let h2 = cfg.http2.is_some();
+            Some(staticd::tls::Acceptor::new(https, h2, &mut warn)?)
         }
         None => None,
     };
@@ -399,15 +436,15 @@ fn run(cfg: Config, privileges: Privileges) -> Result<(), String> {
         #[cfg(feature = "tls")]
         tls: tls.map(Arc::new),
     };
+    let (cfg, site) = (Arc::new(cfg), Arc::new(site));
     let Some(bound) = bound else {
-        return serve::stdio::run(&cfg, &site, extras).map_err(|e| site::describe(&e));
+        return serve::stdio::run(cfg, site, extras).map_err(|e| site::describe(&e));
     };
     // The Unix socket files go when `_files` drops: once the workers stopped.
     let serve::listen::Bound {
         groups,
         files: _files,
     } = bound;
-    let (cfg, site) = (Arc::new(cfg), Arc::new(site));
     #[cfg(feature = "uring")]
     if cfg.io_uring {
         return serve::uring::run(cfg, site, groups).map_err(|e| site::describe(&e));

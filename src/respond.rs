@@ -199,7 +199,8 @@ pub fn cgi_head(job: &CgiJob, head: &CgiHead) -> (Vec<u8>, CgiFraming, bool) {
     let framing = match head.content_length {
         _ if no_body => CgiFraming::Empty,
         Some(n) => CgiFraming::Length(n),
-        None if req.minor_version >= 1 => CgiFraming::Chunked,
+        // An HTTP/2 stream's DATA frames end with the stream: no chunks.
+        None if req.minor_version >= 1 && !req.http2 => CgiFraming::Chunked,
         None => CgiFraming::UntilClose,
     };
     let close = job.force_close || !req.keep_alive || framing == CgiFraming::UntilClose;

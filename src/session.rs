@@ -212,25 +212,22 @@ impl Session {
                     Kind::ClearOnHttpsPort => respond::https_required(false),
                     _ => respond::refuse(e),
                 };
-                sent(cfg, self.kind, &self.client, None, response)
+                Step::Send(sent(cfg, self.kind, &self.client, None, response))
             }
             Parsed::Complete { request, head_len } => {
                 self.head_deadline = None;
                 self.served += 1;
-                let answer = match self.kind {
-                    Kind::Http | Kind::Https => respond::respond(site, &request, stopping),
-                    Kind::ClearOnHttpsPort => {
-                        Answer::Send(respond::https_required(request.method == Method::Head))
-                    }
-                    Kind::RedirectToHttps { port } => {
-                        Answer::Send(respond::redirect_to_https(&request, port, stopping))
-                    }
-                };
-                match answer {
+                match answer(self.kind, site, &request, stopping) {
                     Answer::Send(response) => {
                         self.skipper = BodySkipper::new(request.framing);
                         self.closing = response.close;
-                        let step = sent(cfg, self.kind, &self.client, Some(&request), response);
+                        let step = Step::Send(sent(
+                            cfg,
+                            self.kind,
+                            &self.client,
+                            Some(&request),
+                            response,
+                        ));
                         self.input.drain(..head_len);
                         step
                     }
@@ -265,13 +262,29 @@ impl Session {
 }
 
 /// The step that sends `response`, with its log line.
-fn sent(
+/// The answer to a request on a connection of this kind: the one place a
+/// parsed request is decided, whichever protocol carried it.
+pub fn answer(kind: Kind, site: &Site, request: &parse::Request, stopping: bool) -> Answer {
+    match kind {
+        Kind::Http | Kind::Https => respond::respond(site, request, stopping),
+        Kind::ClearOnHttpsPort => {
+            Answer::Send(respond::https_required(request.method == Method::Head))
+        }
+        Kind::RedirectToHttps { port } => {
+            Answer::Send(respond::redirect_to_https(request, port, stopping))
+        }
+    }
+}
+
+/// A decided response ready to go: HSTS added over HTTPS, and its log line
+/// made (written when the `Sent` drops).
+pub fn sent(
     cfg: &Config,
     kind: Kind,
     client: &str,
     request: Option<&parse::Request>,
     mut response: Response,
-) -> Step {
+) -> Sent {
     if kind == Kind::Https {
         add_hsts(cfg, &mut response.head);
     }
@@ -282,11 +295,11 @@ fn sent(
         body: response.body_range(),
     };
     let log_line = log::format(cfg.log_format, &entry, SystemTime::now());
-    Step::Send(Sent {
+    Sent {
         response,
         written: 0,
         log_line,
-    })
+    }
 }
 
 /// Strict-Transport-Security on an HTTPS response head, with `--hsts`.

@@ -257,12 +257,6 @@ pub fn peer_addr(fd: BorrowedFd<'_>) -> Option<SocketAddr> {
     SocketAddr::try_from(any).ok()
 }
 
-/// Whether `fd` is a Unix-domain socket (a proxy on this host at the other end).
-pub fn is_unix_socket(fd: BorrowedFd<'_>) -> bool {
-    rustix::net::getsockname(fd)
-        .is_ok_and(|a| a.address_family() == rustix::net::AddressFamily::UNIX)
-}
-
 /// A listening Unix-domain stream socket at `path`, with permissions
 /// `mode`. The file is made with that mode by bind(2) itself, under a umask
 /// set for the purpose: a chmod by path afterwards would follow a symlink

@@ -323,7 +323,9 @@ fn tools(program: &str, package: &str) -> Option<(PathBuf, PathBuf)> {
 fn curl(curl: &Path, ca: &Path, addr: SocketAddr, args: &[&str]) -> (Vec<u8>, String) {
     let ca = ca.to_str().unwrap();
     let resolve = format!("localhost:{}:127.0.0.1", addr.port());
-    let options = ["--cacert", ca, "--resolve", &resolve];
+    // HTTP/1.1: these tests are about TLS under it; curl over h2 is in
+    // tests/http2_tools.rs.
+    let options = ["--cacert", ca, "--resolve", &resolve, "--http1.1"];
     let mut cmd = Command::new(curl);
     cmd.args(["-sS", "-v", "--max-time", "10"]).args(options);
     for arg in args {
@@ -958,12 +960,18 @@ fn s_client_alpn(mode: Mode) {
     let server = tls_server(mode, &root, &pki.localhost(), &[]);
     let hs = |args: &[&str]| s_client(&openssl, &pki.ca(), server.addr(), &localhost_args(args));
 
-    for offer in ["http/1.1", "h2,http/1.1"] {
+    // HTTP/2 first when the client offers it, as the server prefers it.
+    for (offer, agreed) in [
+        ("http/1.1", "http/1.1"),
+        ("h2,http/1.1", "h2"),
+        ("http/1.1,h2", "h2"),
+        ("h2", "h2"),
+    ] {
         let h = hs(&["-alpn", offer]);
         h.assert_served();
         assert_eq!(
             h.line_starting("ALPN protocol: "),
-            Some("ALPN protocol: http/1.1"),
+            Some(format!("ALPN protocol: {agreed}").as_str()),
             "{}",
             h.show()
         );
@@ -976,9 +984,21 @@ fn s_client_alpn(mode: Mode) {
         none.show()
     );
     // Offering only protocols the server does not speak: RFC 7301 §3.2's alert.
-    for offer in ["h2", "h2,spdy/3"] {
+    for offer in ["spdy/3", "h3,spdy/3"] {
         hs(&["-alpn", offer]).assert_refused_with(&[NO_APPLICATION_PROTOCOL]);
     }
+    // With --no-http2, h2 is one of those.
+    let h1_only = tls_server(mode, &root, &pki.localhost(), &[OsStr::new("--no-http2")]);
+    let hs = |args: &[&str]| s_client(&openssl, &pki.ca(), h1_only.addr(), &localhost_args(args));
+    hs(&["-alpn", "h2"]).assert_refused_with(&[NO_APPLICATION_PROTOCOL]);
+    let h = hs(&["-alpn", "h2,http/1.1"]);
+    h.assert_served();
+    assert_eq!(
+        h.line_starting("ALPN protocol: "),
+        Some("ALPN protocol: http/1.1"),
+        "{}",
+        h.show()
+    );
 }
 
 /// A `--tls-dir` in certbot's layout, `DIR/<name>/fullchain.pem` and `privkey.pem`, for

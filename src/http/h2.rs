@@ -10,6 +10,7 @@
 
 use std::borrow::Cow;
 
+use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue, HOST};
 use http::{Method as H2Method, StatusCode, Uri};
 
@@ -79,6 +80,30 @@ pub fn request<'a>(
     Ok(out)
 }
 
+/// The request head as HTTP/1.1 text, for what reads a raw head (CGI's
+/// HTTP_* variables): the request line, `host` from `:authority`, and the
+/// fields as they came.
+pub fn request_head(request: &Request, headers: &HeaderMap) -> Vec<u8> {
+    let mut head = Vec::with_capacity(256);
+    head.extend_from_slice(request.method.as_str().as_bytes());
+    head.push(b' ');
+    head.extend_from_slice(request.target.as_bytes());
+    head.extend_from_slice(b" HTTP/1.1\r\n");
+    if let (Some(host), false) = (&request.host, headers.contains_key(HOST)) {
+        head.extend_from_slice(b"host: ");
+        head.extend_from_slice(host.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    for (name, value) in headers {
+        head.extend_from_slice(name.as_str().as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(value.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"\r\n");
+    head
+}
+
 /// A field value as text, as the HTTP/1.1 parser accepts it (UTF-8).
 fn text(value: &HeaderValue) -> Result<&str, ParseError> {
     std::str::from_utf8(value.as_bytes()).map_err(|_| ParseError::Malformed)
@@ -106,9 +131,11 @@ pub struct Head {
     pub len: usize,
 }
 
-/// Reads a response head rendered as HTTP/1.1 text (`respond` made it, so
-/// a failure is a bug, not the client's doing).
-pub fn response_head(bytes: &[u8]) -> Option<Head> {
+/// Reads a response head rendered as HTTP/1.1 text (`respond` or the CGI
+/// exchange made it, so a failure is a bug, not the client's doing); None
+/// too while the head is incomplete. The field values are slices of
+/// `bytes`, not copies.
+pub fn response_head(bytes: &Bytes) -> Option<Head> {
     let mut parsed = [httparse::EMPTY_HEADER; MAX_RESPONSE_FIELDS];
     let mut response = httparse::Response::new(&mut parsed);
     let len = match response.parse(bytes) {
@@ -123,7 +150,8 @@ pub fn response_head(bytes: &[u8]) -> Option<Head> {
         if CONNECTION_SPECIFIC.contains(&name.as_str()) {
             continue;
         }
-        fields.append(name, HeaderValue::from_bytes(field.value).ok()?);
+        let value = bytes.slice_ref(field.value);
+        fields.append(name, HeaderValue::from_maybe_shared(value).ok()?);
     }
     Some(Head {
         status,
@@ -175,9 +203,11 @@ mod tests {
 
     #[test]
     fn response_head_drops_connection_fields_and_finds_the_body() {
-        let head = b"HTTP/1.1 404 Not Found\r\nDate: x\r\nContent-Length: 3\r\n\
-            Connection: close\r\nKeep-Alive: timeout=5\r\nX-Custom: A\r\n\r\nabc";
-        let h = response_head(head).unwrap();
+        let head = Bytes::from_static(
+            b"HTTP/1.1 404 Not Found\r\nDate: x\r\nContent-Length: 3\r\n\
+            Connection: close\r\nKeep-Alive: timeout=5\r\nX-Custom: A\r\n\r\nabc",
+        );
+        let h = response_head(&head).unwrap();
         assert_eq!(h.status, StatusCode::NOT_FOUND);
         assert_eq!(&head[h.len..], b"abc");
         assert!(h.fields.get("connection").is_none());

@@ -44,11 +44,6 @@ pub struct ClientIo<'a> {
 }
 
 impl ClientIo<'_> {
-    /// Over TLS: HTTPS=on for the script, Strict-Transport-Security with `--hsts`.
-    fn https(&self) -> bool {
-        !matches!(*self.wire.borrow(), Wire::Clear)
-    }
-
     /// Writes `bytes` as they come (script output), waiting as needed.
     fn send_bytes(&self, bytes: Vec<u8>, cfg: &Config) -> (u64, std::io::Result<()>) {
         let mut wire = self.wire.borrow_mut();
@@ -103,6 +98,7 @@ pub fn run(
                     }
                     Answer::Cgi(mut next) => {
                         next.raw_head = std::mem::take(&mut job.raw_head);
+                        next.https = job.https;
                         job = next;
                     }
                 }
@@ -155,10 +151,10 @@ fn exchange(job: &CgiJob, io: ClientIo, input: &mut Vec<u8>, cfg: &Config, clien
         _ => None,
     };
     let (query, _) = split_query(&req.target);
-    let protocol = if req.minor_version == 0 {
-        "HTTP/1.0"
-    } else {
-        "HTTP/1.1"
+    let protocol = match (req.http2, req.minor_version) {
+        (true, _) => "HTTP/2.0",
+        (false, 0) => "HTTP/1.0",
+        (false, _) => "HTTP/1.1",
     };
     let params = CgiParams {
         script_path: &job.script.path,
@@ -171,9 +167,9 @@ fn exchange(job: &CgiJob, io: ClientIo, input: &mut Vec<u8>, cfg: &Config, clien
         content_length,
         server_name: &server_name,
         server_port,
-        remote_addr: remote_addr(io.input, client),
+        remote_addr: remote_addr(client),
         remote_port: sys::peer_addr(io.input).map(|a| a.port()),
-        https: io.https(),
+        https: job.https,
     };
     let script = match cgi::spawn(&params, cfg.cgi_timeout, permit) {
         Ok(s) => s,
@@ -399,7 +395,7 @@ impl<'a> Pump<'a> {
                     return Ok(Some(Ended::LocalRedirect(target.clone())));
                 }
                 let (mut head_bytes, framing, close) = respond::cgi_head(self.job, &head);
-                if self.io.https() {
+                if self.job.https {
                     crate::session::add_hsts(self.cfg, &mut head_bytes);
                 }
                 self.send(head_bytes)?;
@@ -605,8 +601,10 @@ fn server_identity(req: &Request, input: BorrowedFd<'_>) -> (String, u16) {
 /// IPv4 or IPv6 address and scripts parse it as one (allow lists, rate
 /// limits, logs), so `unix:`, the access log's word, would break them; and
 /// 127.0.0.1 is what they see when the same proxy connects over TCP.
-fn remote_addr<'a>(socket: BorrowedFd<'_>, client: &'a str) -> &'a str {
-    if sys::is_unix_socket(socket) {
+/// Told by the client's name rather than the descriptor, which for an
+/// HTTP/2 stream is the socket pair to the stream's task.
+fn remote_addr(client: &str) -> &str {
+    if client == crate::serve::listen::UNIX_CLIENT {
         "127.0.0.1"
     } else {
         client

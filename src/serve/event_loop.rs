@@ -343,11 +343,17 @@ impl Accept for UnixListener {
     }
 }
 
+/// With HTTP/2, a socket must also be one h2 can be served over.
+#[cfg(feature = "http2")]
+use super::h2::Ready as MaybeH2;
+#[cfg(not(feature = "http2"))]
+trait MaybeH2 {}
+#[cfg(not(feature = "http2"))]
+impl<T> MaybeH2 for T {}
+
 /// What a connection does with its socket, TCP or Unix-domain: tokio gives
 /// both these methods, but no trait for them.
-trait Socket:
-    AsFd + tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + Sync + 'static
-{
+trait Socket: MaybeH2 + AsFd + Send + Sync + 'static {
     fn readable(&self) -> impl Future<Output = io::Result<()>> + Send + '_;
     fn writable(&self) -> impl Future<Output = io::Result<()>> + Send + '_;
     fn try_read(&self, buf: &mut [u8]) -> io::Result<usize>;
@@ -418,8 +424,10 @@ fn connection(
     shared: Shared,
     slot: Slot,
 ) -> impl Future<Output = ()> {
+    // A connection that opens with the HTTP/2 preface (after ALPN h2, or
+    // h2c with prior knowledge) is handed to `h2` once the first bytes tell.
     #[cfg(feature = "http2")]
-    let h2c = kind == Kind::Http;
+    let mut sniffing = shared.cfg.http2.is_some() && matches!(kind, Kind::Http | Kind::Https);
     let mut session = Session::with_kind(client, kind);
     async move {
         // Held until the connection ends, whichever way it ends.
@@ -432,27 +440,39 @@ fn connection(
         // client's delayed ACK); a connection closed after one response
         // never needs it: close(2) pushes out what is queued.
         let mut tuned = false;
-        #[cfg(feature = "http2")]
-        if h2c {
-            // HTTP/2 with prior knowledge: the first bytes tell.
-            busy.idle();
-            let deadline = Instant::now() + shared.cfg.read_timeout;
-            let opening = read_opening(&stream, session.input());
-            let opening = within(opening, deadline, timer.as_mut()).await;
-            busy.resume();
-            match opening {
-                Ok(true) => {
-                    sys::tune_connection(stream.as_fd());
-                    let read = std::mem::take(session.input());
-                    let io = super::h2::Replay::new(read, stream);
-                    super::h2::serve(io, session.client().to_string(), &shared).await;
-                    return;
-                }
-                Ok(false) => {}
-                Err(_) => return,
-            }
-        }
         loop {
+            #[cfg(feature = "http2")]
+            if sniffing && !session.input().is_empty() {
+                match super::h2::opening(session.input()) {
+                    Some(true) => {
+                        sys::tune_connection(stream.as_fd());
+                        let read = std::mem::take(session.input());
+                        let served = super::h2::Served {
+                            cfg: Arc::clone(&shared.cfg),
+                            site: Arc::clone(&shared.site),
+                            kind,
+                            client: session.client().into(),
+                        };
+                        let io = super::h2::WireIo::new(stream, wire, read);
+                        let mut stop = shared.stop.clone();
+                        let stop = async move {
+                            let _ = stop.wait_for(|stop| *stop).await;
+                        };
+                        super::h2::serve(io, served, stop).await;
+                        return;
+                    }
+                    Some(false) => sniffing = false,
+                    None => {
+                        // A prefix of the preface: the rest decides.
+                        let deadline = Instant::now() + shared.cfg.read_timeout;
+                        let read = read_wire(&stream, &mut wire, session.input());
+                        match within(read, deadline, timer.as_mut()).await {
+                            Ok(Got::Bytes) => continue,
+                            _ => return,
+                        }
+                    }
+                }
+            }
             let stopping = shared.conns.stopping.load(Ordering::Relaxed);
             let mut step = session.step(&shared.cfg, &shared.site, stopping);
             match &mut step {
@@ -470,7 +490,13 @@ fn connection(
                     busy.resume();
                     match read {
                         Ok(Got::Bytes) => {}
-                        Ok(Got::Cleartext) => session.https_required(),
+                        Ok(Got::Cleartext) => {
+                            session.https_required();
+                            #[cfg(feature = "http2")]
+                            {
+                                sniffing = false;
+                            }
+                        }
                         Ok(Got::Closed) | Err(_) => break,
                     }
                 }
@@ -706,20 +732,6 @@ fn lend_read_buffer(buf: &mut Vec<u8>) -> bool {
 fn return_unused_read_buffer(buf: &mut Vec<u8>, lent: bool, brought: bool) {
     if lent && !brought {
         pool::give(&pool::READS, std::mem::take(buf));
-    }
-}
-
-/// Reads until the connection's first bytes show whether it speaks
-/// HTTP/2 (true) or HTTP/1.x (false), leaving them in `buf`.
-#[cfg(feature = "http2")]
-async fn read_opening(stream: &impl Socket, buf: &mut Vec<u8>) -> io::Result<bool> {
-    loop {
-        if let Some(h2) = super::h2::opening(buf) {
-            return Ok(h2);
-        }
-        if !read_some(stream, buf).await? {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
     }
 }
 

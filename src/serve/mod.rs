@@ -104,12 +104,16 @@ impl Wire {
     /// Over TLS: queues close_notify and writes what it can without
     /// waiting, before the descriptor closes.
     pub fn close(&mut self, fd: std::os::fd::BorrowedFd<'_>) {
+        self.close_notify();
+        let _ = self.out(fd, true).flush();
+    }
+
+    /// Over TLS: queues close_notify, for the next flush.
+    pub fn close_notify(&mut self) {
         #[cfg(feature = "tls")]
         if let Wire::Tls(tls) = self {
             tls.close();
-            let _ = tls.flush(fd);
         }
-        let _ = fd;
     }
 }
 

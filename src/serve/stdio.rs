@@ -5,6 +5,7 @@
 use std::cell::RefCell;
 use std::io;
 use std::os::fd::BorrowedFd;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::cgi_exchange::{self, ClientIo};
@@ -19,19 +20,19 @@ use crate::sys;
 /// How long an exiting inetd process waits for CGI stderr to drain.
 const STDERR_GRACE: Duration = Duration::from_secs(2);
 
-pub fn run(cfg: &Config, site: &Site, extras: Extras) -> io::Result<()> {
+pub fn run(cfg: Arc<Config>, site: Arc<Site>, extras: Extras) -> io::Result<()> {
     // SIGTERM (a super-server stopping) then ends the response in flight,
     // which is logged with the bytes it sent, instead of killing the
     // process before its log line. Should this fail, SIGTERM kills as it
     // always did: serving goes on.
     let _ = sys::stop_on_signals();
-    let served = serve(cfg, site, extras);
+    let served = serve(&cfg, &site, extras);
     // The process exits next: let CGI scripts' last stderr lines through.
     cgi::finish_stderr(STDERR_GRACE);
     served
 }
 
-fn serve(cfg: &Config, site: &Site, extras: Extras) -> io::Result<()> {
+fn serve(cfg: &Arc<Config>, site: &Arc<Site>, extras: Extras) -> io::Result<()> {
     // SAFETY: fd 0 and fd 1 are open for the life of the process; inetd,
     // tcpserver or the shell gave them to us.
     let (input, output) = unsafe { (BorrowedFd::borrow_raw(0), BorrowedFd::borrow_raw(1)) };
@@ -45,16 +46,52 @@ fn serve(cfg: &Config, site: &Site, extras: Extras) -> io::Result<()> {
         sys::set_nonblocking(output);
     }
     let (wire, kind) = extras.wire()?;
+    // A connection that opens with the HTTP/2 preface (after ALPN h2, or
+    // h2c with prior knowledge) is served as HTTP/2 once the first bytes tell.
+    #[cfg(feature = "http2")]
+    let mut sniffing = cfg.http2.is_some();
     let wire = RefCell::new(wire);
     let mut session = Session::with_kind(client_address(input), kind);
     loop {
+        #[cfg(feature = "http2")]
+        if sniffing && !session.input().is_empty() {
+            use super::h2;
+            match h2::opening(session.input()) {
+                Some(true) => {
+                    let served = h2::Served {
+                        cfg: Arc::clone(cfg),
+                        site: Arc::clone(site),
+                        kind,
+                        client: session.client().into(),
+                    };
+                    let read = std::mem::take(session.input());
+                    return h2::serve_stdio(served, wire.into_inner(), read, (input, output));
+                }
+                Some(false) => sniffing = false,
+                None => {
+                    // A prefix of the preface: the rest decides.
+                    let mut wire = wire.borrow_mut();
+                    let timeout = cfg.read_timeout;
+                    match read_some(&mut wire, input, output, session.input(), timeout) {
+                        Got::Bytes => continue,
+                        _ => return Ok(()),
+                    }
+                }
+            }
+        }
         match session.step(cfg, site, sys::stop_requested()) {
             Step::Read { deadline, .. } => {
                 let timeout = deadline.saturating_duration_since(Instant::now());
                 let mut wire = wire.borrow_mut();
                 match read_some(&mut wire, input, output, session.input(), timeout) {
                     Got::Bytes => {}
-                    Got::Cleartext => session.https_required(),
+                    Got::Cleartext => {
+                        session.https_required();
+                        #[cfg(feature = "http2")]
+                        {
+                            sniffing = false;
+                        }
+                    }
                     Got::Closed => return Ok(()),
                 }
             }

@@ -69,7 +69,17 @@ impl<'a> Out<'a> {
         }
     }
 
-    fn write(&mut self, buf: &[u8], more: bool) -> io::Result<usize> {
+    /// Writes several buffers in one call (sealed together over TLS).
+    #[cfg(feature = "http2")]
+    pub(crate) fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            Out::Fd { fd, .. } => sys::writev(*fd, bufs),
+            #[cfg(feature = "tls")]
+            Out::Tls { fd, tls } => tls.send_vectored(*fd, bufs),
+        }
+    }
+
+    pub(crate) fn write(&mut self, buf: &[u8], more: bool) -> io::Result<usize> {
         match self {
             Out::Fd { fd, socket: true } => sys::send(*fd, buf, more),
             Out::Fd { fd, socket: false } => sys::write(*fd, buf),

@@ -32,10 +32,15 @@ pub struct Acceptor {
 impl Acceptor {
     /// Loads the certificates and ticket keys. The error is one line naming
     /// the file and the problem; `warn` hears of expired certificates.
-    pub fn new(settings: &Https, warn: &mut dyn FnMut(String)) -> Result<Acceptor, String> {
+    /// `h2`: offer HTTP/2 in ALPN, before http/1.1.
+    pub fn new(
+        settings: &Https,
+        h2: bool,
+        warn: &mut dyn FnMut(String),
+    ) -> Result<Acceptor, String> {
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let store = certs::Store::load(settings, &provider, warn)?;
-        Acceptor::with_store(store, settings, provider)
+        Acceptor::with_store(store, settings, h2, provider)
     }
 
     /// An acceptor serving one certificate given as PEM text, for every
@@ -43,12 +48,13 @@ impl Acceptor {
     pub fn from_pem(chain: &[u8], key: &[u8]) -> Result<Acceptor, String> {
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let store = certs::Store::from_pem(chain, key, &provider)?;
-        Acceptor::with_store(store, &Https::default(), provider)
+        Acceptor::with_store(store, &Https::default(), false, provider)
     }
 
     fn with_store(
         store: certs::Store,
         settings: &Https,
+        h2: bool,
         provider: Arc<CryptoProvider>,
     ) -> Result<Acceptor, String> {
         let resolver = Arc::new(certs::Resolver::new(store));
@@ -65,7 +71,10 @@ impl Acceptor {
             .map_err(|e| format!("TLS configuration: {e}"))?
             .with_no_client_auth()
             .with_cert_resolver(Arc::clone(&resolver) as _);
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.alpn_protocols = match h2 {
+            true => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+            false => vec![b"http/1.1".to_vec()],
+        };
         // The server's order of suites, which puts AES-GCM first on CPUs
         // with AES instructions, rather than whatever a client lists first.
         config.ignore_client_order = true;
