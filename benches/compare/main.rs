@@ -928,26 +928,29 @@ fn run(opts: &Options) -> Result<(), String> {
             idle::IDLE_WAIT.as_secs_f64()
         );
     }
-    if opts.h2_connections > 0 && running.iter().any(|s| s.proto.http2()) {
-        match h2_memory_size {
-            Some(size) => println!(
-                "compare: HTTP/2 memory: {} connections per server (staticd-inetd at most {}), each with {} GETs of {} in flight, unread, 64 KiB windows, then idle {} s",
-                opts.h2_connections,
-                h2::INETD_CONNECTIONS,
-                H2_OPEN_STREAMS,
-                docroot::label(size),
-                idle::IDLE_WAIT.as_secs_f64()
-            ),
-            None => println!(
-                "compare: HTTP/2 memory: no file above 64 KiB in --sizes, not measured"
-            ),
-        }
-    }
+    // Said when the first HTTP/2 instance comes (they come last).
+    let mut h2_said = false;
     for server in running.iter_mut() {
         if STOP.load(Ordering::SeqCst) {
             break;
         }
         let r = if server.proto.http2() {
+            if !h2_said && opts.h2_connections > 0 {
+                h2_said = true;
+                match h2_memory_size {
+                    Some(size) => println!(
+                        "compare: HTTP/2 memory: {} connections per server (staticd-inetd at most {}), each with {} GETs of {} in flight, unread, 64 KiB windows, then idle {} s",
+                        opts.h2_connections,
+                        h2::INETD_CONNECTIONS,
+                        H2_OPEN_STREAMS,
+                        docroot::label(size),
+                        idle::IDLE_WAIT.as_secs_f64()
+                    ),
+                    None => println!(
+                        "compare: HTTP/2 memory: no file above 64 KiB in --sizes, not measured"
+                    ),
+                }
+            }
             match h2_memory_size {
                 Some(size) if opts.h2_connections > 0 => {
                     h2::measure(server, size, opts.h2_connections, H2_OPEN_STREAMS)
