@@ -248,9 +248,21 @@ impl Report {
             let _ = writeln!(out, "skipped {}: {}", sk.server, sk.reason);
         }
         if let Some(cert) = &s.certificate {
+            // "HTTPS: ...", as before HTTP/2, when there is no h2 instance.
+            let parts = [
+                self.servers
+                    .iter()
+                    .any(|d| d.https && d.proto == Proto::Https),
+                self.servers.iter().any(|d| d.proto == Proto::H2),
+            ];
             let _ = writeln!(
                 out,
-                "HTTPS and h2: every server has the same certificate, {cert}"
+                "{}: every server has the same certificate, {cert}",
+                match parts {
+                    [true, true] => "HTTPS and h2",
+                    [false, true] => "h2",
+                    _ => "HTTPS",
+                }
             );
             for d in self.servers.iter().filter(|d| d.https) {
                 let _ = writeln!(
