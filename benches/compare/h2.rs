@@ -453,7 +453,12 @@ fn open_streams(
     let allowed = raw.settings.flatten().unwrap_or(u32::MAX);
     let k = streams.min(allowed);
     if k == 0 {
-        return Err(io::Error::other("the server allows no stream"));
+        // Asked for none (the connection alone), or the server allows none.
+        return if streams == 0 {
+            Ok((raw, 0))
+        } else {
+            Err(io::Error::other("the server allows no stream"))
+        };
     }
     let block = get_headers(tls.is_some(), &addr.to_string(), path);
     let mut out = Vec::new();

@@ -77,6 +77,8 @@ and in the clear; then memory per connection with 10 streams open.
   --h2-connections N      connections for the memory-with-open-streams
                           measurement (default 1000; staticd-inetd at most
                           100; 0: skip it)
+  --h2-open-streams N     streams each of them holds open (default 10; 0:
+                          the connection alone)
 
 Unknown arguments (cargo passes --bench) are ignored.";
 
@@ -102,6 +104,7 @@ struct Options {
     h2: bool,
     h2_only: bool,
     h2_connections: u32,
+    h2_open_streams: u32,
 }
 
 impl Options {
@@ -162,6 +165,7 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
         h2: true,
         h2_only: false,
         h2_connections: 1000,
+        h2_open_streams: 10,
     };
     let mut i = 0;
     while i < args.len() {
@@ -184,6 +188,7 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
             "--ab-duration",
             "--out",
             "--h2-connections",
+            "--h2-open-streams",
         ]
         .contains(&flag.as_str());
         let value = if takes_value {
@@ -301,6 +306,13 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
                     .ok()
                     .filter(|&n| n <= 15_000)
                     .ok_or("--h2-connections: a number, at most 15000")?
+            }
+            "--h2-open-streams" => {
+                o.h2_open_streams = value
+                    .parse()
+                    .ok()
+                    .filter(|&n| n <= 100)
+                    .ok_or("--h2-open-streams: a number, at most 100")?
             }
             "--bench" => {}
             other => eprintln!("compare: ignoring argument {other}"),
@@ -444,10 +456,9 @@ const H2_CONNECTIONS: u32 = 50;
 /// handshakes too): at least this long, so that a 1 MB cell with 500
 /// streams in flight is past its first responses before it is measured.
 const H2_WARMUP: Duration = Duration::from_millis(500);
-/// The memory measurement: streams held open per connection, and the file
-/// they fetch (if the run has it; otherwise its largest file above the
-/// client's 64 KiB window).
-const H2_OPEN_STREAMS: u32 = 10;
+/// The memory measurement: the file the streams held open fetch (if the
+/// run has it; otherwise its largest file above the client's 64 KiB
+/// window).
 const H2_MEMORY_SIZE: u64 = 1_000_000;
 
 /// Cells with many connections run longer: connecting them all takes a
@@ -942,7 +953,7 @@ fn run(opts: &Options) -> Result<(), String> {
                         "compare: HTTP/2 memory: {} connections per server (staticd-inetd at most {}), each with {} GETs of {} in flight, unread, 64 KiB windows, then idle {} s",
                         opts.h2_connections,
                         h2::INETD_CONNECTIONS,
-                        H2_OPEN_STREAMS,
+                        opts.h2_open_streams,
                         docroot::label(size),
                         idle::IDLE_WAIT.as_secs_f64()
                     ),
@@ -953,7 +964,7 @@ fn run(opts: &Options) -> Result<(), String> {
             }
             match h2_memory_size {
                 Some(size) if opts.h2_connections > 0 => {
-                    h2::measure(server, size, opts.h2_connections, H2_OPEN_STREAMS)
+                    h2::measure(server, size, opts.h2_connections, opts.h2_open_streams)
                 }
                 _ => continue,
             }
@@ -1127,6 +1138,7 @@ fn run(opts: &Options) -> Result<(), String> {
             h2: opts.h2_part(),
             h2_only: opts.h2_only,
             h2_connections: opts.h2_connections,
+            h2_open_streams: opts.h2_open_streams,
             certificate: tls_files.as_ref().map(|t| t.about.clone()),
         },
         servers: descriptions,

@@ -81,6 +81,9 @@ pub struct Settings {
     pub h2_only: bool,
     /// Connections for the memory-with-open-streams measurement.
     pub h2_connections: u32,
+    /// Streams each of them holds open (at most; fewer if a server allows
+    /// fewer at once).
+    pub h2_open_streams: u32,
 }
 
 #[derive(Clone, Debug, Serialize)]
