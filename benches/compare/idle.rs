@@ -16,14 +16,14 @@
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use crate::procstat;
-use crate::servers::{Kind, Server};
+use crate::servers::{Kind, Proto, Server};
 use crate::tls::{self, TlsStream};
 
 /// staticd-inetd holds a process per connection: it is measured with this
@@ -45,6 +45,20 @@ pub struct IdleMemory {
     pub server: String,
     /// Over TLS: each connection made a full handshake first.
     pub https: bool,
+    /// HTTP/2 only (h2.rs): h2 or h2c.
+    #[serde(skip_serializing_if = "Proto::is_http1")]
+    pub proto: Proto,
+    /// HTTP/2 only: the streams each connection holds open.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub streams: Option<u32>,
+    /// HTTP/2 only: response heads the server had sent, all connections
+    /// together (a server may hold a request without answering it yet).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heads: Option<u64>,
+    /// HTTP/2 only: DATA bytes the server had sent, all connections
+    /// together (at most 65,535 per connection: the client's window).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window_bytes: Option<u64>,
     /// Connections asked for.
     pub connections: u32,
     /// Connections that got their whole response.
@@ -67,9 +81,44 @@ pub struct IdleMemory {
     pub error: Option<String>,
 }
 
+impl IdleMemory {
+    /// A record for `connections` to `server`, nothing measured yet.
+    pub fn new(server: &Server, connections: u32) -> IdleMemory {
+        IdleMemory {
+            server: server.name().to_string(),
+            https: server.https(),
+            proto: server.proto,
+            streams: None,
+            heads: None,
+            window_bytes: None,
+            connections,
+            answered: 0,
+            still_open: 0,
+            open_seconds: 0.0,
+            rss_before_kib: 0,
+            rss_after_kib: 0,
+            kib_per_connection: None,
+            pss_before_kib: 0,
+            pss_after_kib: 0,
+            pss_kib_per_connection: None,
+            error: None,
+        }
+    }
+
+    /// Sets the per-connection numbers from the readings and `still_open`.
+    pub fn divide(&mut self) {
+        if self.still_open > 0 {
+            let n = f64::from(self.still_open);
+            let each = |before: u64, after: u64| (after as f64 - before as f64) / n;
+            self.kib_per_connection = Some(each(self.rss_before_kib, self.rss_after_kib));
+            self.pss_kib_per_connection = Some(each(self.pss_before_kib, self.pss_after_kib));
+        }
+    }
+}
+
 /// The medians of three (RSS, PSS) readings 100 ms apart (a reading can
 /// land in the middle of an allocation burst).
-fn steady_memory(pid: i32) -> (u64, u64) {
+pub fn steady_memory(pid: i32) -> (u64, u64) {
     let mut rss = [0u64; 3];
     let mut pss = [0u64; 3];
     for i in 0..3 {
@@ -165,21 +214,27 @@ impl Conn {
 /// Closes with a reset (SO_LINGER 0): no TIME_WAIT left on the harness's
 /// side for 10,000 ports at a time.
 fn reset(s: TcpStream) {
+    linger_zero(s.as_raw_fd());
+    drop(s);
+}
+
+/// Makes closing the socket `fd` send a reset (SO_LINGER 0).
+pub fn linger_zero(fd: RawFd) {
     let linger = libc::linger {
         l_onoff: 1,
         l_linger: 0,
     };
-    // SAFETY: setsockopt on a socket we own, with a correctly sized struct.
+    // SAFETY: setsockopt on a socket the caller owns, with a correctly
+    // sized struct.
     unsafe {
         libc::setsockopt(
-            s.as_raw_fd(),
+            fd,
             libc::SOL_SOCKET,
             libc::SO_LINGER,
             (&linger as *const libc::linger).cast(),
             std::mem::size_of::<libc::linger>() as libc::socklen_t,
         );
     }
-    drop(s);
 }
 
 /// Measures one server; `n` connections (fewer for staticd-inetd).
@@ -195,21 +250,7 @@ pub fn measure(server: &mut Server, size: u64, n: u32) -> IdleMemory {
         .trim_start_matches("https://");
     let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let client = server.tls_client().cloned();
-    let mut r = IdleMemory {
-        server: server.name().to_string(),
-        https: client.is_some(),
-        connections: n,
-        answered: 0,
-        still_open: 0,
-        open_seconds: 0.0,
-        rss_before_kib: 0,
-        rss_after_kib: 0,
-        kib_per_connection: None,
-        pss_before_kib: 0,
-        pss_after_kib: 0,
-        pss_kib_per_connection: None,
-        error: None,
-    };
+    let mut r = IdleMemory::new(server, n);
     let addr: SocketAddr = match authority.parse() {
         Ok(a) => a,
         Err(_) => {
@@ -257,12 +298,7 @@ pub fn measure(server: &mut Server, size: u64, n: u32) -> IdleMemory {
         .map(|c| !c.closed())
         .filter(|&open| open)
         .count() as u32;
-    if r.still_open > 0 {
-        let each =
-            |before: u64, after: u64| (after as f64 - before as f64) / f64::from(r.still_open);
-        r.kib_per_connection = Some(each(r.rss_before_kib, r.rss_after_kib));
-        r.pss_kib_per_connection = Some(each(r.pss_before_kib, r.pss_after_kib));
-    }
+    r.divide();
     for c in open {
         reset(c.into_socket());
     }

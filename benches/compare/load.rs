@@ -1,7 +1,8 @@
-//! The load clients: wrk (the matrix) and ab (the classic method), run as
-//! child processes and read back from their printed summaries.
+//! The load clients: wrk (the matrix), ab (the classic method) and h2load
+//! (HTTP/2), run as child processes and read back from their printed
+//! summaries.
 
-use std::io::{self, Read};
+use std::io::{self, BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -32,6 +33,8 @@ pub enum Tool {
     /// The harness's own TLS client, which resumes sessions (resume.rs).
     #[serde(rename = "tls-resume")]
     Resume,
+    /// nghttp2's HTTP/2 load client.
+    H2load,
 }
 
 /// What one load run reported.
@@ -53,6 +56,16 @@ pub struct Outcome {
     /// The resuming client: handshakes the server made in full although
     /// the client offered a session.
     pub not_resumed: u64,
+    /// h2load, which has no percentiles: mean and standard deviation of
+    /// the time per request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sd_us: Option<f64>,
+    /// h2load: what it negotiated ("TLSv1.3 TLS_AES_256_GCM_SHA384 X25519
+    /// 253 bits, h2", or "h2c").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub negotiated: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -96,8 +109,10 @@ pub struct Run<'a> {
     pub connections: u32,
     pub mode: Mode,
     pub duration: Duration,
-    /// wrk threads (ab has one).
+    /// wrk threads (ab has one), h2load threads.
     pub threads: u32,
+    /// h2load: concurrent streams per connection (-m).
+    pub streams: u32,
 }
 
 /// Kills a load client that is still running when its run is abandoned.
@@ -233,6 +248,206 @@ pub fn ab(run: &Run) -> Result<Outcome, String> {
     let limit = run.duration + Duration::from_secs(15);
     let out = run_for(cmd, run.duration, limit).map_err(|e| format!("ab: {e}"))?;
     parse_ab(&out).ok_or_else(|| format!("ab: unreadable output:\n{out}"))
+}
+
+/// The TLS 1.3 suites h2load offers, in the order wrk's OpenSSL offers
+/// them (h2load's own default puts AES-128-GCM first), so that every
+/// server settles on what it settles on with wrk in the HTTPS cells.
+const H2LOAD_TLS13_CIPHERS: &str =
+    "TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256";
+
+/// What an h2load run measured, with the server's CPU time over the
+/// measured part alone.
+pub struct H2Run {
+    pub outcome: Outcome,
+    /// Server CPU seconds between the first thread's start of the main
+    /// duration and the last thread's end of it, and that wall time.
+    pub window_cpu_seconds: f64,
+    pub window_seconds: f64,
+}
+
+/// h2load for `warmup` then `run.duration` (its own timing: -D and
+/// --warm-up-time), `run.threads` threads, `run.connections` connections
+/// with `run.streams` streams each. The connections are made in the
+/// warm-up, so the measured part starts with them all busy. h2load says
+/// on stdout when each thread's measured part starts and ends; `cpu` (the
+/// server's CPU time in clock ticks) is read at the first start and the
+/// last end, so that neither the warm-up nor the requests still in flight
+/// when h2load stops are in the server's CPU time.
+pub fn h2load(
+    run: &Run,
+    warmup: Duration,
+    ticks_per_second: f64,
+    cpu: &dyn Fn() -> u64,
+) -> Result<H2Run, String> {
+    let threads = run.threads.clamp(1, run.connections);
+    let mut cmd = Command::new("h2load");
+    cmd.arg("-t")
+        .arg(threads.to_string())
+        .arg("-c")
+        .arg(run.connections.to_string())
+        .arg("-m")
+        .arg(run.streams.to_string())
+        .arg("-D")
+        .arg(format!("{}ms", run.duration.as_millis().max(1)))
+        .arg("--warm-up-time")
+        .arg(format!("{}ms", warmup.as_millis().max(1)))
+        .arg(format!("--tls13-ciphers={H2LOAD_TLS13_CIPHERS}"))
+        .arg(run.url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    crate::reaper::die_with_parent(&mut cmd);
+    let mut guard = ClientGuard(cmd.spawn().map_err(|e| format!("h2load: {e}"))?);
+    let stdout = guard.0.stdout.take().expect("piped stdout");
+    let mut stderr = guard.0.stderr.take().expect("piped stderr");
+    let err_reader = thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    // Lines come as h2load prints them (it flushes each); a thread reads
+    // them and marks the window, the caller's thread enforces the limit.
+    let limit = warmup + run.duration + Duration::from_secs(15);
+    let (tx, rx) = std::sync::mpsc::channel::<(String, Instant)>();
+    let reader = thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send((line, Instant::now())).is_err() {
+                break;
+            }
+        }
+    });
+    let start = Instant::now();
+    let mut out = String::new();
+    let mut first_start: Option<(Instant, u64)> = None;
+    let mut last_end: Option<(Instant, u64)> = None;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok((line, at)) => {
+                if line.starts_with("Main benchmark duration is started") && first_start.is_none() {
+                    first_start = Some((at, cpu()));
+                } else if line.starts_with("Main benchmark duration is over") {
+                    // Each thread's; the last one's counts.
+                    last_end = Some((at, cpu()));
+                }
+                if !line.starts_with("progress:") {
+                    out.push_str(&line);
+                    out.push('\n');
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        if start.elapsed() > limit {
+            let _ = guard.0.kill();
+            return Err("h2load: did not stop".into());
+        }
+    }
+    let _ = reader.join();
+    let _ = guard.0.wait();
+    let err = err_reader.join().unwrap_or_default();
+    let outcome = parse_h2load(&out).ok_or_else(|| {
+        format!(
+            "h2load: unreadable output:\n{}{}",
+            out.trim_end(),
+            if err.trim().is_empty() {
+                String::new()
+            } else {
+                format!("\nstderr: {}", err.trim())
+            }
+        )
+    })?;
+    match outcome.negotiated.as_deref() {
+        Some(p) if p.ends_with("h2") || p == "h2c" => {}
+        other => {
+            return Err(format!(
+                "h2load: negotiated {}, not HTTP/2",
+                other.unwrap_or("no application protocol")
+            ))
+        }
+    }
+    let (Some((t0, c0)), Some((t1, c1))) = (first_start, last_end) else {
+        return Err("h2load: no start and end of its measured duration in its output".into());
+    };
+    Ok(H2Run {
+        outcome,
+        window_cpu_seconds: c1.saturating_sub(c0) as f64 / ticks_per_second,
+        window_seconds: (t1 - t0).as_secs_f64(),
+    })
+}
+
+/// h2load's summary: "finished in 1.56s, 2200.00 req/s, 2.08GB/s",
+/// "requests: N total, N started, N done, N succeeded, N failed, N errored,
+/// N timeout", "status codes: ...", "time for request: min max mean sd",
+/// and over TLS "TLS Protocol:", "Cipher:", "Server Temp Key:", then
+/// "Application protocol:". Failed requests include 4xx/5xx (counted as
+/// non-2xx/3xx here) and errored ones (resets, connection errors).
+fn parse_h2load(out: &str) -> Option<Outcome> {
+    let mut o = Outcome::default();
+    let mut rps = None;
+    let mut tls: Vec<String> = Vec::new();
+    let mut failed = 0;
+    let mut protocol = None;
+    for line in out.lines().map(str::trim) {
+        if let Some(rest) = line.strip_prefix("finished in ") {
+            // "1.56s, 2200.00 req/s, 2.08GB/s"
+            let mut parts = rest.split(',').map(str::trim);
+            parts.next();
+            rps = parts
+                .next()
+                .and_then(|r| r.strip_suffix(" req/s"))
+                .and_then(|r| r.parse::<f64>().ok());
+            o.bytes_per_second = parts
+                .next()
+                .and_then(|b| b.strip_suffix("/s"))
+                .and_then(wrk_bytes);
+        } else if let Some(rest) = line.strip_prefix("requests:") {
+            for part in rest.split(',') {
+                let mut words = part.split_whitespace();
+                let (Some(n), Some(name)) = (words.next(), words.next()) else {
+                    continue;
+                };
+                let n: u64 = n.parse().ok()?;
+                match name {
+                    "succeeded" => o.requests = n,
+                    "failed" => failed = n,
+                    "timeout" => o.socket_errors.timeout = n,
+                    _ => {}
+                }
+            }
+        } else if let Some(rest) = line.strip_prefix("status codes:") {
+            for part in rest.split(',') {
+                let mut words = part.split_whitespace();
+                if let (Some(n), Some("4xx" | "5xx")) = (words.next(), words.next()) {
+                    o.non_2xx += n.parse::<u64>().unwrap_or(0);
+                }
+            }
+        } else if let Some(rest) = line.strip_prefix("time for request:") {
+            let cols: Vec<&str> = rest.split_whitespace().collect();
+            o.mean_us = cols.get(2).and_then(|t| wrk_time_us(t));
+            o.sd_us = cols.get(3).and_then(|t| wrk_time_us(t));
+        } else if let Some(rest) = line
+            .strip_prefix("TLS Protocol:")
+            .or_else(|| line.strip_prefix("Cipher:"))
+            .or_else(|| line.strip_prefix("Server Temp Key:"))
+        {
+            tls.push(rest.trim().to_string());
+        } else if let Some(rest) = line.strip_prefix("Application protocol:") {
+            protocol = Some(rest.trim().to_string());
+        }
+    }
+    // Timeouts are errored requests, which are failed ones too.
+    o.failed = failed.saturating_sub(o.non_2xx + o.socket_errors.timeout);
+    o.seconds = o.requests as f64 / rps.filter(|r| *r > 0.0).unwrap_or(1.0);
+    o.requests_per_second = rps?;
+    o.negotiated = protocol.map(|p| {
+        if tls.is_empty() {
+            p
+        } else {
+            format!("{}, {p}", tls.join(" "))
+        }
+    });
+    Some(o)
 }
 
 /// "123.45us", "1.20ms", "2.00s", "1.00m" -> microseconds.

@@ -1,10 +1,12 @@
 //! `cargo bench --bench compare [-- --quick]`: staticd side by side with
 //! nginx, lighttpd, apache2 and h2o (whichever are installed) and with a
-//! do-nothing "ceiling" server, on loopback, under wrk and ab. Writes
-//! target/compare/{table.txt,results.json,chart.svg}. See benches/README.md.
+//! do-nothing "ceiling" server, on loopback, under wrk and ab, and over
+//! HTTP/2 under h2load. Writes target/compare/{table.txt,results.json,
+//! chart.svg}. See benches/README.md.
 
 mod ceiling;
 mod docroot;
+mod h2;
 mod idle;
 mod load;
 mod procstat;
@@ -21,7 +23,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use load::{Mode, Run, Tool};
 use report::{Host, Measurement, Report, Settings, Skipped};
-use servers::{Kind, Server, Setup};
+use servers::{Kind, Proto, Server, Setup};
 
 const USAGE: &str = "\
 cargo bench --bench compare [-- OPTIONS]
@@ -64,6 +66,20 @@ the resumed cell).
   --https-only            only the HTTPS servers and cells (no cleartext
                           cells, no start-up series)
 
+HTTP/2 (h2load, needs nghttp2-client; staticd, staticd-inetd, nginx,
+lighttpd and h2o, each with an h2 instance on the HTTPS certificate, ALPN,
+and an h2c one, prior knowledge): 50 connections with 10 streams each and
+with 1, 1 KB, 100 KB and 1 MB (quick: 10 streams, 1 KB and 1 MB), over TLS
+and in the clear; then memory per connection with 10 streams open.
+  --no-h2                 no HTTP/2 servers or cells
+  --h2-only               only the HTTP/2 servers and cells (with
+                          --https-only: both parts)
+  --h2-connections N      connections for the memory-with-open-streams
+                          measurement (default 1000; staticd-inetd at most
+                          100; 0: skip it)
+  --h2-open-streams N     streams each of them holds open (default 10; 0:
+                          the connection alone)
+
 Unknown arguments (cargo passes --bench) are ignored.";
 
 struct Options {
@@ -85,6 +101,28 @@ struct Options {
     out: PathBuf,
     https: bool,
     https_only: bool,
+    h2: bool,
+    h2_only: bool,
+    h2_connections: u32,
+    h2_open_streams: u32,
+}
+
+impl Options {
+    /// Whether the HTTP/1.1 cleartext part runs (its cells, idle memory
+    /// and start-up series): unless an `--*-only` flag names another part.
+    fn cleartext(&self) -> bool {
+        !self.https_only && !self.h2_only
+    }
+
+    /// Whether the HTTPS (HTTP/1.1 over TLS) part runs.
+    fn https_part(&self) -> bool {
+        self.https && (self.https_only || !self.h2_only)
+    }
+
+    /// Whether the HTTP/2 part runs.
+    fn h2_part(&self) -> bool {
+        self.h2 && (self.h2_only || !self.https_only)
+    }
 }
 
 fn cores() -> usize {
@@ -124,6 +162,10 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
             .join("compare"),
         https: true,
         https_only: false,
+        h2: true,
+        h2_only: false,
+        h2_connections: 1000,
+        h2_open_streams: 10,
     };
     let mut i = 0;
     while i < args.len() {
@@ -145,6 +187,8 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
             "--ab-connections",
             "--ab-duration",
             "--out",
+            "--h2-connections",
+            "--h2-open-streams",
         ]
         .contains(&flag.as_str());
         let value = if takes_value {
@@ -254,6 +298,22 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
             "--out" => o.out = PathBuf::from(value),
             "--no-https" => o.https = false,
             "--https-only" => o.https_only = true,
+            "--no-h2" => o.h2 = false,
+            "--h2-only" => o.h2_only = true,
+            "--h2-connections" => {
+                o.h2_connections = value
+                    .parse()
+                    .ok()
+                    .filter(|&n| n <= 15_000)
+                    .ok_or("--h2-connections: a number, at most 15000")?
+            }
+            "--h2-open-streams" => {
+                o.h2_open_streams = value
+                    .parse()
+                    .ok()
+                    .filter(|&n| n <= 100)
+                    .ok_or("--h2-open-streams: a number, at most 100")?
+            }
             "--bench" => {}
             other => eprintln!("compare: ignoring argument {other}"),
         }
@@ -264,6 +324,9 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
     }
     if o.https_only && !o.https {
         return Err("--https-only and --no-https: nothing to measure".into());
+    }
+    if o.h2_only && !o.h2 {
+        return Err("--h2-only and --no-h2: nothing to measure".into());
     }
     Ok(o)
 }
@@ -371,8 +434,10 @@ struct Cell {
     mode: Mode,
     duration: Duration,
     warmup: Option<Duration>,
-    /// Measured on the servers' HTTPS instances.
-    https: bool,
+    /// Which instances of the servers it is measured on.
+    proto: Proto,
+    /// h2load: streams per connection (-m); 1 for the others.
+    streams: u32,
 }
 
 /// The HTTPS cells: keep-alive at these sizes (fewer in a quick run),
@@ -380,6 +445,21 @@ struct Cell {
 const HTTPS_SIZES: [u64; 3] = [1_000, 100_000, 1_000_000];
 const HTTPS_QUICK_SIZES: [u64; 2] = [1_000, 1_000_000];
 const HTTPS_CONNECTIONS: u32 = 50;
+
+/// The HTTP/2 cells: h2load at 50 connections with each of these many
+/// streams (quick: the first), at these sizes, over TLS and in the clear.
+const H2_STREAMS: [u32; 2] = [10, 1];
+const H2_SIZES: [u64; 3] = [1_000, 100_000, 1_000_000];
+const H2_QUICK_SIZES: [u64; 2] = [1_000, 1_000_000];
+const H2_CONNECTIONS: u32 = 50;
+/// h2load's warm-up is part of its run and makes the connections (TLS
+/// handshakes too): at least this long, so that a 1 MB cell with 500
+/// streams in flight is past its first responses before it is measured.
+const H2_WARMUP: Duration = Duration::from_millis(500);
+/// The memory measurement: the file the streams held open fetch (if the
+/// run has it; otherwise its largest file above the client's 64 KiB
+/// window).
+const H2_MEMORY_SIZE: u64 = 1_000_000;
 
 /// Cells with many connections run longer: connecting them all takes a
 /// while, and large responses to all of them take longer still to finish.
@@ -417,7 +497,10 @@ fn measure(
     let url = server.url(cell.size);
     let mut m = Measurement {
         tool: cell.tool,
-        https: cell.https,
+        https: cell.proto.tls(),
+        proto: cell.proto,
+        streams: cell.proto.http2().then_some(cell.streams),
+        cpu_window_seconds: None,
         server: server.name().to_string(),
         size: cell.size,
         connections: cell.connections,
@@ -440,7 +523,44 @@ fn measure(
         mode: cell.mode,
         duration,
         threads: opts.client_threads,
+        streams: cell.streams,
     };
+    let pid = server.pid();
+    let ticks = procstat::ticks_per_second();
+    if cell.tool == Tool::H2load {
+        // Its warm-up is part of its run; the server's CPU time is read
+        // at the start and end of the measured part.
+        let sampler =
+            procstat::RssSampler::start(pid, (cell.duration / 4).max(Duration::from_millis(200)));
+        let client_before = procstat::children_cpu_seconds();
+        let result = load::h2load(
+            &run(cell.duration),
+            cell.warmup.unwrap_or(H2_WARMUP),
+            ticks,
+            &|| procstat::cpu_ticks(pid),
+        );
+        m.rss_kib = sampler.finish();
+        m.client_cpu_seconds = procstat::children_cpu_seconds() - client_before;
+        match result {
+            Ok(r) => {
+                m.server_cpu_seconds = r.window_cpu_seconds;
+                m.cpu_window_seconds = Some(r.window_seconds);
+                let rps = r.outcome.requests_per_second;
+                if rps > 0.0 && r.window_seconds > 0.0 {
+                    m.cpu_us_per_request =
+                        Some(r.window_cpu_seconds / r.window_seconds * 1e6 / rps);
+                }
+                m.outcome = Some(r.outcome);
+            }
+            Err(e) => m.error = Some(e),
+        }
+        server.settle(SETTLE_LIMIT);
+        server.reap_connections();
+        if let Some(why) = server.exited() {
+            m.error = Some(format!("server {why}"));
+        }
+        return m;
+    }
     // The resuming client keeps its tickets from the warm-up on: a fresh
     // store per server and cell, so that no server is offered another's.
     let resuming = match (cell.tool, tls) {
@@ -462,8 +582,6 @@ fn measure(
             return m;
         }
     }
-    let pid = server.pid();
-    let ticks = procstat::ticks_per_second();
     let cpu_before = procstat::cpu_ticks(pid);
     let client_before = procstat::children_cpu_seconds();
     // A few samples per cell: each walks /proc, which costs CPU too.
@@ -545,7 +663,7 @@ fn run(opts: &Options) -> Result<(), String> {
             "compare: open-file limit {fd_limit} is too low for {max_connections} connections; expect errors"
         );
     }
-    let tls_files = if opts.https {
+    let tls_files = if opts.https_part() || opts.h2_part() {
         Some(tls::write_files(&docroot.scratch().join("tls"))?)
     } else {
         None
@@ -562,25 +680,46 @@ fn run(opts: &Options) -> Result<(), String> {
     };
     let mut ports = servers::Ports::new();
     let mut running: Vec<Server> = Vec::new();
-    let mut skipped = Vec::new();
     println!(
         "compare: starting servers on 127.0.0.1 (staticd: {})",
         built.display()
     );
-    let mut instances: Vec<(Kind, bool)> = Vec::new();
-    if !opts.https_only {
-        instances.extend(servers::ALL.iter().map(|&k| (k, false)));
+    let mut instances: Vec<(Kind, Proto)> = Vec::new();
+    if opts.cleartext() {
+        instances.extend(servers::ALL.iter().map(|&k| (k, Proto::Http)));
     }
     if let Some(t) = &tls_files {
-        println!("compare: HTTPS servers get one certificate: {}", t.about);
+        println!(
+            "compare: HTTPS and h2 servers get one certificate: {}",
+            t.about
+        );
+    }
+    let mut parts = Vec::new();
+    if opts.https_part() {
+        parts.push(Proto::Https);
+    }
+    if opts.h2_part() {
+        parts.extend([Proto::H2, Proto::H2c]);
+    }
+    for proto in parts {
         instances.extend(
             servers::ALL
                 .iter()
-                .filter(|k| k.speaks_tls())
-                .map(|&k| (k, true)),
+                .filter(|k| k.speaks(proto).is_ok())
+                .map(|&k| (k, proto)),
         );
     }
-    for (kind, https) in instances {
+    let h2load = opts.h2_part() && load::available("h2load");
+    let mut skipped = Vec::new();
+    if opts.h2_part() && !h2load {
+        let reason = "h2load is not installed (apt-get install nghttp2-client)".to_string();
+        println!("compare: {reason}: no HTTP/2 cells (the memory measurement still runs)");
+        skipped.push(Skipped {
+            server: "HTTP/2 cells".into(),
+            reason,
+        });
+    }
+    for (kind, proto) in instances {
         if let Some(only) = &opts.servers {
             if !only.iter().any(|n| n == kind.name()) {
                 continue;
@@ -589,12 +728,8 @@ fn run(opts: &Options) -> Result<(), String> {
         if STOP.load(Ordering::SeqCst) {
             return Err("interrupted".into());
         }
-        let label = if https {
-            format!("{} (https)", kind.name())
-        } else {
-            kind.name().to_string()
-        };
-        match servers::start(kind, &setup, &mut ports, https) {
+        let label = format!("{}{}", kind.name(), proto.suffix());
+        match servers::start(kind, &setup, &mut ports, proto) {
             Ok(s) => {
                 println!(
                     "  {:<22} ready: {} ({}{})",
@@ -609,8 +744,8 @@ fn run(opts: &Options) -> Result<(), String> {
                 running.push(s);
             }
             // Without staticd in the clear there is nothing to compare;
-            // over HTTPS the cleartext part can still run.
-            Err(reason) if kind == Kind::Staticd && !https => {
+            // over HTTPS or HTTP/2 the other parts can still run.
+            Err(reason) if kind == Kind::Staticd && proto == Proto::Http => {
                 return Err(format!("staticd did not start: {reason}"));
             }
             Err(reason) => {
@@ -630,7 +765,7 @@ fn run(opts: &Options) -> Result<(), String> {
     for &size in opts
         .sizes
         .iter()
-        .filter(|_| opts.matrix && !opts.https_only)
+        .filter(|_| opts.matrix && opts.cleartext())
     {
         for &connections in &opts.connections {
             let huge = connections >= HUGE;
@@ -653,12 +788,13 @@ fn run(opts: &Options) -> Result<(), String> {
                     mode,
                     duration: opts.duration.mul_f64(duration_scale(connections)),
                     warmup: Some(warmup),
-                    https: false,
+                    proto: Proto::Http,
+                    streams: 1,
                 });
             }
         }
     }
-    if ab && opts.matrix && !opts.https_only {
+    if ab && opts.matrix && opts.cleartext() {
         for &size in &opts.sizes {
             for &mode in &opts.modes {
                 cells.push(Cell {
@@ -668,12 +804,13 @@ fn run(opts: &Options) -> Result<(), String> {
                     mode,
                     duration: opts.ab_duration,
                     warmup: None,
-                    https: false,
+                    proto: Proto::Http,
+                    streams: 1,
                 });
             }
         }
     }
-    if opts.https && opts.matrix {
+    if opts.https_part() && opts.matrix {
         let https_sizes: &[u64] = if opts.quick {
             &HTTPS_QUICK_SIZES
         } else {
@@ -686,7 +823,8 @@ fn run(opts: &Options) -> Result<(), String> {
             mode,
             duration: opts.duration.mul_f64(duration_scale(HTTPS_CONNECTIONS)),
             warmup: Some(opts.warmup),
-            https: true,
+            proto: Proto::Https,
+            streams: 1,
         };
         if opts.modes.contains(&Mode::KeepAlive) {
             for &size in https_sizes.iter().filter(|s| opts.sizes.contains(s)) {
@@ -698,6 +836,29 @@ fn run(opts: &Options) -> Result<(), String> {
             cells.push(cell(Tool::Resume, IDLE_SIZE, Mode::Close));
         }
     }
+    if h2load && opts.matrix && opts.modes.contains(&Mode::KeepAlive) {
+        let (sizes, streams): (&[u64], &[u32]) = if opts.quick {
+            (&H2_QUICK_SIZES, &H2_STREAMS[..1])
+        } else {
+            (&H2_SIZES, &H2_STREAMS)
+        };
+        for proto in [Proto::H2, Proto::H2c] {
+            for &m in streams {
+                for &size in sizes.iter().filter(|s| opts.sizes.contains(s)) {
+                    cells.push(Cell {
+                        tool: Tool::H2load,
+                        size,
+                        connections: H2_CONNECTIONS,
+                        mode: Mode::KeepAlive,
+                        duration: opts.duration.mul_f64(duration_scale(H2_CONNECTIONS)),
+                        warmup: Some(opts.warmup.max(H2_WARMUP)),
+                        proto,
+                        streams: m,
+                    });
+                }
+            }
+        }
+    }
     // Connecting and closing 10,000 connections (and the settle after
     // the warm-up) takes about a second more per run.
     let per_run = |c: &Cell| {
@@ -707,14 +868,29 @@ fn run(opts: &Options) -> Result<(), String> {
     let holding = |c: &Cell| {
         running
             .iter()
-            .filter(|s| s.https() == c.https && s.kind.holds(c.connections))
+            .filter(|s| s.proto == c.proto && s.kind.holds(c.connections))
             .count() as u32
     };
     let mut estimate: Duration = cells.iter().map(|c| per_run(c) * holding(c)).sum();
+    // Opening them one by one (staticd-inetd: a process each), the idle
+    // second, RSS readings, settling.
+    for s in running.iter().filter(|s| s.proto.http2()) {
+        if opts.h2_connections > 0 {
+            let (n, each_us) = match (s.kind, s.https()) {
+                (Kind::StaticdInetd, true) => {
+                    (opts.h2_connections.min(h2::INETD_CONNECTIONS), 60_000)
+                }
+                (Kind::StaticdInetd, false) => {
+                    (opts.h2_connections.min(h2::INETD_CONNECTIONS), 5_000)
+                }
+                (_, true) => (opts.h2_connections, 1_500),
+                (_, false) => (opts.h2_connections, 700),
+            };
+            estimate += Duration::from_micros(u64::from(n) * each_us) + Duration::from_secs(2);
+        }
+    }
     if opts.idle_connections > 0 {
-        // Opening them one by one (staticd-inetd: a process each), the
-        // idle second, RSS readings, settling.
-        for s in &running {
+        for s in running.iter().filter(|s| !s.proto.http2()) {
             let (n, each_us) = match (s.kind, s.https()) {
                 (Kind::StaticdInetd, false) => {
                     (opts.idle_connections.min(idle::INETD_CONNECTIONS), 3000)
@@ -745,8 +921,15 @@ fn run(opts: &Options) -> Result<(), String> {
     } else {
         opts.sizes[0]
     };
+    // The HTTP/2 streams fetch 1 MB if it is there, or the largest file
+    // above the client's window.
+    let h2_memory_size = if opts.sizes.contains(&H2_MEMORY_SIZE) {
+        Some(H2_MEMORY_SIZE)
+    } else {
+        opts.sizes.iter().copied().filter(|&s| s > 65_535).max()
+    };
     let mut idle_memory = Vec::new();
-    if opts.idle_connections > 0 {
+    if opts.idle_connections > 0 && running.iter().any(|s| !s.proto.http2()) {
         println!(
             "compare: idle memory: {} keep-alive connections per server (staticd-inetd at most {}, over HTTPS {}), each served one GET of {}, then idle {} s",
             opts.idle_connections,
@@ -755,41 +938,72 @@ fn run(opts: &Options) -> Result<(), String> {
             docroot::label(small),
             idle::IDLE_WAIT.as_secs_f64()
         );
-        for server in running.iter_mut() {
-            if STOP.load(Ordering::SeqCst) {
-                break;
+    }
+    // Said when the first HTTP/2 instance comes (they come last).
+    let mut h2_said = false;
+    for server in running.iter_mut() {
+        if STOP.load(Ordering::SeqCst) {
+            break;
+        }
+        let r = if server.proto.http2() {
+            if !h2_said && opts.h2_connections > 0 {
+                h2_said = true;
+                match h2_memory_size {
+                    Some(size) => println!(
+                        "compare: HTTP/2 memory: {} connections per server (staticd-inetd at most {}), each with {} GETs of {} in flight, unread, 64 KiB windows, then idle {} s",
+                        opts.h2_connections,
+                        h2::INETD_CONNECTIONS,
+                        opts.h2_open_streams,
+                        docroot::label(size),
+                        idle::IDLE_WAIT.as_secs_f64()
+                    ),
+                    None => println!(
+                        "compare: HTTP/2 memory: no file above 64 KiB in --sizes, not measured"
+                    ),
+                }
             }
-            let r = idle::measure(server, small, opts.idle_connections);
-            println!(
-                "  {:<22} {}  ({} of {} open; RSS {:.1} -> {:.1} MB; opened in {:.1} s){}  [{}]",
-                server.label(),
-                r.kib_per_connection
-                    .map_or("-".into(), |k| format!("{k:+.2} KiB each")),
-                r.still_open,
-                r.connections,
-                r.rss_before_kib as f64 / 1024.0,
-                r.rss_after_kib as f64 / 1024.0,
-                r.open_seconds,
-                r.error
-                    .as_deref()
-                    .map_or(String::new(), |e| format!(" ERROR: {e}")),
-                clock(started.elapsed())
-            );
-            idle_memory.push(r);
-            // The matrix gets a fresh process: 10,000 connections leave
-            // memory behind that would show in every RSS column.
-            match servers::start(server.kind, &setup, &mut ports, server.https()) {
-                Ok(fresh) => *server = fresh,
-                Err(reason) => println!(
-                    "  {:<22} not restarted after the idle measurement: {reason}",
-                    server.label()
-                ),
+            match h2_memory_size {
+                Some(size) if opts.h2_connections > 0 => {
+                    h2::measure(server, size, opts.h2_connections, opts.h2_open_streams)
+                }
+                _ => continue,
             }
+        } else if opts.idle_connections > 0 {
+            idle::measure(server, small, opts.idle_connections)
+        } else {
+            continue;
+        };
+        println!(
+            "  {:<22} {}  ({} of {} open{}; RSS {:.1} -> {:.1} MB; opened in {:.1} s){}  [{}]",
+            server.label(),
+            r.kib_per_connection
+                .map_or("-".into(), |k| format!("{k:+.2} KiB each")),
+            r.still_open,
+            r.connections,
+            r.streams
+                .map_or(String::new(), |n| format!(", {n} streams each")),
+            r.rss_before_kib as f64 / 1024.0,
+            r.rss_after_kib as f64 / 1024.0,
+            r.open_seconds,
+            r.error
+                .as_deref()
+                .map_or(String::new(), |e| format!(" ERROR: {e}")),
+            clock(started.elapsed())
+        );
+        idle_memory.push(r);
+        // The matrix gets a fresh process: 10,000 connections leave
+        // memory behind that would show in every RSS column.
+        match servers::start(server.kind, &setup, &mut ports, server.proto) {
+            Ok(fresh) => *server = fresh,
+            Err(reason) => println!(
+                "  {:<22} not restarted after the idle measurement: {reason}",
+                server.label()
+            ),
         }
     }
 
     let mut start_up = Vec::new();
-    if opts.startup_runs > 0 && !opts.https_only && !STOP.load(Ordering::SeqCst) {
+    if opts.startup_runs > 0 && opts.cleartext() && !STOP.load(Ordering::SeqCst) {
         let size = small;
         println!(
             "compare: process start to first response byte, {} runs each, GET {}",
@@ -810,7 +1024,10 @@ fn run(opts: &Options) -> Result<(), String> {
                 "staticd standalone, new connection: connect to first response byte (no process start)",
             ),
         ] {
-            if let Some(s) = running.iter().find(|s| s.kind == kind && !s.https()) {
+            if let Some(s) = running
+                .iter()
+                .find(|s| s.kind == kind && s.proto == Proto::Http)
+            {
                 series.push(startup::connect_first_byte(
                     name,
                     what,
@@ -848,11 +1065,16 @@ fn run(opts: &Options) -> Result<(), String> {
                 Tool::Wrk => "wrk",
                 Tool::Ab => "ab",
                 Tool::Resume => "tls-resume",
+                Tool::H2load => "h2load",
             },
-            if cell.https && cell.tool != Tool::Resume {
-                " https"
-            } else {
-                ""
+            match (cell.proto, cell.tool) {
+                (Proto::Https, Tool::Wrk) => " https".to_string(),
+                (Proto::H2 | Proto::H2c, _) => format!(
+                    " {} m={}",
+                    if cell.proto == Proto::H2 { "h2" } else { "h2c" },
+                    cell.streams
+                ),
+                _ => String::new(),
             },
             docroot::label(cell.size),
             cell.connections,
@@ -866,7 +1088,7 @@ fn run(opts: &Options) -> Result<(), String> {
                 break 'cells;
             }
             let server = &mut running[(i + k) % n];
-            if server.https() != cell.https || !server.kind.holds(cell.connections) {
+            if server.proto != cell.proto || !server.kind.holds(cell.connections) {
                 continue;
             }
             let m = measure(server, cell, opts, tls_files.as_ref());
@@ -911,8 +1133,12 @@ fn run(opts: &Options) -> Result<(), String> {
             fd_limit,
             idle_connections: opts.idle_connections,
             startup_runs: opts.startup_runs,
-            https: opts.https,
+            https: opts.https_part(),
             https_only: opts.https_only,
+            h2: opts.h2_part(),
+            h2_only: opts.h2_only,
+            h2_connections: opts.h2_connections,
+            h2_open_streams: opts.h2_open_streams,
             certificate: tls_files.as_ref().map(|t| t.about.clone()),
         },
         servers: descriptions,

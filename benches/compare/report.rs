@@ -10,15 +10,21 @@ use serde::Serialize;
 use crate::docroot::label;
 use crate::idle::IdleMemory;
 use crate::load::{Mode, Outcome, Tool};
-use crate::servers::{Description, Kind};
+use crate::servers::{Description, Kind, Proto, PROTOS};
 use crate::startup::Startup;
 
 /// One server in one cell.
 #[derive(Clone, Debug, Serialize)]
 pub struct Measurement {
     pub tool: Tool,
-    /// On the server's HTTPS instance.
+    /// On the server's HTTPS (or h2) instance.
     pub https: bool,
+    /// HTTP/2 cells only: on the h2 or the h2c instance.
+    #[serde(skip_serializing_if = "Proto::is_http1")]
+    pub proto: Proto,
+    /// HTTP/2 cells only: concurrent streams per connection (h2load -m).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub streams: Option<u32>,
     pub server: String,
     pub size: u64,
     pub connections: u32,
@@ -30,8 +36,11 @@ pub struct Measurement {
     pub error: Option<String>,
     /// Largest VmRSS sum over the server's processes sampled during the cell.
     pub rss_kib: u64,
-    /// utime + stime of the server's processes over the cell.
+    /// utime + stime of the server's processes over the cell (h2load: over
+    /// its measured part, `cpu_window_seconds` long).
     pub server_cpu_seconds: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_window_seconds: Option<f64>,
     pub cpu_us_per_request: Option<f64>,
     /// CPU used by the load client (it shares the machine).
     pub client_cpu_seconds: f64,
@@ -66,6 +75,15 @@ pub struct Settings {
     pub https_only: bool,
     /// The certificate every HTTPS server was given.
     pub certificate: Option<String>,
+    /// HTTP/2 servers and cells were run, and only those (with https_only:
+    /// those and the HTTPS ones).
+    pub h2: bool,
+    pub h2_only: bool,
+    /// Connections for the memory-with-open-streams measurement.
+    pub h2_connections: u32,
+    /// Streams each of them holds open (at most; fewer if a server allows
+    /// fewer at once).
+    pub h2_open_streams: u32,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -92,39 +110,56 @@ pub struct Report {
     pub startup: Vec<Startup>,
 }
 
-/// A table of the report: the cells of one client, mode and connection
-/// count, in the clear or over HTTPS.
-type Block = (Tool, Mode, u32, bool);
+/// A table of the report: the cells of one client, mode, connection count,
+/// protocol and (HTTP/2) streams per connection.
+type Block = (Tool, Mode, u32, Proto, u32);
 
 fn block_of(m: &Measurement) -> Block {
-    (m.tool, m.mode, m.connections, m.https)
+    (
+        m.tool,
+        m.mode,
+        m.connections,
+        m.proto_of(),
+        m.streams.unwrap_or(1),
+    )
+}
+
+impl Measurement {
+    /// The instance it ran on (`proto` says only which HTTP/2 one).
+    fn proto_of(&self) -> Proto {
+        match (self.proto, self.https) {
+            (Proto::H2 | Proto::H2c, _) => self.proto,
+            (_, true) => Proto::Https,
+            (_, false) => Proto::Http,
+        }
+    }
 }
 
 impl Report {
     /// The blocks that have results, in table order: the cleartext ones,
-    /// then the HTTPS ones.
+    /// the HTTPS ones, then h2 and h2c (more streams first).
     fn blocks(&self) -> Vec<Block> {
         let mut out: Vec<Block> = Vec::new();
-        for https in [false, true] {
-            for tool in [Tool::Wrk, Tool::Ab, Tool::Resume] {
+        for proto in PROTOS {
+            for tool in [Tool::Wrk, Tool::Ab, Tool::Resume, Tool::H2load] {
                 for &mode in &[Mode::KeepAlive, Mode::Close] {
-                    let mut conns: Vec<u32> = self
+                    let mut keys: Vec<(u32, u32)> = self
                         .measurements
                         .iter()
-                        .filter(|m| m.tool == tool && m.mode == mode && m.https == https)
-                        .map(|m| m.connections)
+                        .filter(|m| m.tool == tool && m.mode == mode && m.proto_of() == proto)
+                        .map(|m| (m.connections, m.streams.unwrap_or(1)))
                         .collect();
-                    conns.sort_unstable();
-                    conns.dedup();
-                    out.extend(conns.into_iter().map(|c| (tool, mode, c, https)));
+                    keys.sort_unstable_by_key(|&(c, s)| (c, std::cmp::Reverse(s)));
+                    keys.dedup();
+                    out.extend(keys.into_iter().map(|(c, s)| (tool, mode, c, proto, s)));
                 }
             }
         }
         out
     }
 
-    /// Every server once, in the order they were started (a server with an
-    /// HTTPS instance has two descriptions).
+    /// Every server once, in table order (staticd first; a server with an
+    /// HTTPS or HTTP/2 instance has more than one description).
     fn server_names(&self) -> Vec<String> {
         let mut names: Vec<String> = Vec::new();
         for s in &self.servers {
@@ -132,20 +167,27 @@ impl Report {
                 names.push(s.name.clone());
             }
         }
+        names.sort_by_key(|n| crate::servers::ALL.iter().position(|k| k.name() == n));
         names
     }
 
     /// The columns of a block: every server for the cleartext ones (as
-    /// always), only those measured in it for HTTPS.
+    /// always), only those measured in it for HTTPS, and for HTTP/2 those
+    /// measured in any HTTP/2 cell (n/a where one has no instance for the
+    /// block's protocol).
     fn block_names(&self, block: Block) -> Vec<String> {
         self.server_names()
             .into_iter()
-            .filter(|n| {
-                !block.3
-                    || self
-                        .measurements
-                        .iter()
-                        .any(|m| block_of(m) == block && &m.server == n)
+            .filter(|n| match block.3 {
+                Proto::Http => true,
+                Proto::Https => self
+                    .measurements
+                    .iter()
+                    .any(|m| block_of(m) == block && &m.server == n),
+                Proto::H2 | Proto::H2c => self
+                    .measurements
+                    .iter()
+                    .any(|m| m.proto_of().http2() && &m.server == n),
             })
             .collect()
     }
@@ -209,12 +251,32 @@ impl Report {
             let _ = writeln!(out, "skipped {}: {}", sk.server, sk.reason);
         }
         if let Some(cert) = &s.certificate {
-            let _ = writeln!(out, "HTTPS: every server has the same certificate, {cert}");
+            // "HTTPS: ...", as before HTTP/2, when there is no h2 instance.
+            let parts = [
+                self.servers
+                    .iter()
+                    .any(|d| d.https && d.proto == Proto::Https),
+                self.servers.iter().any(|d| d.proto == Proto::H2),
+            ];
+            let _ = writeln!(
+                out,
+                "{}: every server has the same certificate, {cert}",
+                match parts {
+                    [true, true] => "HTTPS and h2",
+                    [false, true] => "h2",
+                    _ => "HTTPS",
+                }
+            );
             for d in self.servers.iter().filter(|d| d.https) {
                 let _ = writeln!(
                     out,
-                    "  {} (https): {}",
+                    "  {}{}: {}",
                     d.name,
+                    if d.proto == Proto::H2 {
+                        Proto::H2.suffix()
+                    } else {
+                        Proto::Https.suffix()
+                    },
                     d.tls.as_deref().unwrap_or("?")
                 );
             }
@@ -231,12 +293,13 @@ impl Report {
             let mut notes = Vec::new();
 
             let mut rows = Vec::new();
+            let absent = if block.3.http2() { "n/a" } else { "-" };
             for &size in &sizes {
                 let best = self.best_peer(block, size);
                 let mut row = vec![label(size)];
                 for name in &names {
                     let cell = match self.find(block, size, name) {
-                        None => "-".to_string(),
+                        None => absent.to_string(),
                         Some(m) => match &m.outcome {
                             None => {
                                 notes.push(format!(
@@ -287,7 +350,7 @@ impl Report {
                     .map(|&size| {
                         let mut row = vec![label(size)];
                         for name in &names {
-                            row.push(self.find(block, size, name).map_or("-".into(), f));
+                            row.push(self.find(block, size, name).map_or(absent.into(), f));
                         }
                         row
                     })
@@ -297,15 +360,30 @@ impl Report {
                 .chain(names.iter().cloned())
                 .collect();
 
-            let _ = writeln!(out, "-- {title}: latency p50 / p99 --");
-            render(
-                &mut out,
-                &header,
-                &metric(&|m| match &m.outcome {
-                    Some(o) => format!("{} / {}", latency(o.p50_us), latency(o.p99_us)),
-                    None => "-".into(),
-                }),
-            );
+            if block.0 == Tool::H2load {
+                let _ = writeln!(
+                    out,
+                    "-- {title}: time per request, mean / sd (h2load has no percentiles) --"
+                );
+                render(
+                    &mut out,
+                    &header,
+                    &metric(&|m| match &m.outcome {
+                        Some(o) => format!("{} / {}", latency(o.mean_us), latency(o.sd_us)),
+                        None => "-".into(),
+                    }),
+                );
+            } else {
+                let _ = writeln!(out, "-- {title}: latency p50 / p99 --");
+                render(
+                    &mut out,
+                    &header,
+                    &metric(&|m| match &m.outcome {
+                        Some(o) => format!("{} / {}", latency(o.p50_us), latency(o.p99_us)),
+                        None => "-".into(),
+                    }),
+                );
+            }
             let _ = writeln!(
                 out,
                 "-- {title}: server RSS, MB (VmRSS summed over its processes, max while loaded) --"
@@ -317,7 +395,12 @@ impl Report {
             );
             let _ = writeln!(
                 out,
-                "-- {title}: server CPU time per request, us (utime+stime of its processes) --"
+                "-- {title}: server CPU time per request, us (utime+stime of its processes{}) --",
+                if block.0 == Tool::H2load {
+                    ", over h2load's measured part"
+                } else {
+                    ""
+                }
             );
             render(
                 &mut out,
@@ -335,6 +418,7 @@ impl Report {
             }
         }
         self.many_connections(&mut out);
+        self.h2_summary(&mut out);
         self.idle_table(&mut out);
         self.startup_table(&mut out);
         out
@@ -348,8 +432,8 @@ impl Report {
         let blocks: Vec<_> = self
             .blocks()
             .into_iter()
-            .filter(|&(t, m, c, https)| {
-                t == Tool::Wrk && m == Mode::KeepAlive && c >= 2000 && !https
+            .filter(|&(t, m, c, proto, _)| {
+                t == Tool::Wrk && m == Mode::KeepAlive && c >= 2000 && proto == Proto::Http
             })
             .collect();
         if blocks.is_empty() {
@@ -429,33 +513,135 @@ impl Report {
     }
 
     fn idle_table(&self, out: &mut String) {
-        for https in [false, true] {
+        for proto in PROTOS {
             let records: Vec<&IdleMemory> = self
                 .idle_memory
                 .iter()
-                .filter(|r| r.https == https)
+                .filter(|r| match r.proto {
+                    Proto::H2 | Proto::H2c => r.proto == proto,
+                    _ => proto == if r.https { Proto::Https } else { Proto::Http },
+                })
                 .collect();
             if records.is_empty() {
                 continue;
             }
-            if https {
-                let _ = writeln!(
-                    out,
-                    "\n== idle TLS connections (HTTPS): server memory each, KiB = (after - before) / connections still open, each after a full handshake and one request; RSS (and PSS), kernel socket memory not included; goal for staticd: no more than nginx =="
+            let title = match proto {
+                Proto::Http => "idle keep-alive connections: server memory each, KiB = (after - before) / connections still open; RSS (and PSS) of the server's processes, kernel socket memory not included; goal for staticd: 1 KiB or less",
+                Proto::Https => "idle TLS connections (HTTPS): server memory each, KiB = (after - before) / connections still open, each after a full handshake and one request; RSS (and PSS), kernel socket memory not included; goal for staticd: no more than nginx",
+                Proto::H2 => "HTTP/2 over TLS (h2) connections with open streams: server memory each, KiB = (after - before) / connections still open, each with `streams` GETs of a large file in flight, unread (64 KiB windows); RSS (and PSS), kernel socket memory not included; goal for staticd: no more than h2o",
+                Proto::H2c => "HTTP/2 in the clear (h2c) connections with open streams: as for h2, without TLS; goal for staticd: no more than h2o",
+            };
+            let _ = writeln!(out, "\n== {title} ==");
+            idle_rows(out, &records);
+        }
+    }
+
+    /// One line per HTTP/2 cell: staticd against the best peer in
+    /// requests/s, and its CPU per request against the best peer's and the
+    /// lowest of any peer; then memory per connection with open streams
+    /// against h2o's.
+    fn h2_summary(&self, out: &mut String) {
+        let blocks: Vec<Block> = self
+            .blocks()
+            .into_iter()
+            .filter(|b| b.0 == Tool::H2load)
+            .collect();
+        let staticd = Kind::Staticd.name();
+        let memory: Vec<&IdleMemory> = self
+            .idle_memory
+            .iter()
+            .filter(|r| r.proto.http2())
+            .collect();
+        if blocks.is_empty() && memory.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "\n== HTTP/2: staticd against the best peer (goal: x1.00 or more in every cell, with CPU per request no higher; memory per connection with 10 open streams no more than h2o) =="
+        );
+        let header: Vec<String> = [
+            "cell",
+            "staticd",
+            "best peer",
+            "ratio",
+            "CPU us/req staticd / best peer",
+            "lowest peer CPU",
+        ]
+        .map(String::from)
+        .to_vec();
+        let mut rows = Vec::new();
+        let us = |m: Option<&Measurement>| {
+            m.and_then(|m| m.cpu_us_per_request)
+                .map_or("-".into(), |u| format!("{u:.1}"))
+        };
+        for block in blocks {
+            for size in self.sizes(block) {
+                let cell = format!(
+                    "{} {} x {} {}",
+                    if block.3 == Proto::H2 { "h2 " } else { "h2c" },
+                    block.2,
+                    block.4,
+                    label(size)
                 );
-            } else {
+                let mine = self.find(block, size, staticd);
+                let rps = mine
+                    .and_then(|m| m.outcome.as_ref())
+                    .map(|o| o.requests_per_second);
+                let best = self.best_peer(block, size);
+                let best_m = best.as_ref().and_then(|(_, n)| self.find(block, size, n));
+                let lowest = self
+                    .measurements
+                    .iter()
+                    .filter(|m| block_of(m) == block && m.size == size)
+                    .filter(|m| kind_of(&m.server).is_some_and(Kind::is_peer))
+                    .filter_map(|m| Some((m.cpu_us_per_request?, m.server.clone())))
+                    .min_by(|a, b| a.0.total_cmp(&b.0));
+                rows.push(vec![
+                    cell,
+                    rps.map_or(if mine.is_some() { "failed" } else { "n/a" }.into(), |r| {
+                        format!("{r:.0}")
+                    }),
+                    best.as_ref()
+                        .map_or("-".into(), |(r, n)| format!("{n} {r:.0}")),
+                    match (rps, &best) {
+                        (Some(r), Some((b, _))) if *b > 0.0 => format!("{:.2}", r / b),
+                        _ => "-".into(),
+                    },
+                    format!("{} / {}", us(mine), us(best_m)),
+                    lowest.map_or("-".into(), |(u, n)| format!("{n} {u:.1}")),
+                ]);
+            }
+        }
+        if !rows.is_empty() {
+            render(out, &header, &rows);
+        }
+        for proto in [Proto::H2, Proto::H2c] {
+            let kib = |name: &str| {
+                memory
+                    .iter()
+                    .find(|r| r.proto == proto && r.server == name)
+                    .and_then(|r| Some((r.kib_per_connection?, r.streams.unwrap_or(0))))
+            };
+            if let Some((mine, streams)) = kib(staticd) {
+                let h2o = kib(Kind::H2o.name());
                 let _ = writeln!(
                     out,
-                    "\n== idle keep-alive connections: server memory each, KiB = (after - before) / connections still open; RSS (and PSS) of the server's processes, kernel socket memory not included; goal for staticd: 1 KiB or less =="
+                    "memory per {} connection with {streams} open streams: staticd {mine:.2} KiB, h2o {}{}",
+                    if proto == Proto::H2 { "h2" } else { "h2c" },
+                    h2o.map_or("-".into(), |(k, _)| format!("{k:.2} KiB")),
+                    match h2o {
+                        Some((k, _)) if k > 0.0 => format!(" (x{:.2})", mine / k),
+                        _ => String::new(),
+                    }
                 );
             }
-            idle_rows(out, &records);
         }
     }
 }
 
 fn idle_rows(out: &mut String, records: &[&IdleMemory]) {
-    let header: Vec<String> = [
+    let streams = records.iter().any(|r| r.streams.is_some());
+    let mut header: Vec<String> = [
         "server",
         "KiB/conn",
         "PSS KiB/conn",
@@ -466,6 +652,11 @@ fn idle_rows(out: &mut String, records: &[&IdleMemory]) {
     ]
     .map(String::from)
     .to_vec();
+    if streams {
+        header.insert(4, "streams each".into());
+        header.insert(5, "heads in each".into());
+        header.insert(6, "KiB sent each".into());
+    }
     let mut notes = Vec::new();
     let rows: Vec<Vec<String>> = records
         .iter()
@@ -473,7 +664,7 @@ fn idle_rows(out: &mut String, records: &[&IdleMemory]) {
             if let Some(e) = &r.error {
                 notes.push(format!("{}: {e}", r.server));
             }
-            vec![
+            let mut row = vec![
                 r.server.clone(),
                 r.kib_per_connection
                     .map_or("-".into(), |k| format!("{k:.2}")),
@@ -483,7 +674,25 @@ fn idle_rows(out: &mut String, records: &[&IdleMemory]) {
                 format!("{:.1}", r.rss_before_kib as f64 / 1024.0),
                 format!("{:.1}", r.rss_after_kib as f64 / 1024.0),
                 format!("{:.1} s", r.open_seconds),
-            ]
+            ];
+            if streams {
+                row.insert(4, r.streams.map_or("-".into(), |n| n.to_string()));
+                row.insert(
+                    5,
+                    match (r.heads, r.answered) {
+                        (Some(h), a) if a > 0 => format!("{:.1}", h as f64 / f64::from(a)),
+                        _ => "-".into(),
+                    },
+                );
+                row.insert(
+                    6,
+                    match (r.window_bytes, r.answered) {
+                        (Some(b), a) if a > 0 => format!("{:.1}", b as f64 / 1024.0 / f64::from(a)),
+                        _ => "-".into(),
+                    },
+                );
+            }
+            row
         })
         .collect();
     render(out, &header, &rows);
@@ -635,18 +844,30 @@ impl Report {
 /// (file size, requests/s) for one server in one panel.
 type Points = Vec<(f64, f64)>;
 
-/// "wrk, keep-alive, 50 connection(s)"; over HTTPS "HTTPS: wrk, ...".
-fn block_title((tool, mode, conns, https): Block) -> String {
+/// "wrk, keep-alive, 50 connection(s)"; over HTTPS "HTTPS: wrk, ...";
+/// "h2 (TLS, ALPN): h2load, 50 connection(s) x 10 stream(s)".
+fn block_title((tool, mode, conns, proto, streams): Block) -> String {
     let tool_name = match tool {
         Tool::Wrk => "wrk",
         Tool::Ab => "ab (classic)",
         Tool::Resume => "resumed TLS 1.3 handshakes (harness client)",
+        Tool::H2load => "h2load",
     };
-    let scheme = if https { "HTTPS: " } else { "" };
-    format!(
-        "{scheme}{tool_name}, {}, {conns} connection(s)",
-        mode.label()
-    )
+    match proto {
+        Proto::H2 | Proto::H2c => format!(
+            "{}: {tool_name}, {conns} connection(s) x {streams} stream(s)",
+            if proto == Proto::H2 {
+                "h2 (TLS, ALPN)"
+            } else {
+                "h2c (prior knowledge)"
+            }
+        ),
+        _ => format!(
+            "{}{tool_name}, {}, {conns} connection(s)",
+            if proto == Proto::Https { "HTTPS: " } else { "" },
+            mode.label()
+        ),
+    }
 }
 
 fn kind_of(name: &str) -> Option<Kind> {

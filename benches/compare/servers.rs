@@ -88,6 +88,77 @@ impl Kind {
     pub fn speaks_tls(self) -> bool {
         !matches!(self, Kind::StaticdUring | Kind::Ceiling)
     }
+
+    /// Whether the harness starts an instance of it for `proto`; Err says
+    /// why not (its HTTP/2 cells are then n/a, not failures).
+    pub fn speaks(self, proto: Proto) -> Result<(), &'static str> {
+        match proto {
+            Proto::Http => Ok(()),
+            Proto::Https if self.speaks_tls() => Ok(()),
+            Proto::Https => Err("not run over HTTPS"),
+            Proto::H2 | Proto::H2c => match self {
+                Kind::StaticdUring => Err("--io-uring serves HTTP/1.1 only"),
+                Kind::Apache2 => Err("not one of issue 11's HTTP/2 peers"),
+                Kind::Ceiling => Err("HTTP/1.1 only"),
+                _ => Ok(()),
+            },
+        }
+    }
+}
+
+/// What an instance of a server speaks on its port. A server has one
+/// instance (its own process and port) per protocol it is measured with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Proto {
+    /// HTTP/1.1 in the clear.
+    Http,
+    /// HTTP/1.1 over TLS (no ALPN: wrk offers none).
+    Https,
+    /// HTTP/2 over TLS, chosen by ALPN.
+    H2,
+    /// HTTP/2 in the clear, with prior knowledge.
+    H2c,
+}
+
+/// Every protocol, in table order.
+pub const PROTOS: [Proto; 4] = [Proto::Http, Proto::Https, Proto::H2, Proto::H2c];
+
+impl Proto {
+    /// Over TLS.
+    pub fn tls(self) -> bool {
+        matches!(self, Proto::Https | Proto::H2)
+    }
+
+    pub fn http2(self) -> bool {
+        matches!(self, Proto::H2 | Proto::H2c)
+    }
+
+    /// For serde: the HTTP/1.1 records keep the fields they had (`https`
+    /// says which of the two).
+    pub fn is_http1(&self) -> bool {
+        !self.http2()
+    }
+
+    /// What follows a server's name in labels: "", " (https)", " (h2)".
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Proto::Http => "",
+            Proto::Https => " (https)",
+            Proto::H2 => " (h2)",
+            Proto::H2c => " (h2c)",
+        }
+    }
+
+    /// The name of the instance's scratch directory after the server's.
+    fn dir_suffix(self) -> &'static str {
+        match self {
+            Proto::Http => "",
+            Proto::Https => "-https",
+            Proto::H2 => "-h2",
+            Proto::H2c => "-h2c",
+        }
+    }
 }
 
 /// The most connections staticd-inetd is measured with (tcpserver `-c`).
@@ -124,10 +195,14 @@ impl Setup<'_> {
 #[derive(Clone, Debug, Serialize)]
 pub struct Description {
     pub name: String,
-    /// Listening with TLS: the HTTPS instance of the server.
+    /// Listening with TLS: the HTTPS (or h2) instance of the server.
     pub https: bool,
+    /// HTTP/2 instances only: h2 (over TLS) or h2c.
+    #[serde(skip_serializing_if = "Proto::is_http1")]
+    pub proto: Proto,
     /// What the harness's TLS client negotiated with it (version, cipher
-    /// suite, key exchange); wrk's OpenSSL offers the same first.
+    /// suite, key exchange; for h2, the ALPN protocol); wrk's OpenSSL
+    /// offers the same first.
     pub tls: Option<String>,
     pub version: String,
     pub command: String,
@@ -137,12 +212,14 @@ pub struct Description {
 /// A started server; stopped (its whole process group) when dropped.
 pub struct Server {
     pub kind: Kind,
+    pub proto: Proto,
     pub about: Description,
     /// (size, port): the ceiling has a port per size, the others one port.
     ports: Vec<(u64, u16)>,
     child: Child,
     dir: PathBuf,
-    /// Over HTTPS: a client that trusts its certificate (no resumption).
+    /// Over TLS: a client that trusts its certificate (no resumption; for
+    /// h2, offering ALPN h2 only).
     tls_client: Option<Arc<ClientConfig>>,
 }
 
@@ -151,9 +228,9 @@ impl Server {
         self.kind.name()
     }
 
-    /// Whether this instance speaks HTTPS.
+    /// Whether this instance speaks TLS (HTTPS or h2).
     pub fn https(&self) -> bool {
-        self.tls_client.is_some()
+        self.proto.tls()
     }
 
     /// For HTTPS: a client config that trusts the server's certificate.
@@ -161,13 +238,14 @@ impl Server {
         self.tls_client.as_ref()
     }
 
-    /// "nginx", or "nginx (https)".
+    /// "nginx", "nginx (https)", "nginx (h2)" or "nginx (h2c)".
     pub fn label(&self) -> String {
-        if self.https() {
-            format!("{} (https)", self.name())
-        } else {
-            self.name().to_string()
-        }
+        format!("{}{}", self.name(), self.proto.suffix())
+    }
+
+    /// The (first) address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.ports.first().map_or(0, |&(_, p)| p)))
     }
 
     pub fn url(&self, size: u64) -> String {
@@ -359,12 +437,10 @@ const TLS12_CIPHERS: &str =
 const LIGHTTPD_MODULES: &str = "/usr/lib/lighttpd";
 
 /// The program a kind needs, or why it cannot run here.
-fn locate(kind: Kind, setup: &Setup, https: bool) -> Result<PathBuf, String> {
+fn locate(kind: Kind, setup: &Setup, proto: Proto) -> Result<PathBuf, String> {
     let need = |p: &str| which(p).ok_or_else(|| format!("{p} is not installed"));
-    if https {
-        if !kind.speaks_tls() {
-            return Err("not run over HTTPS".into());
-        }
+    kind.speaks(proto)?;
+    if proto.tls() {
         let module = match kind {
             Kind::Lighttpd => Some(Path::new(LIGHTTPD_MODULES).join("mod_openssl.so")),
             Kind::Apache2 => Some(Path::new(APACHE_MODULES).join("mod_ssl.so")),
@@ -413,21 +489,21 @@ fn locate(kind: Kind, setup: &Setup, https: bool) -> Result<PathBuf, String> {
     }
 }
 
-/// Starts one server (with `https`, its HTTPS instance), waits until it
-/// answers and checks that it serves every file whole and correct. Err says
-/// why it is skipped.
-pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports, https: bool) -> Result<Server, String> {
-    let tls = if https {
+/// Starts one server's instance for `proto`, waits until it answers and
+/// checks that it serves every file whole and correct (over HTTP/2 for the
+/// h2 and h2c instances). Err says why it is skipped.
+pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports, proto: Proto) -> Result<Server, String> {
+    let tls = if proto.tls() {
         Some(setup.tls.ok_or("no certificate")?)
     } else {
         None
     };
-    let program = locate(kind, setup, https)?;
-    let dir = setup.docroot.scratch().join(if https {
-        format!("{}-https", kind.name())
-    } else {
-        kind.name().to_string()
-    });
+    let h2 = proto.http2();
+    let program = locate(kind, setup, proto)?;
+    let dir = setup
+        .docroot
+        .scratch()
+        .join(format!("{}{}", kind.name(), proto.dir_suffix()));
     fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let port = ports.take()?;
     let root = setup.docroot.root();
@@ -492,7 +568,7 @@ pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports, https: bool) -> Resul
             )
         }
         Kind::Nginx => {
-            let conf = nginx_conf(&dir, &root, port, cores, setup, tls);
+            let conf = nginx_conf(&dir, &root, port, cores, setup, tls, h2);
             let path = write_config(&dir, "nginx.conf", &conf)?;
             let mut c = Command::new(&program);
             c.arg("-p")
@@ -504,7 +580,7 @@ pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports, https: bool) -> Resul
             (c, Some(conf), version_of(&program, "-v"))
         }
         Kind::Lighttpd => {
-            let conf = lighttpd_conf(&dir, &root, port, cores, setup, tls);
+            let conf = lighttpd_conf(&dir, &root, port, cores, setup, tls, h2);
             let path = write_config(&dir, "lighttpd.conf", &conf)?;
             let mut c = Command::new(&program);
             c.arg("-D").arg("-f").arg(&path);
@@ -569,9 +645,11 @@ pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports, https: bool) -> Resul
     reaper::watch(child.id());
     let mut server = Server {
         kind,
+        proto,
         about: Description {
             name: kind.name().to_string(),
-            https,
+            https: proto.tls(),
+            proto,
             tls: None,
             version,
             command,
@@ -580,7 +658,7 @@ pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports, https: bool) -> Resul
         ports: server_ports,
         child,
         dir,
-        tls_client: tls.map(|t| t.client(false)),
+        tls_client: tls.map(|t| if h2 { t.h2_client() } else { t.client(false) }),
     };
     wait_ready(&mut server, setup.sizes[0]).map_err(|why| {
         if kind == Kind::StaticdUring && why.contains("--features uring") {
@@ -597,13 +675,20 @@ pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports, https: bool) -> Resul
         };
         check_file(
             &server.url(size),
+            proto,
             server.tls_client.as_ref(),
             size,
             expected.as_deref(),
         )
         .map_err(|e| format!("serves {} wrongly: {e}", docroot::label(size)))?;
     }
-    if let Some(config) = server.tls_client.clone() {
+    if h2 {
+        // What the harness's client negotiated: TLS and ALPN, or h2c.
+        let (_, negotiated) =
+            crate::h2::get(&server.url(setup.sizes[0]), server.tls_client.as_ref())
+                .map_err(|e| format!("HTTP/2: {e}"))?;
+        server.about.tls = Some(negotiated);
+    } else if let Some(config) = server.tls_client.clone() {
         let addr: SocketAddr = format!("127.0.0.1:{port}")
             .parse()
             .map_err(|e| format!("{e}"))?;
@@ -629,15 +714,26 @@ fn describe_command(cmd: &Command) -> String {
     s
 }
 
+/// Waits until the server answers a GET (over HTTP/1.1), or for an HTTP/2
+/// instance until it accepts a connection: a server that cannot speak
+/// HTTP/2 fails the check that follows at once rather than here after 15 s
+/// of retries.
 fn wait_ready(server: &mut Server, size: u64) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(15);
     let url = server.url(size);
     let client = server.tls_client.clone();
+    let h2 = server.proto.http2();
+    let addr = server.addr();
     loop {
         if let Some(why) = server.exited() {
             return Err(why);
         }
-        match get(&url, client.as_ref()) {
+        let answer = if h2 {
+            TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map(|_| ())
+        } else {
+            get(&url, client.as_ref()).map(|_| ())
+        };
+        match answer {
             Ok(_) => return Ok(()),
             Err(e) if Instant::now() > deadline => {
                 return Err(format!("not answering after 15 s: {e}{}", server.logs()));
@@ -647,11 +743,11 @@ fn wait_ready(server: &mut Server, size: u64) -> Result<(), String> {
     }
 }
 
-/// A response read by `get`.
-struct Fetched {
-    status: u16,
-    content_length: Option<u64>,
-    body: Vec<u8>,
+/// A response read by `get` (or over HTTP/2 by `h2::get`).
+pub struct Fetched {
+    pub status: u16,
+    pub content_length: Option<u64>,
+    pub body: Vec<u8>,
 }
 
 /// One GET over its own connection (over TLS with `tls`), read until the
@@ -707,11 +803,17 @@ fn get(url: &str, tls: Option<&Arc<ClientConfig>>) -> io::Result<Fetched> {
 
 fn check_file(
     url: &str,
+    proto: Proto,
     tls: Option<&Arc<ClientConfig>>,
     size: u64,
     expected: Option<&Path>,
 ) -> Result<(), String> {
-    let got = get(url, tls).map_err(|e| e.to_string())?;
+    let got = if proto.http2() {
+        crate::h2::get(url, tls).map(|(f, _)| f)
+    } else {
+        get(url, tls)
+    }
+    .map_err(|e| e.to_string())?;
     if got.status != 200 {
         return Err(format!("status {}", got.status));
     }
@@ -736,7 +838,12 @@ fn check_file(
 /// nginx: one worker per core, each with its own SO_REUSEPORT listener
 /// (as staticd has), sendfile, open_file_cache, no access log, keep-alive
 /// without a request limit. Over HTTPS: TLS 1.2 and 1.3, AEAD suites, the
-/// shared session cache (tickets stay on, as by default).
+/// shared session cache (tickets stay on, as by default). With `h2`, the
+/// listener's `http2` parameter (nginx 1.22 has no `http2 on;`): h2 by ALPN
+/// with `ssl`, h2c with prior knowledge (and nothing else) without;
+/// `keepalive_requests` and `keepalive_timeout` apply to HTTP/2 connections
+/// too, and its other HTTP/2 settings stay at their defaults (128
+/// concurrent streams, as staticd).
 fn nginx_conf(
     dir: &Path,
     root: &Path,
@@ -744,6 +851,7 @@ fn nginx_conf(
     cores: usize,
     setup: &Setup,
     tls: Option<&TlsFiles>,
+    h2: bool,
 ) -> String {
     let d = dir.display();
     let r = root.display();
@@ -766,6 +874,7 @@ fn nginx_conf(
             ),
         ),
     };
+    let http2 = if h2 { " http2" } else { "" };
     format!(
         r#"# Written by benches/compare (staticd's comparison harness).
 daemon off;
@@ -799,7 +908,7 @@ http {{
     scgi_temp_path {d}/scgi;
 
     server {{
-        listen 127.0.0.1:{port}{ssl} reuseport backlog=4096;
+        listen 127.0.0.1:{port}{ssl}{http2} reuseport backlog=4096;
         server_name localhost;
         root {r};{ssl_conf}
     }}
@@ -811,7 +920,10 @@ http {{
 /// lighttpd: one worker process per core (server.max-worker), sendfile,
 /// the stat cache, no access log (mod_accesslog not loaded), as many
 /// keep-alive requests as it allows (65535). Over HTTPS: mod_openssl, TLS
-/// 1.2 and 1.3, AEAD suites; its session tickets are on by default.
+/// 1.2 and 1.3, AEAD suites; its session tickets are on by default. With
+/// `h2`: `server.h2proto` (h2 by ALPN) and in the clear `server.h2c` (which
+/// takes the prior-knowledge preface too). lighttpd 1.4 allows 8 concurrent
+/// streams per connection, which no setting changes.
 fn lighttpd_conf(
     dir: &Path,
     root: &Path,
@@ -819,6 +931,7 @@ fn lighttpd_conf(
     cores: usize,
     setup: &Setup,
     tls: Option<&TlsFiles>,
+    h2: bool,
 ) -> String {
     let d = dir.display();
     let r = root.display();
@@ -834,6 +947,11 @@ ssl.openssl.ssl-conf-cmd = ( "MinProtocol" => "TLSv1.2", "CipherString" => "{TLS
             t.key.display()
         )
     });
+    let http2 = match (h2, tls.is_some()) {
+        (false, _) => "",
+        (true, true) => "server.h2proto = \"enable\"\n",
+        (true, false) => "server.h2proto = \"enable\"\nserver.h2c = \"enable\"\n",
+    };
     // lighttpd allows at most half its descriptors as connections.
     let fds = setup.fd_limit.min(65_535);
     let conns = setup.connection_cap().min(fds / 2);
@@ -855,7 +973,7 @@ server.max-keep-alive-requests = 65535
 server.max-keep-alive-idle = 60
 server.tag = ""
 mimetype.assign = ( ".bin" => "application/octet-stream", ".html" => "text/html" )
-{ssl}"#
+{http2}{ssl}"#
     )
 }
 
@@ -959,7 +1077,8 @@ DocumentRoot "{r}"
 /// h2o 2.2: one thread per core. It has no sendfile and no access log
 /// unless configured; its open-file cache is built in and always on. Over
 /// HTTPS: TLS 1.2 and 1.3, AEAD suites; its session cache and tickets are
-/// on by default.
+/// on by default. HTTP/2 needs nothing more: h2o offers h2 by ALPN and
+/// takes h2c with prior knowledge on any listener (100 concurrent streams).
 fn h2o_conf(
     dir: &Path,
     root: &Path,

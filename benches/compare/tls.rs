@@ -123,6 +123,14 @@ impl TlsFiles {
         };
         Arc::new(config)
     }
+
+    /// The same client, offering ALPN h2 and nothing else (HTTP/2 over
+    /// TLS, as h2load offers it first), without resumption.
+    pub fn h2_client(&self) -> Arc<ClientConfig> {
+        let mut config = (*self.client(false)).clone();
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        Arc::new(config)
+    }
 }
 
 /// Connects and completes the handshake.
@@ -147,7 +155,11 @@ pub fn connect(
 /// What a handshake with the harness's client settled on:
 /// "TLSv1_3 TLS13_AES_256_GCM_SHA384 X25519".
 pub fn negotiated(stream: &TlsStream) -> String {
-    let c = &stream.conn;
+    describe(&stream.conn)
+}
+
+/// What a client connection settled on, as `negotiated` says it.
+pub fn describe(c: &ClientConnection) -> String {
     format!(
         "{} {} {}",
         c.protocol_version()
