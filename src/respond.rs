@@ -101,6 +101,7 @@ pub fn respond(site: &Site, req: &Request, force_close: bool) -> Answer {
                 raw_head: Vec::new(),
                 force_close,
                 https: false,
+                sockets: None,
             };
             Answer::Cgi(Box::new(job))
         }
@@ -126,6 +127,10 @@ pub struct CgiJob {
     pub force_close: bool,
     /// The request came over TLS (CGI's HTTPS=on); the session fills it in.
     pub https: bool,
+    /// The client's and our socket addresses, when the exchange's
+    /// descriptor is not the connection's socket (an HTTP/2 stream's
+    /// socket pair); None: ask the descriptor.
+    pub sockets: Option<(Option<std::net::SocketAddr>, Option<std::net::SocketAddr>)>,
 }
 
 fn persistence(req: &Request, force_close: bool) -> Persistence {

@@ -257,6 +257,12 @@ pub fn peer_addr(fd: BorrowedFd<'_>) -> Option<SocketAddr> {
     SocketAddr::try_from(any).ok()
 }
 
+/// The local IP address and port of a TCP socket.
+pub fn local_addr(fd: BorrowedFd<'_>) -> Option<SocketAddr> {
+    let any = rustix::net::getsockname(fd).ok()?;
+    SocketAddr::try_from(any).ok()
+}
+
 /// A listening Unix-domain stream socket at `path`, with permissions
 /// `mode`. The file is made with that mode by bind(2) itself, under a umask
 /// set for the purpose: a chmod by path afterwards would follow a symlink

@@ -99,6 +99,7 @@ pub fn run(
                     Answer::Cgi(mut next) => {
                         next.raw_head = std::mem::take(&mut job.raw_head);
                         next.https = job.https;
+                        next.sockets = job.sockets;
                         job = next;
                     }
                 }
@@ -145,7 +146,10 @@ fn exchange(job: &CgiJob, io: ClientIo, input: &mut Vec<u8>, cfg: &Config, clien
     let req = &job.request;
     let mut header_storage = [httparse::EMPTY_HEADER; crate::http::limits::MAX_HEADERS];
     let headers = request_headers(&job.raw_head, &mut header_storage);
-    let (server_name, server_port) = server_identity(req, io.input);
+    let (peer, local) = job
+        .sockets
+        .unwrap_or_else(|| (sys::peer_addr(io.input), sys::local_addr(io.input)));
+    let (server_name, server_port) = server_identity(req, local);
     let content_length = match req.framing {
         BodyFraming::Length(n) => Some(n),
         _ => None,
@@ -168,7 +172,7 @@ fn exchange(job: &CgiJob, io: ClientIo, input: &mut Vec<u8>, cfg: &Config, clien
         server_name: &server_name,
         server_port,
         remote_addr: remote_addr(client),
-        remote_port: sys::peer_addr(io.input).map(|a| a.port()),
+        remote_port: peer.map(|a| a.port()),
         https: job.https,
     };
     let script = match cgi::spawn(&params, cfg.cgi_timeout, permit) {
@@ -581,10 +585,7 @@ fn request_headers<'h>(
 }
 
 /// SERVER_NAME and SERVER_PORT: from the Host header, else the socket.
-fn server_identity(req: &Request, input: BorrowedFd<'_>) -> (String, u16) {
-    let local = rustix::net::getsockname(input)
-        .ok()
-        .and_then(|a| std::net::SocketAddr::try_from(a).ok());
+fn server_identity(req: &Request, local: Option<std::net::SocketAddr>) -> (String, u16) {
     let local_port = local.map_or(80, |a| a.port());
     let Some(host) = req.host.as_deref().filter(|h| !h.is_empty()) else {
         // The address the client connected to (RFC 3875 §4.1.14).

@@ -452,6 +452,10 @@ fn connection(
                             site: Arc::clone(&shared.site),
                             kind,
                             client: session.client().into(),
+                            sockets: (
+                                sys::peer_addr(stream.as_fd()),
+                                sys::local_addr(stream.as_fd()),
+                            ),
                         };
                         let io = super::h2::WireIo::new(stream, wire, read);
                         let mut stop = shared.stop.clone();

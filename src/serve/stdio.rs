@@ -63,6 +63,7 @@ fn serve(cfg: &Arc<Config>, site: &Arc<Site>, extras: Extras) -> io::Result<()> 
                         site: Arc::clone(site),
                         kind,
                         client: session.client().into(),
+                        sockets: (sys::peer_addr(input), sys::local_addr(input)),
                     };
                     let read = std::mem::take(session.input());
                     return h2::serve_stdio(served, wire.into_inner(), read, (input, output));

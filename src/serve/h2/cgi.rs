@@ -131,6 +131,7 @@ async fn relay(
         out,
         timeout,
         left: u64::MAX,
+        pushed: 0,
     };
     let start = bytes.slice(head.len..);
     if !start.is_empty() {

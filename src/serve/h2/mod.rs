@@ -33,7 +33,7 @@ pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// Most bytes of DATA queued in h2 per stream beyond what the socket took:
 /// with the stream limit, what bounds a connection's memory whatever
 /// windows the client grants.
-const SEND_BUFFER: usize = 64 << 10;
+pub(super) const SEND_BUFFER: usize = 64 << 10;
 
 /// Streams reset by the client (after we accepted them) that a connection
 /// may accumulate beyond the ones it let finish before it is told to calm
@@ -63,6 +63,9 @@ pub(crate) struct Served {
     /// Http or Https: HSTS and CGI's HTTPS=on follow it.
     pub kind: Kind,
     pub client: Arc<str>,
+    /// The client's and our socket addresses (CGI's REMOTE_PORT and
+    /// SERVER_PORT), read once from the connection's descriptor.
+    pub sockets: (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
 }
 
 /// Serves one HTTP/2 connection until the client ends it, it fails, it
@@ -112,9 +115,14 @@ where
                 let now = Instant::now();
                 match activity.quiet_since() {
                     Some(since) if since + keepalive <= now => {
+                        // No stream open: nothing to let finish, so no
+                        // two-step GOAWAY, whose PING a silent client never
+                        // answers. A stream the client opened meanwhile is
+                        // above the GOAWAY's last id: unprocessed, safe to
+                        // retry (RFC 9113 §6.8).
                         closing = true;
-                        conn.graceful_shutdown();
-                        timer.as_mut().reset((now + cfg.shutdown_grace).into());
+                        conn.abrupt_shutdown(Reason::NO_ERROR);
+                        timer.as_mut().reset((now + cfg.shutdown_grace.min(LAST_WORDS)).into());
                     }
                     Some(since) => timer.as_mut().reset((since + keepalive).into()),
                     None => timer.as_mut().reset((now + keepalive).into()),
@@ -150,6 +158,7 @@ where
         site,
         kind: Kind::Http,
         client: Arc::from("127.0.0.1"),
+        sockets: (None, None),
     };
     serve(io, served, std::future::pending()).await;
 }

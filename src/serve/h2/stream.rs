@@ -53,6 +53,7 @@ pub(super) fn start(
                 Answer::Cgi(mut job) => {
                     job.raw_head = fields::request_head(&request, &parts.headers);
                     job.https = kind == session::Kind::Https;
+                    job.sockets = Some(served.sockets);
                     let served = Arc::clone(served);
                     tokio::spawn(super::cgi::run(job, body, respond, served, open));
                     return;
@@ -103,6 +104,7 @@ fn send(mut sent: Sent, mut respond: SendResponse<Bytes>, timeout: Duration, mut
             out,
             timeout,
             left: total,
+            pushed: 0,
         };
         let result = body.send_all(&mut sent, tail).await;
         match result.map_err(|e| e.kind()) {
@@ -182,32 +184,33 @@ pub(super) struct Body {
     /// Bytes still to send; the frame that sends the last ends the stream.
     /// u64::MAX for a body of unknown length, ended by `finish`.
     pub(super) left: u64,
+    /// Body bytes handed to h2 so far, for the log line.
+    pub(super) pushed: u64,
 }
 
 impl Body {
     /// The body's start that rode in the head, then its chunks; counts
     /// what went out in `sent.written`, for the log line.
     async fn send_all(&mut self, sent: &mut Sent, tail: Bytes) -> io::Result<()> {
-        let mut written = 0;
         let result = async {
             if !tail.is_empty() {
-                written += self.data(tail).await?;
+                self.data(tail).await?;
             }
             for chunk in &sent.response.body {
                 match chunk {
                     Chunk::File { file, offset, len } => {
-                        written += self.file(file, *offset, *len).await?;
+                        self.file(file, *offset, *len).await?;
                     }
                     other => {
                         let bytes = Bytes::copy_from_slice(memory(other));
-                        written += self.data(bytes).await?;
+                        self.data(bytes).await?;
                     }
                 }
             }
             Ok(())
         }
         .await;
-        sent.written += written;
+        sent.written += self.pushed;
         result
     }
 
@@ -257,7 +260,13 @@ impl Body {
                 Ok(Some(Ok(n))) => return Ok(n),
                 Ok(Some(Err(e))) => return Err(stream_error(&e)),
                 Ok(None) => return Err(io::ErrorKind::ConnectionReset.into()),
-                Err(_) => return Err(io::ErrorKind::TimedOut.into()),
+                Err(_) => {
+                    // Given up on: what h2 still holds of the stream goes
+                    // with it, never sent.
+                    let held = super::SEND_BUFFER.saturating_sub(self.out.capacity());
+                    self.pushed = self.pushed.saturating_sub(held as u64);
+                    return Err(io::ErrorKind::TimedOut.into());
+                }
             }
         }
     }
@@ -272,6 +281,7 @@ impl Body {
     /// Queues one DATA frame's worth, ending the stream with the last.
     fn push(&mut self, piece: Bytes) -> io::Result<()> {
         self.left -= piece.len() as u64;
+        self.pushed += piece.len() as u64;
         let end = self.left == 0;
         self.out.send_data(piece, end).map_err(|e| stream_error(&e))
     }
