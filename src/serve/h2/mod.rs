@@ -104,8 +104,16 @@ where
             }
             () = &mut stop, if !closing => {
                 closing = true;
-                conn.graceful_shutdown();
-                timer.as_mut().reset((Instant::now() + cfg.shutdown_grace).into());
+                let now = Instant::now();
+                if activity.quiet_since().is_some() {
+                    // Nothing in flight: close now, as an idle HTTP/1.1
+                    // connection is, rather than wait for a PING's answer.
+                    conn.abrupt_shutdown(Reason::NO_ERROR);
+                    timer.as_mut().reset((now + cfg.shutdown_grace.min(LAST_WORDS)).into());
+                } else {
+                    conn.graceful_shutdown();
+                    timer.as_mut().reset((now + cfg.shutdown_grace).into());
+                }
                 continue;
             }
             () = &mut timer => {
