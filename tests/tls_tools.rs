@@ -11,7 +11,7 @@ mod common;
 use std::ffi::OsStr;
 use std::fs;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
@@ -636,48 +636,22 @@ both_modes!(
 // tcpserver
 
 /// `tcpserver -RHl0 127.0.0.1 PORT staticd --inetd --tls-cert .. --tls-key .. --root ..`
-/// on a free port (a few tries, in case another test takes the port meanwhile).
+/// (the harness's `start_tcpserver`, which retries on a port taken meanwhile).
 fn start_tcpserver(tcpserver: &Path, leaf: &Leaf, root: &Docroot) -> (ChildGuard, SocketAddr) {
-    let mut failures = Vec::new();
-    for _ in 0..3 {
-        let port = free_port();
-        let mut cmd = Command::new(tcpserver);
-        cmd.args(["-RHl0", "127.0.0.1", &port.to_string(), staticd_bin()])
-            .args(["--inetd", "--log-format", "off", "--tls-cert"])
-            .arg(&leaf.cert)
-            .arg("--tls-key")
-            .arg(&leaf.key)
-            .arg("--root")
-            .arg(root.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut process = ChildGuard::new(cmd.spawn().expect("spawn tcpserver"));
-        let stderr = Lines::default();
-        stderr.drain(process.take_stderr().unwrap());
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let deadline = Instant::now() + IO_TIMEOUT;
-        loop {
-            if TcpStream::connect_timeout(&addr, IO_TIMEOUT).is_ok() {
-                return (process, addr);
-            }
-            if let Some(status) = process.try_status() {
-                thread::sleep(Duration::from_millis(100));
-                failures.push(format!(
-                    "exited ({}): {:?}",
-                    describe(status),
-                    stderr.snapshot()
-                ));
-                break;
-            }
-            if Instant::now() >= deadline {
-                failures.push(format!("not listening on {addr} within {IO_TIMEOUT:?}"));
-                break;
-            }
-            thread::sleep(Duration::from_millis(50));
-        }
-    }
-    panic!("tcpserver did not start: {failures:#?}");
+    let path = |p: &Path| p.to_str().expect("UTF-8 test path").to_string();
+    let args: Vec<String> = vec![
+        "--inetd".into(),
+        "--log-format".into(),
+        "off".into(),
+        "--tls-cert".into(),
+        path(&leaf.cert),
+        "--tls-key".into(),
+        path(&leaf.key),
+        "--root".into(),
+        path(root.path()),
+    ];
+    let (process, _stderr, addr) = common::start_tcpserver(tcpserver, &args);
+    (process, addr)
 }
 
 #[test]
