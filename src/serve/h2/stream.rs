@@ -215,7 +215,7 @@ impl Body {
     }
 
     /// Part of a file, read in blocks as the windows open.
-    async fn file(&mut self, file: &std::fs::File, offset: u64, len: u64) -> io::Result<u64> {
+    async fn file(&mut self, file: &std::fs::File, offset: u64, len: u64) -> io::Result<()> {
         let (mut at, end) = (offset, offset + len);
         while at < end {
             let room = self
@@ -236,17 +236,16 @@ impl Body {
             at += n as u64;
             self.push(Bytes::from_owner(Block(block, n)))?;
         }
-        Ok(len)
+        Ok(())
     }
 
     /// Sends `bytes` as the windows allow.
-    pub(super) async fn data(&mut self, mut bytes: Bytes) -> io::Result<u64> {
-        let len = bytes.len() as u64;
+    pub(super) async fn data(&mut self, mut bytes: Bytes) -> io::Result<()> {
         while !bytes.is_empty() {
             let room = self.capacity(bytes.len()).await?;
             self.push(bytes.split_to(room.min(bytes.len())))?;
         }
-        Ok(len)
+        Ok(())
     }
 
     /// Waits, at most the send timeout, until the stream may send some of
