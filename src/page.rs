@@ -115,8 +115,17 @@ pub fn error_page(status: Status) -> Option<&'static str> {
         | Status::NoContent
         | Status::PartialContent
         | Status::MovedPermanently
+        | Status::Found
+        | Status::SeeOther
+        | Status::TemporaryRedirect
         | Status::PermanentRedirect
         | Status::NotModified => return None,
+        Status::Unauthorized => error_page!(
+            "401",
+            "Unauthorized",
+            "This part of the site needs a user name and password. Reload the page to \
+             enter them again."
+        ),
         Status::BadRequest => error_page!(
             "400",
             "Bad Request",
@@ -220,14 +229,18 @@ pub fn escape_html(s: &str) -> String {
 mod tests {
     use super::*;
 
-    const ALL: [Status; 21] = [
+    const ALL: [Status; 25] = [
         Status::Ok,
         Status::NoContent,
         Status::PartialContent,
         Status::MovedPermanently,
+        Status::Found,
+        Status::SeeOther,
+        Status::TemporaryRedirect,
         Status::PermanentRedirect,
         Status::NotModified,
         Status::BadRequest,
+        Status::Unauthorized,
         Status::Forbidden,
         Status::NotFound,
         Status::MethodNotAllowed,

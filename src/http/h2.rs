@@ -74,6 +74,7 @@ pub fn request<'a>(
             "accept-encoding" => append(&mut out.accept_encoding, value),
             "user-agent" => out.user_agent = Some(Cow::Borrowed(value)),
             "referer" => out.referer = Some(Cow::Borrowed(value)),
+            "authorization" => out.authorization = Some(Cow::Borrowed(value.trim())),
             _ => {}
         }
     }

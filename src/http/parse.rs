@@ -71,6 +71,8 @@ pub struct Request<'a> {
     pub referer: Option<Cow<'a, str>>,
     pub accept: Option<Cow<'a, str>>,
     pub accept_encoding: Option<Cow<'a, str>>,
+    /// Credentials for `--auth` areas (RFC 9110 §11.6.2).
+    pub authorization: Option<Cow<'a, str>>,
 }
 
 impl Request<'_> {
@@ -98,6 +100,7 @@ impl Request<'_> {
             referer: own(self.referer),
             accept: own(self.accept),
             accept_encoding: own(self.accept_encoding),
+            authorization: own(self.authorization),
         }
     }
 }
@@ -356,6 +359,8 @@ fn build_request<'a>(req: &httparse::Request<'_, 'a>) -> Result<Request<'a>, Par
             out.user_agent = Some(Cow::Borrowed(value));
         } else if name.eq_ignore_ascii_case("referer") {
             out.referer = Some(Cow::Borrowed(value));
+        } else if name.eq_ignore_ascii_case("authorization") {
+            out.authorization = Some(Cow::Borrowed(value.trim()));
         }
     }
     if minor_version >= 1 && !host_seen {
