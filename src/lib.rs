@@ -13,6 +13,7 @@ pub mod page;
 pub mod pool;
 pub mod privileges;
 pub mod respond;
+pub mod rules;
 pub mod serve;
 pub mod session;
 pub mod site;
