@@ -30,7 +30,7 @@ impl Credentials {
 
 /// `Basic <token68>` (scheme in any case, spaces around the token) as
 /// credentials; None for any other scheme, a token that is not base64 or
-/// too long, or credentials without a `:`. Bytes are not checked to be
+/// too long, credentials without a `:` or with a control character. Bytes are not checked to be
 /// UTF-8: they are compared as bytes, the charset="UTF-8" the challenge
 /// announces is what browsers then send.
 pub fn decode(authorization: &[u8]) -> Option<Credentials> {
@@ -52,6 +52,11 @@ pub fn decode(authorization: &[u8]) -> Option<Credentials> {
         .decode_slice(token, &mut credentials.buf)
         .ok()?;
     let decoded = credentials.buf.get(..credentials.len)?;
+    // RFC 7617 §2 forbids control characters in both; a NUL would also end
+    // the password early for bcrypt, as for the C htpasswd that made it.
+    if decoded.iter().any(|&b| b.is_ascii_control()) {
+        return None;
+    }
     credentials.colon = decoded.iter().position(|&b| b == b':')?;
     Some(credentials)
 }
@@ -110,6 +115,9 @@ mod tests {
             "Basic QWxh ZGRpbjpvcGVuIHNlc2FtZQ==", // space inside the token
             "Basic !!!!",
             "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ===",
+            "Basic YTpiAGM=", // "a:b\0c"
+            "Basic YQk6Yg==", // "a\t:b"
+            "Basic YTpifw==", // "a:b\x7f"
         ] {
             assert!(pair(header).is_none(), "{header:?}");
         }

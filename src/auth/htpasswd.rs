@@ -269,6 +269,11 @@ impl Table {
         self.entries.len()
     }
 
+    /// Every user, in file order.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -11,7 +11,7 @@
 //! thanks to a cache of verified credentials. A file is checked for change
 //! at most once a second and read again when it changed.
 
-mod basic;
+pub mod basic;
 mod cache;
 pub mod htpasswd;
 
