@@ -108,3 +108,9 @@ fn tls_session_corpus() {
 fn h2_connection_corpus() {
     replay("h2_connection", checks::h2_connection);
 }
+
+#[cfg(feature = "auth")]
+#[test]
+fn htpasswd_corpus() {
+    replay("htpasswd", checks::htpasswd);
+}

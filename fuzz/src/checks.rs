@@ -812,3 +812,93 @@ pub fn h2_connection(data: &[u8]) {
         data.len()
     );
 }
+
+/// `htpasswd`: an htpasswd file, then, after the first NUL, the value of an
+/// Authorization field.
+///
+/// * reading the file never panics; it keeps at most 10,000 users, each
+///   named by 1 to 255 bytes without `:` or control characters, and says
+///   what it refused in single lines that name the file;
+/// * decoded credentials have a user without `:` and no control
+///   characters, within the token's bounds;
+/// * checking them against a fixed table (one user per hash kind, cheap
+///   settings) never panics and grants exactly the known user and password
+///   pairs, under the area only;
+/// * checking them against the file itself (when its hashes are cheap
+///   enough to fuzz) grants only the user the credentials name, and only
+///   one the file holds.
+#[cfg(feature = "auth")]
+pub fn htpasswd(data: &[u8]) {
+    use staticd::auth::htpasswd::{Table, MAX_USERS, MAX_USER_BYTES};
+    use staticd::auth::{basic, Auth, Check};
+
+    let (file, header) = match data.iter().position(|&b| b == 0) {
+        Some(nul) => (&data[..nul], Some(&data[nul + 1..])),
+        None => (data, None),
+    };
+    let mut reports = Vec::new();
+    let table = Table::parse(file, "pw", &mut |m| reports.push(m.to_string()));
+    assert!(table.len() <= MAX_USERS);
+    for e in table.entries() {
+        assert!((1..=MAX_USER_BYTES).contains(&e.user.len()), "{:?}", e.user);
+        assert!(!e.user.contains(|c: char| c == ':' || c.is_control()));
+    }
+    for m in &reports {
+        assert!(m.starts_with("pw"), "a report without the file: {m:?}");
+        assert!(!m.contains('\n'), "a report on several lines: {m:?}");
+    }
+    let credentials = header.and_then(basic::decode);
+    if let Some(c) = &credentials {
+        assert!(!c.user().contains(&b':'), "a user with ':'");
+        let both = [c.user(), c.password()].concat();
+        assert!(
+            !both.iter().any(u8::is_ascii_control),
+            "a control character"
+        );
+        assert!(both.len() < 1024);
+    }
+
+    const KNOWN: &str = "\
+alice:$2y$04$NyCJjL9f28.T9MaSU4P/xuzh84p2ka/GPsteiJqQlV9a3HUuepmEi
+bob:$apr1$WNU5/TRs$f.pwrh2Sr3wmOapxmfjiM/
+dave:$5$rounds=1000$DWQbPs52b9HNQtym$OMOkfHeyfwV3wCFxNgAHFuaPHs7VLaEnE7a3yizsPdB
+";
+    const PAIRS: [(&[u8], &[u8]); 3] = [
+        (b"alice", b"correct horse"),
+        (b"bob", b"hunter2"),
+        (b"dave", b"s3cret"),
+    ];
+    let known = Auth::from_memory(&[("/p", KNOWN.as_bytes())], &mut |m| {
+        panic!("the fixed table is refused: {m}")
+    })
+    .expect("the fixed table loads");
+    assert_eq!(known.check("/q", header), Check::Open);
+    let expected = credentials
+        .as_ref()
+        .is_some_and(|c| PAIRS.contains(&(c.user(), c.password())));
+    match known.check("/p/x", header) {
+        Check::Granted { user } => {
+            assert!(expected, "granted to {user:?} with the wrong password")
+        }
+        Check::Denied { realm } => {
+            assert_eq!(realm, "/p");
+            assert!(!expected, "a known user and password refused");
+        }
+        Check::Open => panic!("/p/x is under /p"),
+    }
+
+    // bcrypt at any cost and many SHA-crypt rounds take seconds: not here.
+    let text = String::from_utf8_lossy(file);
+    if text.contains("$2") || text.contains("rounds=") {
+        return;
+    }
+    let Ok(auth) = Auth::from_memory(&[("/", file)], &mut |_| {}) else {
+        panic!("an htpasswd file under / is refused");
+    };
+    if let Check::Granted { user } = auth.check("/x", header) {
+        let c = credentials.expect("granted without credentials");
+        assert_eq!(user.as_bytes(), c.user(), "granted to another user");
+        assert!(table.find(c.user()).is_some_and(|e| e.hash.is_some()));
+        assert!(user.len() <= MAX_USER_BYTES);
+    }
+}
