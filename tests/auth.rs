@@ -16,6 +16,9 @@
 //! printf %s alice:wonderland | base64                     # each Basic credential
 //! ```
 
+// Without the feature staticd has no --auth flag.
+#![cfg(feature = "auth")]
+
 #[macro_use]
 mod common;
 
