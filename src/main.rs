@@ -447,6 +447,15 @@ fn run(cfg: Config, privileges: Privileges) -> Result<(), String> {
     };
     privileges.apply()?;
     let site = Site::open(&cfg.root, &cfg.index, cfg.features.clone())?;
+    // After --chroot and --user, like the root: the files are re-read on
+    // change from where the server then runs.
+    #[cfg(feature = "auth")]
+    let site = if cfg.auth.is_empty() {
+        site
+    } else {
+        let mut warn = |w: &str| eprintln!("staticd: {w}");
+        site.with_auth(staticd::auth::Auth::load(&cfg.auth, &mut warn)?)
+    };
     let extras = serve::Extras {
         #[cfg(feature = "tls")]
         tls: tls.map(Arc::new),

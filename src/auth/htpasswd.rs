@@ -527,23 +527,16 @@ mod tests {
             .as_ref()
             .unwrap()
             .verify(b"correct horse"));
-        assert_eq!(messages.len(), 4, "{messages:?}");
-        assert!(
-            messages[0].starts_with("pw:5: user \"eve\": an unsalted SHA-1"),
-            "{messages:?}"
-        );
-        assert!(
-            messages[1].starts_with("pw:6: not a user:hash line"),
-            "{messages:?}"
-        );
-        assert!(
-            messages[2].starts_with("pw:7: user \"frank\": a crypt(3) DES"),
-            "{messages:?}"
-        );
-        assert!(
-            messages[3].starts_with("pw:8: a user name must have"),
-            "{messages:?}"
-        );
+        let expected = [
+            "pw:5: user \"eve\": an unsalted SHA-1",
+            "pw:6: not a user:hash line",
+            "pw:7: user \"frank\": a crypt(3) DES",
+            "pw:8: a user name must have",
+        ];
+        assert_eq!(messages.len(), expected.len(), "{messages:?}");
+        for (message, start) in messages.iter().zip(expected) {
+            assert!(message.starts_with(start), "{messages:?}");
+        }
         assert!(messages.iter().all(|m| !m.contains('\n')));
     }
 
