@@ -235,8 +235,8 @@ fn an_unknown_status_is_reported_and_the_rest_applies(mode: Mode) {
     assert_eq!(resp.header("location"), None, "{resp:#?}");
     assert_redirect(&get(&server, "/after"), 302, "/new");
     wait_file_line_message(server.stderr(), &file, UNKNOWN_STATUS_LINE);
-    // The good lines around it are not reported.
-    for line in [UNKNOWN_STATUS_LINE - 1, UNKNOWN_STATUS_LINE + 1] {
+    // The good lines around it are not reported (the one before it is the proxy line).
+    for line in [UNKNOWN_STATUS_LINE - 2, UNKNOWN_STATUS_LINE + 1] {
         let prefix = file_line_prefix(&file, line);
         let lines = server.stderr().snapshot();
         assert!(!lines.iter().any(|l| l.starts_with(&prefix)), "{lines:#?}");
