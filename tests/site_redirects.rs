@@ -35,6 +35,8 @@ const REDIRECTS: &str = "\
 /escape /../../../etc/passwd 200
 /raw/* /:splat 200
 /sym http://rule.test/ 302
+/go/* /:splat 302
+/r/:x /to/:x 302
 ";
 
 /// The line of [`REDIRECTS`] that tries to proxy.
@@ -301,19 +303,78 @@ fn an_edit_applies_without_a_restart(mode: Mode) {
     let file = root.file("_redirects", "/go /first 302\n");
     let server = Server::start(mode, &root);
     assert_redirect(&get(&server, "/go"), 302, "/first");
-    edit(&file, "/go /second 307\n/new-rule /x 302\n");
-    let changed = eventually(RELOAD_LIMIT, || {
-        let resp = get(&server, "/go");
-        (resp.status == 307).then_some(resp)
+    let edited = edit(&file, "/go /second 307\n/new-rule /x 302\n");
+    assert_reloaded(edited, || {
+        let (go, added) = (get(&server, "/go"), get(&server, "/new-rule"));
+        let new = (go.status, go.header("location")) == (307, Some("/second"))
+            && (added.status, added.header("location")) == (302, Some("/x"));
+        new.then_some(())
+            .ok_or_else(|| format!("{go:#?} {added:#?}"))
     });
-    let resp = changed.unwrap_or_else(|| {
-        panic!(
-            "the edited _redirects did not apply within {RELOAD_LIMIT:?}: {:#?}",
-            get(&server, "/go")
-        )
-    });
-    assert_redirect(&resp, 307, "/second");
-    assert_redirect(&get(&server, "/new-rule"), 302, "/x");
+}
+
+fn a_capture_cannot_make_an_open_redirect(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    for target in [
+        "/go//evil.test",
+        "/go/%2F%2Fevil.test",
+        "/go/%2F/evil.test",
+        "/go/http://evil.test/",
+        "/go/https:%2F%2Fevil.test",
+        "/go/%5C%5Cevil.test",
+        "/go/\\evil.test",
+    ] {
+        let lines = raw_head_lines(&server, target);
+        assert!(
+            lines[0].starts_with("HTTP/1.1 302 "),
+            "{target}: {lines:#?}"
+        );
+        let location = lines
+            .iter()
+            .find_map(|l| l.strip_prefix("Location: "))
+            .unwrap_or_else(|| panic!("{target}: no Location in {lines:#?}"));
+        // Only a path on this site: one leading slash, no scheme, no backslash that a
+        // browser would read as a slash.
+        assert!(location.starts_with('/'), "{target}: {location:?}");
+        assert!(!location.starts_with("//"), "{target}: {location:?}");
+        assert!(!location.contains('\\'), "{target}: {location:?}");
+    }
+}
+
+fn a_capture_cannot_add_header_lines(mode: Mode) {
+    let root = site();
+    let server = Server::start(mode, &root);
+    for target in [
+        "/r/a%0D%0ASet-Cookie:%20x=1",
+        "/r/a%0ASet-Cookie:x=1",
+        "/go/%0D%0AX-Evil:1",
+    ] {
+        let lines = raw_head_lines(&server, target);
+        let lower: Vec<String> = lines.iter().map(|l| l.to_ascii_lowercase()).collect();
+        assert!(
+            !lower
+                .iter()
+                .any(|l| l.starts_with("set-cookie") || l.starts_with("x-evil")),
+            "{target}: {lines:#?}"
+        );
+        let locations = lower.iter().filter(|l| l.starts_with("location:")).count();
+        assert_eq!(locations, 1, "{target}: {lines:#?}");
+    }
+}
+
+fn a_rewrite_to_a_missing_target_is_404(mode: Mode) {
+    let root = Docroot::new();
+    root.file(
+        "_redirects",
+        "/broken /nothing.html 200\n/* /index.html 200\n",
+    );
+    let server = Server::start(mode, &root);
+    // The SPA fallback without its index.html: 404, not a loop.
+    for target in ["/broken", "/some/route", "/"] {
+        let resp = get(&server, target);
+        assert_eq!(resp.status, 404, "{target}: {resp:#?}");
+    }
 }
 
 both_modes!(
@@ -334,4 +395,7 @@ both_modes!(
     rules_past_1000_are_ignored_with_one_message,
     each_vhost_reads_its_own_file,
     an_edit_applies_without_a_restart,
+    a_capture_cannot_make_an_open_redirect,
+    a_capture_cannot_add_header_lines,
+    a_rewrite_to_a_missing_target_is_404,
 );

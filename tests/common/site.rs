@@ -4,16 +4,49 @@
 
 use super::*;
 
-/// How long a test waits for an edited site file to take effect: the server checks at
-/// most once a second and should apply a change within about 2 s.
+/// How long a test waits for an edited site file to take effect at all.
 pub const RELOAD_LIMIT: Duration = Duration::from_secs(5);
+
+/// When an edit must have taken effect everywhere: the server applies a change within
+/// about 2 s. Each thread of a standalone server keeps its own copy of the rules and
+/// looks at the file at most once a second, so until then one connection may see the
+/// edit and the next not yet.
+pub const RELOAD_SETTLED: Duration = Duration::from_secs(2);
 
 /// Rewrites `path` in place with `contents`, as an editor saving it would: the mtime
 /// becomes now (a file made by [`Docroot::file`] has a 1994 one), and the size changes
-/// with the contents.
-pub fn edit(path: &Path, contents: &str) {
+/// with the contents. Returns when the edit began.
+pub fn edit(path: &Path, contents: &str) -> Instant {
+    let began = Instant::now();
     fs::write(path, contents).unwrap();
     set_mtime(path, SystemTime::now());
+    began
+}
+
+/// After an edit at `edited`: waits (up to [`RELOAD_LIMIT`]) until `applied` says the
+/// change took effect, then checks that it holds on several more connections once
+/// [`RELOAD_SETTLED`] has passed since the edit. `applied` makes its requests on fresh
+/// connections (new processes in inetd mode) and says what it saw when it fails.
+pub fn assert_reloaded(edited: Instant, mut applied: impl FnMut() -> Result<(), String>) {
+    let mut last = String::new();
+    let seen = eventually(RELOAD_LIMIT, || match applied() {
+        Ok(()) => Some(()),
+        Err(saw) => {
+            last = saw;
+            None
+        }
+    });
+    assert!(
+        seen.is_some(),
+        "the edit did not take effect within {RELOAD_LIMIT:?}: {last}"
+    );
+    let settled = edited + RELOAD_SETTLED;
+    thread::sleep(settled.saturating_duration_since(Instant::now()));
+    for _ in 0..4 {
+        if let Err(saw) = applied() {
+            panic!("{RELOAD_SETTLED:?} after the edit a connection still did not see it: {saw}");
+        }
+    }
 }
 
 /// Calls `probe` every 100 ms until it returns `Some`, for up to `limit`; None if it
