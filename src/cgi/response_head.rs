@@ -379,7 +379,10 @@ mod tests {
     fn a_document_without_content_type_is_passed_on_untyped() {
         let out = b"Status: 200 OK\r\nX-Custom: yes\r\n\r\nbody";
         let (head, start) = complete(out);
-        assert_eq!((head.status, head.content_type, head.location), (200, None, None));
+        assert_eq!(
+            (head.status, head.content_type, head.location),
+            (200, None, None)
+        );
         assert_eq!(head.other, [("X-Custom".to_string(), "yes".to_string())]);
         assert_eq!(&out[start..], b"body");
 
