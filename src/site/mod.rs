@@ -173,6 +173,9 @@ impl Site {
     /// The site's own page for an error status (`404.html` in its root),
     /// if it has one.
     pub fn error_page(&self, host: Option<&str>, code: u16) -> Option<Arc<FileSet>> {
+        if !self.root_files(host)?.has_error_page(code) {
+            return None;
+        }
         let mut name = [0u8; 8];
         let len = {
             use std::io::Write;
