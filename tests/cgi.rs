@@ -341,6 +341,31 @@ fn document_without_content_type_is_passed_on_untyped(mode: Mode) {
     assert_eq!(resp.body_str(), "bare body");
 }
 
+/// `_headers` applies to a script's response as to a file's: its fields
+/// are added, and replace the script's own of the same name.
+fn site_headers_apply_to_script_responses(mode: Mode) {
+    let root = site();
+    script(
+        &root,
+        "tagged.cgi",
+        "printf 'Content-Type: text/plain\\nX-Frame-Options: SAMEORIGIN\\n\\nbody'\n",
+    );
+    root.file(
+        "_headers",
+        "/*\n  X-Frame-Options: DENY\n/tagged.cgi\n  Cache-Control: no-store\n",
+    );
+    let server = cgi_server(mode, &root);
+    let resp = get(&server, "/tagged.cgi", &[]);
+    assert_eq!(resp.status, 200, "{resp:#?}");
+    assert_eq!(resp.header_count("x-frame-options"), 1, "{resp:#?}");
+    assert_eq!(resp.header("x-frame-options"), Some("DENY"), "{resp:#?}");
+    assert_eq!(resp.header("cache-control"), Some("no-store"), "{resp:#?}");
+    assert_eq!(resp.body_str(), "body");
+    let other = get(&server, "/dir/env.cgi", &[]);
+    assert_eq!(other.header("x-frame-options"), Some("DENY"), "{other:#?}");
+    assert_eq!(other.header("cache-control"), None, "{other:#?}");
+}
+
 fn local_location_is_served_internally(mode: Mode) {
     let root = site();
     script(&root, "local.cgi", "printf 'Location: /static.txt\\n\\n'\n");
@@ -767,6 +792,7 @@ both_modes!(
     lf_header_block_is_understood,
     scripts_content_length_is_passed_through,
     document_without_content_type_is_passed_on_untyped,
+    site_headers_apply_to_script_responses,
     local_location_is_served_internally,
     local_location_after_post_is_fetched_with_get,
     local_location_loop_ends_in_a_server_error,
