@@ -92,55 +92,67 @@ pub fn is_compressible(content_type: &str) -> bool {
         )
 }
 
-/// Levels, from timing a 100 KB minified JavaScript file (highlight.js) on
-/// the development machine, per 100 KB: gzip 6 takes 2.8 ms for 33.6 %
-/// (9: the same ratio, no faster); br 6 3.6 ms for 31.9 % (9: 22 ms for
-/// 31.5 %, 11: 125 ms for 29.0 %); zstd 9 1.8 ms for 32.6 % (19: 26 ms for
-/// 31.0 %). The result is cached, but the compressing happens on a worker
-/// thread whose other connections wait meanwhile, up to 40 times as long
-/// for a file at the 4 MB default limit, and an inetd process pays it on
-/// each connection: so the level where the ratio stops paying for time.
-const GZIP_LEVEL: u32 = 6;
-const BROTLI_QUALITY: u32 = 6;
-/// 4 MiB, the default limit's size: a larger window finds nothing more.
-const BROTLI_WINDOW_BITS: u32 = 22;
-const ZSTD_LEVEL: i32 = 9;
-
 /// `bytes` in `coding`; None if the coding is unknown or this build has
 /// no codecs.
+pub use codec::encode;
+
 #[cfg(feature = "compress")]
-pub fn encode(coding: Coding, bytes: &[u8]) -> Option<Vec<u8>> {
+mod codec {
     use std::io::Write;
-    match coding.token {
-        "gzip" => {
-            let level = flate2::Compression::new(GZIP_LEVEL);
-            let mut enc = flate2::write::GzEncoder::new(Vec::new(), level);
-            enc.write_all(bytes).ok()?;
-            enc.finish().ok()
-        }
-        "br" => {
-            let mut out = Vec::new();
-            {
-                let mut w = brotli::CompressorWriter::new(
-                    &mut out,
-                    4096,
-                    BROTLI_QUALITY,
-                    BROTLI_WINDOW_BITS,
-                );
-                w.write_all(bytes).ok()?;
-                w.flush().ok()?;
+
+    use crate::site::negotiate::Coding;
+
+    /// Levels, from timing a 100 KB minified JavaScript file (highlight.js)
+    /// on the development machine, per 100 KB: gzip 6 takes 2.8 ms for
+    /// 33.6 % (9: the same ratio, no faster); br 6 3.6 ms for 31.9 % (9:
+    /// 22 ms for 31.5 %, 11: 125 ms for 29.0 %); zstd 9 1.8 ms for 32.6 %
+    /// (19: 26 ms for 31.0 %). The result is cached, but the compressing
+    /// happens on a worker thread whose other connections wait meanwhile,
+    /// up to 40 times as long for a file at the 4 MB default limit, and an
+    /// inetd process pays it on each connection: so the level where the
+    /// ratio stops paying for the time.
+    const GZIP_LEVEL: u32 = 6;
+    const BROTLI_QUALITY: u32 = 6;
+    /// 4 MiB, the default limit's size: a larger window finds nothing more.
+    const BROTLI_WINDOW_BITS: u32 = 22;
+    const ZSTD_LEVEL: i32 = 9;
+
+    pub fn encode(coding: Coding, bytes: &[u8]) -> Option<Vec<u8>> {
+        match coding.token {
+            "gzip" => {
+                let level = flate2::Compression::new(GZIP_LEVEL);
+                let mut enc = flate2::write::GzEncoder::new(Vec::new(), level);
+                enc.write_all(bytes).ok()?;
+                enc.finish().ok()
             }
-            // Dropping the writer ended the stream.
-            Some(out)
+            "br" => {
+                let mut out = Vec::new();
+                {
+                    let mut w = brotli::CompressorWriter::new(
+                        &mut out,
+                        4096,
+                        BROTLI_QUALITY,
+                        BROTLI_WINDOW_BITS,
+                    );
+                    w.write_all(bytes).ok()?;
+                    w.flush().ok()?;
+                }
+                // Dropping the writer ended the stream.
+                Some(out)
+            }
+            "zstd" => zstd::bulk::compress(bytes, ZSTD_LEVEL).ok(),
+            _ => None,
         }
-        "zstd" => zstd::bulk::compress(bytes, ZSTD_LEVEL).ok(),
-        _ => None,
     }
 }
 
 #[cfg(not(feature = "compress"))]
-pub fn encode(_coding: Coding, _bytes: &[u8]) -> Option<Vec<u8>> {
-    None
+mod codec {
+    use crate::site::negotiate::Coding;
+
+    pub fn encode(_coding: Coding, _bytes: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 /// The strong ETag of a compressed variant: the original's, the coding and
