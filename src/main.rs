@@ -140,6 +140,53 @@ struct Cli {
     #[cfg(feature = "http2")]
     #[command(flatten)]
     http2: Http2Args,
+
+    #[cfg(feature = "compress")]
+    #[command(flatten)]
+    compress: CompressArgs,
+}
+
+/// Compression on the fly: text, JavaScript, JSON, SVG, XML, WebAssembly
+/// and fonts without a precompressed sibling go out in zstd, br or gzip,
+/// compressed once and kept in memory.
+#[cfg(feature = "compress")]
+#[derive(clap::Args, Debug)]
+#[command(next_help_heading = "Compression")]
+#[group(skip)]
+struct CompressArgs {
+    /// Send files as they are (precompressed siblings are still sent).
+    #[arg(long)]
+    no_compress: bool,
+
+    /// Megabytes of compressed files kept in memory, shared by all threads;
+    /// the least recently used go first.
+    #[arg(long, value_name = "MB", default_value_t = 64, conflicts_with = "no_compress",
+          value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
+    compress_cache: u32,
+
+    /// Larger files are sent as they are: bytes, or with K or M (4M).
+    /// Files under 256 bytes are too.
+    #[arg(long, value_name = "BYTES", default_value = "4M", conflicts_with = "no_compress",
+          value_parser = site::compress::parse_size)]
+    compress_max: u64,
+}
+
+#[cfg(feature = "compress")]
+impl Cli {
+    fn compress_settings(&self) -> Option<site::compress::CompressSettings> {
+        let args = &self.compress;
+        (!args.no_compress).then_some(site::compress::CompressSettings {
+            cache_bytes: (args.compress_cache as usize) << 20,
+            max_size: args.compress_max,
+        })
+    }
+}
+
+#[cfg(not(feature = "compress"))]
+impl Cli {
+    fn compress_settings(&self) -> Option<site::compress::CompressSettings> {
+        None
+    }
 }
 
 /// HTTP/2: on by default, over TLS (ALPN h2) and in cleartext for clients
@@ -247,6 +294,7 @@ enum LogArg {
 impl Cli {
     fn into_config(self) -> Config {
         let defaults = Config::default();
+        let compress = self.compress_settings();
         // Counting cores reads a dozen cgroup files: inetd mode, started
         // once per connection, has no threads to size and skips it.
         let threads = match (self.inetd, self.threads) {
@@ -272,6 +320,7 @@ impl Cli {
                 vhosts: self.vhosts,
                 listing: self.listing,
                 cgi: self.cgi,
+                compress,
             },
             cgi_timeout: std::time::Duration::from_secs(self.cgi_timeout),
             cgi_max: self.cgi_max as usize,

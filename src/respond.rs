@@ -164,7 +164,7 @@ impl Reply<'_> {
             (Err(SiteError::NotFound), Some(rule)) => {
                 self.redirect_rule(ctx, req, path, &rule, post, force_close)
             }
-            (resolved, _) => self.resolved(req, resolved, post, force_close),
+            (resolved, _) => self.resolved(ctx, req, resolved, post, force_close),
         }
     }
 
@@ -243,12 +243,13 @@ impl Reply<'_> {
                 _ => self.error(Status::NotFound),
             });
         }
-        self.resolved(req, resolved, post, force_close)
+        self.resolved(ctx, req, resolved, post, force_close)
     }
 
     /// The answer for what a path resolved to.
     fn resolved(
         &self,
+        ctx: &SiteCtx,
         req: &Request,
         resolved: Result<Resource, SiteError>,
         post: bool,
@@ -267,6 +268,7 @@ impl Reply<'_> {
                     force_close,
                     https: false,
                     sockets: None,
+                    site_headers: ctx.owned_headers(),
                 };
                 Answer::Cgi(Box::new(job))
             }
@@ -297,6 +299,16 @@ pub struct CgiJob {
     /// descriptor is not the connection's socket (an HTTP/2 stream's
     /// socket pair); None: ask the descriptor.
     pub sockets: Option<(Option<std::net::SocketAddr>, Option<std::net::SocketAddr>)>,
+    /// The site's `_headers` and what they match on, for the script's
+    /// response like any other.
+    pub site_headers: Option<SiteHeaders>,
+}
+
+/// What `_headers` needs to add its fields to a response decided later.
+pub struct SiteHeaders {
+    files: Arc<RootFiles>,
+    host: Option<String>,
+    path: Vec<u8>,
 }
 
 fn persistence(req: &Request, force_close: bool) -> Persistence {
@@ -373,6 +385,9 @@ pub fn cgi_head(job: &CgiJob, head: &CgiHead) -> (Vec<u8>, CgiFraming, bool) {
     }
     for (name, value) in &head.other {
         h.header(name, value);
+    }
+    if let Some(sh) = &job.site_headers {
+        add_site_headers(&sh.files, sh.host.as_deref(), &sh.path, head.status, &mut h);
     }
     match framing {
         CgiFraming::Length(n) => {
@@ -537,28 +552,50 @@ struct SiteCtx<'a> {
 }
 
 impl SiteCtx<'_> {
-    /// The `_headers` fields for this request's path, added to a head:
-    /// they replace staticd's own of the same name, except Vary, which is
-    /// joined. A 304 leaves out the representation's own metadata
-    /// (RFC 9110 §15.4.5).
+    /// The `_headers` fields for this request's path, added to a head.
     fn add_headers(&self, status: Status, h: &mut HeadBuilder) {
-        let (Some(files), Some(path)) = (self.files, self.path) else {
-            return;
-        };
-        let applied = files.headers.matching(self.host, path);
-        for (name, value) in applied.iter() {
-            let metadata = ["Content-Type", "Content-Language"]
-                .iter()
-                .any(|m| m.eq_ignore_ascii_case(name));
-            if status == Status::NotModified && metadata {
-                continue;
-            }
-            if name.eq_ignore_ascii_case("Vary") {
-                h.append_to_list(name, value);
-            } else {
-                h.remove(name);
-                h.header_display(name, value);
-            }
+        if let (Some(files), Some(path)) = (self.files, self.path) {
+            add_site_headers(files, self.host, path, status.code(), h);
+        }
+    }
+
+    /// The same, kept for a response that a CGI script decides.
+    fn owned_headers(&self) -> Option<SiteHeaders> {
+        let (files, path) = (self.files?, self.path?);
+        if files.headers.is_empty() {
+            return None;
+        }
+        Some(SiteHeaders {
+            files: self.site.root_files(self.host)?,
+            host: self.host.map(str::to_string),
+            path: path.to_vec(),
+        })
+    }
+}
+
+/// Adds the `_headers` fields for `path` to a head: they replace staticd's
+/// own of the same name, except Vary, which is joined. A 304 leaves out the
+/// representation's own metadata (RFC 9110 §15.4.5).
+fn add_site_headers(
+    files: &RootFiles,
+    host: Option<&str>,
+    path: &[u8],
+    status: u16,
+    h: &mut HeadBuilder,
+) {
+    let applied = files.headers.matching(host, path);
+    for (name, value) in applied.iter() {
+        let metadata = ["Content-Type", "Content-Language"]
+            .iter()
+            .any(|m| m.eq_ignore_ascii_case(name));
+        if status == 304 && metadata {
+            continue;
+        }
+        if name.eq_ignore_ascii_case("Vary") {
+            h.append_to_list(name, value);
+        } else {
+            h.remove(name);
+            h.header_display(name, value);
         }
     }
 }

@@ -237,6 +237,32 @@ fn a_precompressed_variant_allocates_nothing() {
     );
 }
 
+/// The compressed variant comes from the cache the threads share: a lookup
+/// under its lock and a reference count, nothing allocated.
+#[cfg(feature = "compress")]
+#[test]
+fn a_file_compressed_on_the_fly_allocates_nothing_once_cached() {
+    use staticd::http::parse::{self, Parsed};
+    use staticd::respond::{self, Answer};
+    use staticd::site::compress::CompressSettings;
+
+    let features = Features {
+        compress: Some(CompressSettings::default()),
+        ..Features::default()
+    };
+    let raw = get("/small.txt", "");
+    let f = Fixture::new(features.clone());
+    let Parsed::Complete { request, .. } = parse::parse(&raw) else {
+        panic!("the request parses");
+    };
+    let Answer::Send(resp) = respond::respond(&f.site, &request, false) else {
+        panic!("a file, not a script");
+    };
+    let field = b"Content-Encoding: br\r\n";
+    assert!(resp.head.windows(field.len()).any(|w| w == field));
+    assert_eq!(fewest_allocations(features, &raw), 0);
+}
+
 #[test]
 fn a_not_modified_answer_allocates_nothing() {
     let raw = get(

@@ -1,13 +1,16 @@
 //! A file and its variants, as found on disk: the unit that is cached and
 //! from which each request picks what suits its Accept headers.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{self, Read};
+use std::ops::Deref;
 use std::os::fd::BorrowedFd;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::compress::{self, Cached, Compression, Identity};
 use super::negotiate::{self, Coding, ImageFormat};
 use super::{content_type, SiteError};
 use crate::http::conditional::Validators;
@@ -49,14 +52,48 @@ pub struct FileSet {
     /// Usable siblings: regular files no older than the original.
     alternatives: Vec<Variant>,
     /// The Vary header: set whenever a sibling exists, usable or not,
-    /// since the response would differ if it were.
+    /// since the response would differ if it were, and when the file is
+    /// compressed on the fly.
     pub vary: Option<&'static str>,
+    /// Set when the file is compressed on the fly: it qualifies and has no
+    /// precompressed sibling to send instead.
+    on_the_fly: Option<OnTheFly>,
+}
+
+/// Where a file's compressed variants are kept, and under what name.
+struct OnTheFly {
+    cache: Arc<compress::Cache>,
+    identity: Identity,
+}
+
+/// The variant chosen for a request: one of the set's, or one compressed
+/// on the fly (held by the shared cache as well).
+pub enum Chosen<'a> {
+    Stored(&'a Variant),
+    Compressed(Arc<Variant>),
+}
+
+impl Deref for Chosen<'_> {
+    type Target = Variant;
+
+    fn deref(&self) -> &Variant {
+        match self {
+            Chosen::Stored(v) => v,
+            Chosen::Compressed(v) => v,
+        }
+    }
 }
 
 impl FileSet {
     /// Opens the file at `rel` in `dir` (already open as `file`) and finds
-    /// its siblings.
-    pub fn discover(dir: BorrowedFd<'_>, rel: &[u8], file: File) -> Result<FileSet, SiteError> {
+    /// its siblings; with `compression`, a file that qualifies and has no
+    /// precompressed sibling is compressed on the fly.
+    pub fn discover(
+        dir: BorrowedFd<'_>,
+        rel: &[u8],
+        file: File,
+        compression: Option<&Compression>,
+    ) -> Result<FileSet, SiteError> {
         let meta = file.metadata().map_err(SiteError::from_io)?;
         let ft = meta.file_type();
         if !ft.is_file() {
@@ -76,6 +113,7 @@ impl FileSet {
             original,
             alternatives: Vec::new(),
             vary: None,
+            on_the_fly: None,
         };
         if negotiate::is_replaceable_image(&ct) {
             if let Some(dot) = rel.iter().rposition(|&b| b == b'.') {
@@ -89,8 +127,32 @@ impl FileSet {
                 let name = [rel, c.suffix.as_bytes()].concat();
                 set.add_sibling(dir, &name, ct.clone(), Kind::Coded(c), "Accept-Encoding");
             }
+            if let Some(c) = compression {
+                set.compress_on_the_fly(c, &meta);
+            }
         }
         Ok(set)
+    }
+
+    /// Compresses the file on the fly if it qualifies and no precompressed
+    /// sibling can be sent instead (a stale one does not count).
+    fn compress_on_the_fly(&mut self, c: &Compression, meta: &std::fs::Metadata) {
+        let precompressed = self
+            .alternatives
+            .iter()
+            .any(|v| matches!(v.kind, Kind::Coded(_)));
+        if precompressed
+            || !c
+                .settings
+                .applies(self.original.len, &self.original.content_type)
+        {
+            return;
+        }
+        self.vary = Some("Accept-Encoding");
+        self.on_the_fly = Some(OnTheFly {
+            cache: Arc::clone(&c.cache),
+            identity: Identity::of(meta),
+        });
     }
 
     fn add_sibling(
@@ -122,7 +184,17 @@ impl FileSet {
 
     /// The variant for a client with these Accept and Accept-Encoding
     /// headers.
-    pub fn choose(&self, accept: Option<&str>, accept_encoding: Option<&str>) -> &Variant {
+    pub fn choose(&self, accept: Option<&str>, accept_encoding: Option<&str>) -> Chosen<'_> {
+        if let Some(fly) = &self.on_the_fly {
+            let compressed = negotiate::best_coding(accept_encoding, |_| true)
+                .and_then(|c| fly.variant(&self.original, c));
+            return compressed.map_or(Chosen::Stored(&self.original), Chosen::Compressed);
+        }
+        Chosen::Stored(self.stored(accept, accept_encoding))
+    }
+
+    /// The best of the variants found on disk.
+    fn stored(&self, accept: Option<&str>, accept_encoding: Option<&str>) -> &Variant {
         if self.alternatives.is_empty() {
             return &self.original;
         }
@@ -150,6 +222,56 @@ impl FileSet {
                 Source::File(_) => 0,
             })
             .sum()
+    }
+}
+
+impl OnTheFly {
+    /// `original` in `coding`, from the cache or compressed now (outside
+    /// the cache's lock); None when that fails or saves nothing.
+    fn variant(&self, original: &Variant, coding: Coding) -> Option<Arc<Variant>> {
+        if let Cached::Hit(v) = self.cache.get(self.identity, coding) {
+            return v;
+        }
+        let bytes = self.read(original)?;
+        let packed = compress::encode(coding, &bytes)?;
+        let variant = (packed.len() < bytes.len())
+            .then(|| Arc::new(Variant::compressed(original, coding, packed)));
+        self.cache.put(self.identity, coding, variant.clone());
+        variant
+    }
+
+    /// The original's bytes, if the file is still the one the identity
+    /// names: a file changed since it was opened must not be cached under
+    /// its old name.
+    fn read<'a>(&self, original: &'a Variant) -> Option<Cow<'a, [u8]>> {
+        match &original.source {
+            Source::Memory(bytes) => Some(Cow::Borrowed(bytes)),
+            Source::File(file) => {
+                let mut bytes = vec![0; usize::try_from(original.len).ok()?];
+                file.read_exact_at(&mut bytes, 0).ok()?;
+                let meta = file.metadata().ok()?;
+                (Identity::of(&meta) == self.identity).then_some(Cow::Owned(bytes))
+            }
+        }
+    }
+}
+
+impl Variant {
+    /// `original` compressed on the fly as `packed`.
+    fn compressed(original: &Variant, coding: Coding, packed: Vec<u8>) -> Variant {
+        let etag = compress::etag(&original.validators.etag, coding, &packed);
+        Variant {
+            len: packed.len() as u64,
+            source: Source::Memory(Arc::from(packed)),
+            mtime: original.mtime,
+            validators: Validators {
+                etag,
+                last_modified: original.validators.last_modified,
+            },
+            content_type: Arc::clone(&original.content_type),
+            encoding: Some(coding.token),
+            kind: Kind::Coded(coding),
+        }
     }
 }
 

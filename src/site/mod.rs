@@ -2,6 +2,7 @@
 //! in it), files and their variants, redirecting symlinks, listings.
 
 pub mod cache;
+pub mod compress;
 pub mod file;
 pub mod listing;
 pub mod negotiate;
@@ -32,6 +33,9 @@ pub struct Features {
     pub listing: bool,
     /// Run executable `*.cgi` files as CGI scripts.
     pub cgi: bool,
+    /// Compress text on the fly (`--compress-*`); None: `--no-compress`,
+    /// or a build without the feature.
+    pub compress: Option<compress::CompressSettings>,
 }
 
 /// A document root, held open so that every lookup is relative to it.
@@ -42,6 +46,7 @@ pub struct Site {
     /// Index file names, tried in order.
     index: Vec<String>,
     features: Features,
+    compression: Option<compress::Compression>,
     /// `--auth` areas and their credentials.
     #[cfg(feature = "auth")]
     auth: Option<crate::auth::Auth>,
@@ -132,6 +137,10 @@ impl Site {
             root: fd,
             root_path,
             index: index.iter().map(|n| n.as_ref().to_string()).collect(),
+            compression: features
+                .compress
+                .filter(|_| compress::AVAILABLE)
+                .map(compress::Compression::new),
             features,
             #[cfg(feature = "auth")]
             auth: None,
@@ -173,6 +182,9 @@ impl Site {
     /// The site's own page for an error status (`404.html` in its root),
     /// if it has one.
     pub fn error_page(&self, host: Option<&str>, code: u16) -> Option<Arc<FileSet>> {
+        if !self.root_files(host)?.has_error_page(code) {
+            return None;
+        }
         let mut name = [0u8; 8];
         let len = {
             use std::io::Write;
@@ -370,7 +382,7 @@ impl Site {
                 // `/file.txt/` names a directory that is not there.
                 return Err(SiteError::NotFound);
             }
-            return FileSet::discover(dir, &q.path.rel, file)
+            return FileSet::discover(dir, &q.path.rel, file, self.compression.as_ref())
                 .map(|set| Resource::File(Arc::new(set)));
         }
         if !q.path.trailing_slash {
@@ -413,7 +425,8 @@ impl Site {
         if let Some(script) = self.script(d, rel, &index_meta, String::new())? {
             return Ok(script);
         }
-        FileSet::discover(d.fd, rel, index).map(|set| Resource::File(Arc::new(set)))
+        FileSet::discover(d.fd, rel, index, self.compression.as_ref())
+            .map(|set| Resource::File(Arc::new(set)))
     }
 }
 

@@ -3,7 +3,9 @@
 //! `crate::rules`).
 //!
 //! They are read when a site is first asked for and again when they change,
-//! checked at most once a second (like the open-file cache). Parsing happens
+//! checked at most once a second (like the open-file cache). The same check
+//! notes which error pages (`404.html`...) the root holds, so that an error
+//! costs no lookup of a page the site does not have. Parsing happens
 //! once per change for the whole process, under one lock, so each problem in
 //! a file is reported once; worker threads then keep the parsed rules in a
 //! per-thread map, so a request takes no lock and allocates nothing.
@@ -36,14 +38,31 @@ pub const REDIRECTS: &[u8] = b"_redirects";
 pub struct RootFiles {
     pub headers: HeaderRules,
     pub redirects: RedirectRules,
+    /// The error statuses with a `<code>.html` in the root.
+    error_pages: Vec<u16>,
 }
+
+impl RootFiles {
+    pub fn has_error_page(&self, code: u16) -> bool {
+        self.error_pages.contains(&code)
+    }
+}
+
+/// The error statuses staticd answers with, whose pages a site may replace.
+const ERROR_CODES: [u16; 16] = [
+    400, 401, 403, 404, 405, 411, 412, 414, 416, 431, 500, 501, 502, 503, 504, 505,
+];
 
 /// What identifies a version of a file: None when it is absent or unreadable.
 type Stamp = Option<(u64, u64, u64, i64, i64)>;
 
+/// The stamps of `_headers`, `_redirects` and the root directory itself,
+/// whose mtime changes when an error page is added or removed.
+type Stamps = [Stamp; 3];
+
 struct Loaded {
     checked: Instant,
-    stamps: [Stamp; 2],
+    stamps: Stamps,
     files: Arc<RootFiles>,
 }
 
@@ -94,7 +113,7 @@ pub fn load(dir: BorrowedFd<'_>, shown: &Path, name: &str, now: Instant) -> Arc<
             return Arc::clone(&loaded.files);
         }
         loaded.checked = now;
-        if [stamp(dir, HEADERS), stamp(dir, REDIRECTS)] == loaded.stamps {
+        if stamps(dir) == loaded.stamps {
             return Arc::clone(&loaded.files);
         }
     }
@@ -109,8 +128,24 @@ pub fn load(dir: BorrowedFd<'_>, shown: &Path, name: &str, now: Instant) -> Arc<
     files
 }
 
-/// Reads and parses both files, reporting each problem on stderr.
-fn read(dir: BorrowedFd<'_>, shown: &Path) -> (RootFiles, [Stamp; 2]) {
+fn stamps(dir: BorrowedFd<'_>) -> Stamps {
+    let dir_stamp = rustix::fs::fstat(dir).ok().map(|st| {
+        (
+            st.st_dev,
+            st.st_ino,
+            0,
+            st.st_mtime,
+            st.st_mtime_nsec as i64,
+        )
+    });
+    [stamp(dir, HEADERS), stamp(dir, REDIRECTS), dir_stamp]
+}
+
+/// Reads and parses both files, reporting each problem on stderr, and
+/// notes the error pages.
+fn read(dir: BorrowedFd<'_>, shown: &Path) -> (RootFiles, Stamps) {
+    // Stamped first: a change while reading is seen at the next check.
+    let dir_stamp = stamps(dir)[2];
     let (headers_text, headers_stamp) = read_file(dir, shown, HEADERS);
     let (redirects_text, redirects_stamp) = read_file(dir, shown, REDIRECTS);
     let mut files = RootFiles::default();
@@ -122,7 +157,11 @@ fn read(dir: BorrowedFd<'_>, shown: &Path) -> (RootFiles, [Stamp; 2]) {
         let path = file_path(shown, REDIRECTS);
         files.redirects = RedirectRules::parse(&text, &mut |line, msg| report(&path, line, msg));
     }
-    (files, [headers_stamp, redirects_stamp])
+    files.error_pages = ERROR_CODES
+        .into_iter()
+        .filter(|code| stamp(dir, format!("{code}.html").as_bytes()).is_some())
+        .collect();
+    (files, [headers_stamp, redirects_stamp, dir_stamp])
 }
 
 fn file_path(dir: &Path, name: &[u8]) -> PathBuf {
