@@ -255,6 +255,18 @@ impl<'r, 'a> Applied<'r, 'a> {
             .is_some_and(|word| word & (1 << (i % 64)) != 0)
     }
 
+    /// Whether `value` (of a matched block) comes out empty: a value that
+    /// is only an empty splat is left out rather than sent as `X: `.
+    fn writes_nothing(&self, value: &Value) -> bool {
+        if !value.template.may_write_nothing() {
+            return false;
+        }
+        let pattern = &self.rules.blocks[usize::from(value.block)];
+        pattern
+            .matches(self.host, self.path)
+            .is_none_or(|captures| value.template.writes_nothing(&captures))
+    }
+
     /// Whether no field applies.
     pub fn is_empty(&self) -> bool {
         self.iter().next().is_none()
@@ -300,6 +312,7 @@ impl<'x, 'r, 'a> FieldValue<'x, 'r, 'a> {
             .iter()
             .filter_map(|&i| applied.rules.values.get(i as usize))
             .filter(|v| v.block >= self.from_block && applied.matched(v.block))
+            .filter(|v| !applied.writes_nothing(v))
             .map(move |value| OneValue { applied, value })
     }
 }
@@ -437,6 +450,11 @@ mod tests {
         assert_eq!(
             fields(&rules, None, "/movies/up"),
             ["x-movie-name: You are watching \"up\""]
+        );
+        // A value that comes out empty is left out.
+        assert_eq!(
+            fields(&rules, Some("demo.pages.dev"), "/"),
+            ["Access-Control-Allow-Origin: https://staging.demo.pages.dev/"]
         );
         assert_eq!(
             fields(&rules, Some("demo.pages.dev"), "/a b\r\n"),

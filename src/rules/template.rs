@@ -140,6 +140,22 @@ impl Template {
         }
     }
 
+    /// Whether the template writes nothing with `captures` put in: it is
+    /// only captures, and they are empty (a splat can be).
+    pub(crate) fn writes_nothing(&self, captures: &Captures<'_>) -> bool {
+        self.pieces.iter().all(|piece| match piece {
+            Piece::Literal(text) => text.is_empty(),
+            Piece::Capture { index, .. } => captures.get(usize::from(*index)).is_empty(),
+        })
+    }
+
+    /// Whether some captures could make the template write nothing.
+    pub(crate) fn may_write_nothing(&self) -> bool {
+        self.pieces
+            .iter()
+            .all(|piece| matches!(piece, Piece::Capture { .. }))
+    }
+
     /// Writes the template with `captures` put in.
     pub(crate) fn write(&self, captures: &Captures<'_>, out: &mut dyn fmt::Write) -> fmt::Result {
         for piece in self.pieces.iter() {
@@ -256,5 +272,11 @@ mod tests {
         let p = Pattern::parse("/a/:x", false).unwrap();
         assert_eq!(Template::value("no refs", &p).as_literal(), Some("no refs"));
         assert_eq!(Template::value("x :x", &p).as_literal(), None);
+        assert!(!Template::value("x :x", &p).may_write_nothing());
+        let splat = Pattern::parse("/a/*", false).unwrap();
+        let t = Template::value(":splat", &splat);
+        assert!(t.may_write_nothing());
+        assert!(t.writes_nothing(&splat.matches(None, b"/a/").unwrap()));
+        assert!(!t.writes_nothing(&splat.matches(None, b"/a/b").unwrap()));
     }
 }
