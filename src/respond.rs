@@ -98,6 +98,8 @@ pub fn respond(site: &Site, req: &Request, force_close: bool) -> Answer {
         site: Some(ctx),
     };
     let answer = match parsed {
+        // `OPTIONS *` asks about the server, not a path (RFC 9110 §9.3.7).
+        _ if req.method == Method::Options && req.target == "*" => Answer::Send(reply.options()),
         Ok(path) => reply.request(&ctx, req, &path, force_close),
         Err(PathError::BadRequest) => Answer::Send(reply.error(Status::BadRequest)),
         Err(PathError::Hidden) => Answer::Send(reply.error(Status::NotFound)),
