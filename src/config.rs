@@ -54,6 +54,9 @@ pub struct Config {
     /// HTTP/2 (ALPN h2 over TLS, h2c with prior knowledge in cleartext);
     /// None: HTTP/1.x only (`--no-http2`, or a build without it).
     pub http2: Option<Http2>,
+    /// Paths that need a user and password (`--auth`); empty without the
+    /// auth feature.
+    pub auth: Vec<AuthArea>,
 }
 
 /// HTTP/2 settings (`--h2-max-streams`).
@@ -111,6 +114,7 @@ impl Default for Config {
             shutdown_grace: Duration::from_secs(10),
             https: None,
             http2: None,
+            auth: Vec::new(),
         }
     }
 }
@@ -184,6 +188,52 @@ fn is_host_name(s: &str) -> bool {
         })
 }
 
+/// A part of the site behind a password: `--auth PREFIX=HTPASSWD`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuthArea {
+    /// A decoded URL path: `/private` covers `/private` and `/private/...`.
+    pub prefix: String,
+    /// An Apache htpasswd file.
+    pub file: PathBuf,
+}
+
+impl AuthArea {
+    /// A prefix is a path, and becomes the realm in a header: it starts
+    /// with `/` and holds no control characters.
+    pub fn check_prefix(prefix: &str) -> Result<(), String> {
+        if !prefix.starts_with('/') {
+            return Err(format!(
+                "the prefix {prefix:?} does not start with /, e.g. /private=/etc/staticd/htpasswd"
+            ));
+        }
+        if prefix.chars().any(char::is_control) {
+            return Err("the prefix holds a control character".to_string());
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for AuthArea {
+    type Err = String;
+
+    /// `PREFIX=HTPASSWD`, split at the first `=`.
+    fn from_str(s: &str) -> Result<AuthArea, String> {
+        let Some((prefix, file)) = s.split_once('=') else {
+            return Err(
+                "no '=': use PREFIX=HTPASSWD, e.g. /private=/etc/staticd/htpasswd".to_string(),
+            );
+        };
+        AuthArea::check_prefix(prefix)?;
+        if file.is_empty() {
+            return Err("no htpasswd file after '='".to_string());
+        }
+        Ok(AuthArea {
+            prefix: prefix.to_string(),
+            file: PathBuf::from(file),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,6 +275,26 @@ mod tests {
         for port_mistake in ["127.0.0.1:8080", "8080"] {
             let hint = port_mistake.parse::<Bind>().unwrap_err();
             assert!(hint.contains("--port"), "{hint}");
+        }
+    }
+
+    #[test]
+    fn auth_area_forms_and_mistakes() {
+        let area = |p: &str, f: &str| AuthArea {
+            prefix: p.to_string(),
+            file: PathBuf::from(f),
+        };
+        assert_eq!("/private=/etc/pw".parse(), Ok(area("/private", "/etc/pw")));
+        assert_eq!("/=pw=x".parse(), Ok(area("/", "pw=x")));
+        for (bad, why) in [
+            ("/private", "no '='"),
+            ("private=/etc/pw", "does not start with /"),
+            ("=/etc/pw", "does not start with /"),
+            ("/a\nb=/etc/pw", "control character"),
+            ("/private=", "no htpasswd file"),
+        ] {
+            let err = bad.parse::<AuthArea>().unwrap_err();
+            assert!(err.contains(why), "{bad}: {err}");
         }
     }
 }

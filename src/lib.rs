@@ -4,6 +4,8 @@
 //! `http` and `site` decide; `respond` is where decisions meet; `session`
 //! drives one connection without I/O; `serve` holds the transports.
 
+#[cfg(feature = "auth")]
+pub mod auth;
 pub mod calendar;
 pub mod cgi;
 pub mod config;
@@ -13,6 +15,7 @@ pub mod page;
 pub mod pool;
 pub mod privileges;
 pub mod respond;
+pub mod rules;
 pub mod serve;
 pub mod session;
 pub mod site;

@@ -123,6 +123,16 @@ struct Cli {
     #[arg(long)]
     no_sendfile: bool,
 
+    /// Paths under PREFIX need a user and password from the htpasswd file HTPASSWD; repeatable.
+    ///
+    /// PREFIX is a decoded URL path: /private covers /private and
+    /// /private/..., and the longest matching prefix decides. HTPASSWD is an
+    /// Apache htpasswd file of bcrypt (htpasswd -B), SHA-crypt or apr1
+    /// hashes, read again when it changes.
+    #[cfg(feature = "auth")]
+    #[arg(long, value_name = "PREFIX=HTPASSWD")]
+    auth: Vec<staticd::config::AuthArea>,
+
     #[cfg(feature = "tls")]
     #[command(flatten)]
     https: HttpsArgs,
@@ -329,6 +339,8 @@ impl Cli {
             https: self.https.settings(),
             #[cfg(feature = "http2")]
             http2: self.http2.settings(),
+            #[cfg(feature = "auth")]
+            auth: self.auth,
             ..defaults
         }
     }
@@ -369,6 +381,9 @@ fn main() -> ExitCode {
     if cfg.io_uring && cfg.https.is_some() {
         eprintln!("staticd: --io-uring does not serve HTTPS yet: leave out --io-uring or the --tls-* flags");
         return ExitCode::from(2);
+    }
+    if !cfg.auth.is_empty() && cfg.https.is_none() {
+        eprintln!("staticd: warning: --auth without TLS sends passwords in the clear");
     }
     match run(cfg, privileges) {
         Ok(()) => ExitCode::SUCCESS,
@@ -481,6 +496,15 @@ fn run(cfg: Config, privileges: Privileges) -> Result<(), String> {
     };
     privileges.apply()?;
     let site = Site::open(&cfg.root, &cfg.index, cfg.features.clone())?;
+    // After --chroot and --user, like the root: the files are re-read on
+    // change from where the server then runs.
+    #[cfg(feature = "auth")]
+    let site = if cfg.auth.is_empty() {
+        site
+    } else {
+        let mut warn = |w: &str| eprintln!("staticd: {w}");
+        site.with_auth(staticd::auth::Auth::load(&cfg.auth, &mut warn)?)
+    };
     let extras = serve::Extras {
         #[cfg(feature = "tls")]
         tls: tls.map(Arc::new),

@@ -13,11 +13,13 @@ use crate::http::range::{self, ByteRange, RangeOutcome};
 use crate::http::response::{self, Chunk, HeadBuilder, Persistence, Status};
 use crate::page;
 use crate::pool;
+use crate::rules::redirects::Match as RuleMatch;
 use crate::site::file::{FileSet, Source};
 use crate::site::listing::{self, Listing, Sort};
 use crate::site::negotiate;
 use crate::site::path::{self, PathError, SitePath};
-use crate::site::{Lookup, Resource, ScriptTarget, Site, SiteError};
+use crate::site::root_files::{self, RootFiles};
+use crate::site::{Access, Lookup, Resource, ScriptTarget, Site, SiteError};
 
 const ALLOW: &str = "GET, HEAD, OPTIONS";
 
@@ -76,37 +78,203 @@ fn slice(source: &Source, offset: u64, len: u64) -> Chunk {
 /// Answers a request whose head parsed. `force_close` makes the response
 /// the last on its connection (the server is shutting down).
 pub fn respond(site: &Site, req: &Request, force_close: bool) -> Answer {
+    // An absolute-form target names the host itself (RFC 9112 §3.2.2).
+    let host = path::authority(&req.target).or(req.host.as_deref());
+    let files = site.root_files(host);
+    // The decoded path is written into a pooled buffer: no allocation.
+    let mut scratch = pool::take(&pool::HEADS);
+    let parsed = SitePath::from_target(&req.target);
+    let url_path = parsed.as_ref().ok().map(|p| url_path(p, &mut scratch));
+    let ctx = SiteCtx {
+        site,
+        host,
+        files: files.as_deref(),
+        path: url_path,
+    };
     let reply = Reply {
         persistence: persistence(req, force_close),
         head_only: req.method == Method::Head,
         errors: ErrorForm::for_accept(req.accept.as_deref()),
+        site: Some(ctx),
     };
-    // POST means something only to a CGI script.
-    let post = matches!(&req.method, Method::Other(m) if m == "POST") && site.runs_cgi();
-    match &req.method {
-        Method::Get | Method::Head => {}
-        Method::Options => return Answer::Send(reply.options()),
-        Method::Other(_) if post => {}
-        Method::Other(_) => return Answer::Send(reply.not_allowed()),
+    let answer = match parsed {
+        Ok(path) => reply.request(&ctx, req, &path, force_close),
+        Err(PathError::BadRequest) => Answer::Send(reply.error(Status::BadRequest)),
+        Err(PathError::Hidden) => Answer::Send(reply.error(Status::NotFound)),
+    };
+    pool::give(&pool::HEADS, scratch);
+    answer
+}
+
+/// What the site has at `path`.
+fn lookup(ctx: &SiteCtx, req: &Request, path: &SitePath) -> Result<Resource, SiteError> {
+    let lookup = Lookup {
+        path,
+        host: ctx.host,
+        accept: req.accept.as_deref(),
+        accept_encoding: req.accept_encoding.as_deref(),
+    };
+    ctx.site.resolve(&lookup)
+}
+
+/// `/` and the decoded path (with its trailing slash), as `_headers`,
+/// `_redirects` and `--auth` prefixes are written.
+fn url_path<'s>(path: &SitePath, scratch: &'s mut Vec<u8>) -> &'s [u8] {
+    scratch.clear();
+    scratch.push(b'/');
+    scratch.extend_from_slice(&path.rel);
+    if path.trailing_slash && !path.rel.is_empty() {
+        scratch.push(b'/');
     }
-    match resolve(site, req) {
-        Ok(Resource::Script(script)) => {
-            if req.framing == BodyFraming::Chunked {
-                // CGI/1.1 needs CONTENT_LENGTH before the body arrives.
-                return Answer::Send(reply.error(Status::LengthRequired));
-            }
-            let job = CgiJob {
-                request: req.clone().into_owned(),
-                script,
-                raw_head: Vec::new(),
-                force_close,
-                https: false,
-                sockets: None,
-            };
-            Answer::Cgi(Box::new(job))
+    scratch
+}
+
+impl Reply<'_> {
+    /// A request whose path is sound: access, method, `_redirects`, then
+    /// what the path names.
+    fn request(&self, ctx: &SiteCtx, req: &Request, path: &SitePath, force_close: bool) -> Answer {
+        let site = ctx.site;
+        if root_files::is_root_file(&path.rel) {
+            // Configuration, never content.
+            return Answer::Send(self.error(Status::NotFound));
         }
-        _ if post => Answer::Send(reply.not_allowed()),
-        resolved => Answer::Send(reply.resource(req, resolved)),
+        if let Some(denied) = self.denied(ctx, req, ctx.path) {
+            return Answer::Send(denied);
+        }
+        // POST means something only to a CGI script.
+        let post = matches!(&req.method, Method::Other(m) if m == "POST") && site.runs_cgi();
+        match &req.method {
+            Method::Get | Method::Head => {}
+            Method::Options => return Answer::Send(self.options()),
+            Method::Other(_) if post => {}
+            Method::Other(_) => return Answer::Send(self.not_allowed()),
+        }
+        let rule = match (ctx.files, ctx.path) {
+            (Some(files), Some(url)) => files.redirects.first_match(url),
+            _ => None,
+        };
+        // A rule applies when nothing is at the path, or when it is forced
+        // (Netlify's shadowing): symlink redirects are files, so they win
+        // over unforced rules.
+        if let Some(rule) = rule.as_ref().filter(|r| r.force()) {
+            return self.redirect_rule(ctx, req, path, rule, post, force_close);
+        }
+        let resolved = lookup(ctx, req, path);
+        match (resolved, rule) {
+            (Err(SiteError::NotFound), Some(rule)) => {
+                self.redirect_rule(ctx, req, path, &rule, post, force_close)
+            }
+            (resolved, _) => self.resolved(ctx, req, resolved, post, force_close),
+        }
+    }
+
+    /// 401 when `--auth` covers `url` and the request's credentials do
+    /// not pass; None when it may go on.
+    fn denied(&self, ctx: &SiteCtx, req: &Request, url: Option<&[u8]>) -> Option<Response> {
+        let site = ctx.site;
+        // A path that cannot be read is refused elsewhere; "/" stands in
+        // so that an area at the root still covers it. A path that is not
+        // UTF-8 is read lossily: it stays under the same prefixes.
+        let url = String::from_utf8_lossy(url.unwrap_or(b"/"));
+        match site.access(&url, req.authorization.as_deref()) {
+            Access::Open => None,
+            Access::Denied { realm } => {
+                let mut h = HeadBuilder::new(Status::Unauthorized);
+                h.header_display(
+                    "WWW-Authenticate",
+                    format_args!("Basic realm=\"{realm}\", charset=\"UTF-8\""),
+                );
+                Some(self.short_body(Status::Unauthorized, h))
+            }
+        }
+    }
+
+    /// A `_redirects` rule that matched: a redirect, or the target's content
+    /// under the requested URL (200), or as the page of a 404.
+    fn redirect_rule(
+        &self,
+        ctx: &SiteCtx,
+        req: &Request,
+        path: &SitePath,
+        rule: &RuleMatch,
+        post: bool,
+        force_close: bool,
+    ) -> Answer {
+        let status = match rule.status() {
+            301 => Status::MovedPermanently,
+            302 => Status::Found,
+            303 => Status::SeeOther,
+            307 => Status::TemporaryRedirect,
+            308 => Status::PermanentRedirect,
+            200 | 404 => return self.rewrite(ctx, req, rule, post, force_close),
+            // The parser admits no other status.
+            _ => return Answer::Send(self.error(Status::InternalServerError)),
+        };
+        let mut h = HeadBuilder::new(status);
+        h.header("Location", &rule.target(path.query));
+        Answer::Send(self.short_body(status, h))
+    }
+
+    /// A 200 or 404 rule: the target goes through the same path checks
+    /// and `--auth` areas as a URL, so a rewrite never leaves the root.
+    fn rewrite(
+        &self,
+        ctx: &SiteCtx,
+        req: &Request,
+        rule: &RuleMatch,
+        post: bool,
+        force_close: bool,
+    ) -> Answer {
+        let target = rule.target(None);
+        let Ok(path) = SitePath::from_target(&target) else {
+            return Answer::Send(self.error(Status::NotFound));
+        };
+        let mut scratch = Vec::new();
+        let url = url_path(&path, &mut scratch);
+        if let Some(denied) = self.denied(ctx, req, Some(url)) {
+            return Answer::Send(denied);
+        }
+        let resolved = lookup(ctx, req, &path);
+        if rule.status() == 404 {
+            return Answer::Send(match resolved {
+                Ok(Resource::File(set)) => {
+                    self.page_file(Status::NotFound, HeadBuilder::new(Status::NotFound), &set)
+                }
+                _ => self.error(Status::NotFound),
+            });
+        }
+        self.resolved(ctx, req, resolved, post, force_close)
+    }
+
+    /// The answer for what a path resolved to.
+    fn resolved(
+        &self,
+        ctx: &SiteCtx,
+        req: &Request,
+        resolved: Result<Resource, SiteError>,
+        post: bool,
+        force_close: bool,
+    ) -> Answer {
+        match resolved {
+            Ok(Resource::Script(script)) => {
+                if req.framing == BodyFraming::Chunked {
+                    // CGI/1.1 needs CONTENT_LENGTH before the body arrives.
+                    return Answer::Send(self.error(Status::LengthRequired));
+                }
+                let job = CgiJob {
+                    request: req.clone().into_owned(),
+                    script,
+                    raw_head: Vec::new(),
+                    force_close,
+                    https: false,
+                    sockets: None,
+                    site_headers: ctx.owned_headers(),
+                };
+                Answer::Cgi(Box::new(job))
+            }
+            _ if post => Answer::Send(self.not_allowed()),
+            resolved => Answer::Send(self.resource(req, resolved)),
+        }
     }
 }
 
@@ -131,6 +299,16 @@ pub struct CgiJob {
     /// descriptor is not the connection's socket (an HTTP/2 stream's
     /// socket pair); None: ask the descriptor.
     pub sockets: Option<(Option<std::net::SocketAddr>, Option<std::net::SocketAddr>)>,
+    /// The site's `_headers` and what they match on, for the script's
+    /// response like any other.
+    pub site_headers: Option<SiteHeaders>,
+}
+
+/// What `_headers` needs to add its fields to a response decided later.
+pub struct SiteHeaders {
+    files: Arc<RootFiles>,
+    host: Option<String>,
+    path: Vec<u8>,
 }
 
 fn persistence(req: &Request, force_close: bool) -> Persistence {
@@ -141,23 +319,7 @@ fn persistence(req: &Request, force_close: bool) -> Persistence {
     }
 }
 
-fn resolve(site: &Site, req: &Request) -> Result<Resource, SiteError> {
-    let path = match SitePath::from_target(&req.target) {
-        Ok(p) => p,
-        Err(PathError::BadRequest) => return Err(SiteError::BadRequest),
-        Err(PathError::Hidden) => return Err(SiteError::NotFound),
-    };
-    let lookup = Lookup {
-        path: &path,
-        // An absolute-form target names the host itself (RFC 9112 §3.2.2).
-        host: path::authority(&req.target).or(req.host.as_deref()),
-        accept: req.accept.as_deref(),
-        accept_encoding: req.accept_encoding.as_deref(),
-    };
-    site.resolve(&lookup)
-}
-
-impl Reply {
+impl Reply<'_> {
     fn resource(&self, req: &Request, resolved: Result<Resource, SiteError>) -> Response {
         let reply = self;
         match resolved {
@@ -224,6 +386,9 @@ pub fn cgi_head(job: &CgiJob, head: &CgiHead) -> (Vec<u8>, CgiFraming, bool) {
     for (name, value) in &head.other {
         h.header(name, value);
     }
+    if let Some(sh) = &job.site_headers {
+        add_site_headers(&sh.files, sh.host.as_deref(), &sh.path, head.status, &mut h);
+    }
     match framing {
         CgiFraming::Length(n) => {
             h.header_u64("Content-Length", n);
@@ -251,6 +416,7 @@ pub fn cgi_failure(job: &CgiJob, status: Status) -> Response {
         persistence: Persistence::Close,
         head_only: req.method == Method::Head,
         errors: ErrorForm::for_accept(req.accept.as_deref()),
+        site: None,
     }
     .error(status)
 }
@@ -297,6 +463,7 @@ pub fn refuse(err: ParseError) -> Response {
         persistence: Persistence::Close,
         head_only: false,
         errors: ErrorForm::Plain,
+        site: None,
     }
     .error(status)
 }
@@ -310,6 +477,7 @@ pub fn https_required(head_only: bool) -> Response {
         persistence: Persistence::Close,
         head_only,
         errors: ErrorForm::Plain,
+        site: None,
     };
     let mut h = HeadBuilder::new(Status::BadRequest);
     h.header("Content-Type", "text/plain; charset=utf-8");
@@ -329,6 +497,7 @@ pub fn redirect_to_https(req: &Request, port: u16, force_close: bool) -> Respons
         persistence: persistence(req, force_close),
         head_only: req.method == Method::Head,
         errors: ErrorForm::for_accept(req.accept.as_deref()),
+        site: None,
     };
     let Some(host) = req.host.as_deref().and_then(host_without_port) else {
         // No name to send the client to (HTTP/1.0 without Host).
@@ -362,10 +531,73 @@ fn host_without_port(value: &str) -> Option<&str> {
 }
 
 /// How to finish a response to one request.
-struct Reply {
+struct Reply<'a> {
     persistence: Persistence,
     head_only: bool,
     errors: ErrorForm,
+    /// The site the request reached, for its error pages and `_headers`;
+    /// None for answers given before any site is known.
+    site: Option<SiteCtx<'a>>,
+}
+
+/// The site a request reached, and what of it shapes every response.
+#[derive(Clone, Copy)]
+struct SiteCtx<'a> {
+    site: &'a Site,
+    host: Option<&'a str>,
+    files: Option<&'a RootFiles>,
+    /// The decoded request path `_headers` patterns match; None when the
+    /// target is not a path.
+    path: Option<&'a [u8]>,
+}
+
+impl SiteCtx<'_> {
+    /// The `_headers` fields for this request's path, added to a head.
+    fn add_headers(&self, status: Status, h: &mut HeadBuilder) {
+        if let (Some(files), Some(path)) = (self.files, self.path) {
+            add_site_headers(files, self.host, path, status.code(), h);
+        }
+    }
+
+    /// The same, kept for a response that a CGI script decides.
+    fn owned_headers(&self) -> Option<SiteHeaders> {
+        let (files, path) = (self.files?, self.path?);
+        if files.headers.is_empty() {
+            return None;
+        }
+        Some(SiteHeaders {
+            files: self.site.root_files(self.host)?,
+            host: self.host.map(str::to_string),
+            path: path.to_vec(),
+        })
+    }
+}
+
+/// Adds the `_headers` fields for `path` to a head: they replace staticd's
+/// own of the same name, except Vary, which is joined. A 304 leaves out the
+/// representation's own metadata (RFC 9110 §15.4.5).
+fn add_site_headers(
+    files: &RootFiles,
+    host: Option<&str>,
+    path: &[u8],
+    status: u16,
+    h: &mut HeadBuilder,
+) {
+    let applied = files.headers.matching(host, path);
+    for (name, value) in applied.iter() {
+        let metadata = ["Content-Type", "Content-Language"]
+            .iter()
+            .any(|m| m.eq_ignore_ascii_case(name));
+        if status == 304 && metadata {
+            continue;
+        }
+        if name.eq_ignore_ascii_case("Vary") {
+            h.append_to_list(name, value);
+        } else {
+            h.remove(name);
+            h.header_display(name, value);
+        }
+    }
 }
 
 /// The form an error body takes.
@@ -388,7 +620,7 @@ impl ErrorForm {
     }
 }
 
-impl Reply {
+impl Reply<'_> {
     fn options(&self) -> Response {
         let mut h = HeadBuilder::new(Status::NoContent);
         h.header("Allow", ALLOW);
@@ -402,6 +634,9 @@ impl Reply {
     /// A status with its short body: an HTML page for a person (an error,
     /// to a browser), else the text line `<code> <reason>\n`.
     fn short_body(&self, status: Status, mut h: HeadBuilder) -> Response {
+        if let Some(set) = self.site_error_page(status) {
+            return self.page_file(status, h, &set);
+        }
         let page = match (self.errors, page::error_page(status)) {
             (ErrorForm::ByAccept { html }, Some(page)) => {
                 h.header("Vary", "Accept");
@@ -413,6 +648,25 @@ impl Reply {
             Some(page) => self.page(status, h, page),
             None => self.status_line(status, h),
         }
+    }
+
+    /// The site's own page for an error status, if it has one.
+    fn site_error_page(&self, status: Status) -> Option<Arc<FileSet>> {
+        let ctx = self.site.as_ref()?;
+        if status.code() < 400 {
+            return None;
+        }
+        ctx.site.error_page(ctx.host, status.code())
+    }
+
+    /// A file of the site as the body of an error (or `_redirects` 404)
+    /// response: all of it, whatever the request's Range or conditionals
+    /// (they are about the resource asked for, not this page).
+    fn page_file(&self, status: Status, mut h: HeadBuilder, set: &FileSet) -> Response {
+        let f = &set.original;
+        h.header("Content-Type", &f.content_type);
+        h.header_u64("Content-Length", f.len);
+        self.with_body(status, h, one_chunk(slice(&f.source, 0, f.len)), f.len)
     }
 
     /// A body that is an HTML page built at compile time.
@@ -607,10 +861,13 @@ impl Reply {
     fn build(
         &self,
         status: Status,
-        h: HeadBuilder,
+        mut h: HeadBuilder,
         mut body: Vec<Chunk>,
         body_len: u64,
     ) -> Response {
+        if let Some(ctx) = &self.site {
+            ctx.add_headers(status, &mut h);
+        }
         let mut head = h.finish(self.persistence);
         // A small body already in memory rides in the same write as the
         // head; a large one (compressed on the fly) is sent from where it is.

@@ -7,8 +7,8 @@
 use std::time::{Instant, SystemTime};
 
 use crate::config::Config;
-use crate::http::body::{BodySkipper, Skip};
-use crate::http::parse::{self, Method, Parsed};
+use crate::http::body::{self, BodySkipper, Skip};
+use crate::http::parse::{self, Method, ParseError, Parsed};
 use crate::log;
 use crate::respond::{self, Answer, CgiJob, Response};
 use crate::site::Site;
@@ -207,16 +207,19 @@ impl Session {
             }
             Parsed::Error(e) => {
                 self.closing = true;
-                // On a TLS port, what matters to the person is the port.
-                let response = match self.kind {
-                    Kind::ClearOnHttpsPort => respond::https_required(false),
-                    _ => respond::refuse(e),
-                };
+                let response = refusal(self.kind, e);
                 Step::Send(sent(cfg, self.kind, &self.client, None, response))
             }
             Parsed::Complete { request, head_len } => {
                 self.head_deadline = None;
                 self.served += 1;
+                let arrived = self.input.get(head_len..).unwrap_or_default();
+                if body::chunked_prefix_is_invalid(request.framing, arrived) {
+                    self.closing = true;
+                    let response = refusal(self.kind, ParseError::Malformed);
+                    let sent = sent(cfg, self.kind, &self.client, Some(&request), response);
+                    return Step::Send(sent);
+                }
                 match answer(self.kind, site, &request, stopping) {
                     Answer::Send(response) => {
                         self.skipper = BodySkipper::new(request.framing);
@@ -261,7 +264,16 @@ impl Session {
     }
 }
 
-/// The step that sends `response`, with its log line.
+/// The answer to a request that cannot be served as sent; the connection
+/// closes after it.
+fn refusal(kind: Kind, e: ParseError) -> Response {
+    match kind {
+        // On a TLS port, what matters to the person is the port.
+        Kind::ClearOnHttpsPort => respond::https_required(false),
+        _ => respond::refuse(e),
+    }
+}
+
 /// The answer to a request on a connection of this kind: the one place a
 /// parsed request is decided, whichever protocol carried it.
 pub fn answer(kind: Kind, site: &Site, request: &parse::Request, stopping: bool) -> Answer {

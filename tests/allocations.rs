@@ -499,3 +499,40 @@ mod over_tls {
         (0..100).map(|_| t.request(raw)).min().unwrap()
     }
 }
+
+/// Matching `_headers` and `_redirects` rules and writing the fields they
+/// give into a buffer with room allocates nothing: what the server does per
+/// request once the files are parsed.
+#[test]
+fn matching_header_and_redirect_rules_allocates_nothing() {
+    use staticd::rules::{HeaderRules, RedirectRules};
+    use std::fmt::Write;
+
+    let headers = HeaderRules::parse(
+        b"/*\n  X-Frame-Options: DENY\n  Cache-Control: no-cache\n\
+          /static/*\n  Cache-Control: max-age=60\n  ! X-Frame-Options\n\
+          /movies/:title\n  X-Movie: :title\n\
+          https://:project.example.dev/*\n  X-Robots-Tag: noindex\n",
+        &mut |_, m| panic!("{m}"),
+    );
+    let redirects = RedirectRules::parse(
+        b"/old/* /new/:splat 301\n/news/:year/:slug /n/:year/:slug\n/* /index.html 200\n",
+        &mut |_, m| panic!("{m}"),
+    );
+    let mut out = String::with_capacity(4096);
+    let before = allocations();
+    for (host, path) in [
+        (Some("a.example.dev:8080"), &b"/static/app.css"[..]),
+        (None, b"/movies/up%20and%20away"),
+        (Some("other"), b"/news/2024/x"),
+    ] {
+        out.clear();
+        for (name, value) in headers.matching(host, path).iter() {
+            let _ = write!(out, "{name}: {value}\r\n");
+        }
+        let m = redirects.first_match(path);
+        assert!(m.is_some_and(|m| m.status() > 0 && !m.force()));
+        assert!(out.contains(": "));
+    }
+    assert_eq!(allocations() - before, 0);
+}

@@ -318,6 +318,54 @@ fn scripts_content_length_is_passed_through(mode: Mode) {
     assert_eq!(resp.body_str(), "hello");
 }
 
+/// RFC 3875 §6.3.1: the server SHOULD NOT guess a type the script left out, and a block
+/// without one (even without any CGI field, as Apache and lighttpd allow) is no error.
+fn document_without_content_type_is_passed_on_untyped(mode: Mode) {
+    let root = site();
+    script(
+        &root,
+        "untyped.cgi",
+        "printf 'Status: 200 OK\\r\\nX-Custom: kept\\r\\n\\r\\nuntyped body\\n'\n",
+    );
+    script(&root, "bare.cgi", "printf 'X-Only: 1\\n\\nbare body'\n");
+    let server = cgi_server(mode, &root);
+    let resp = get(&server, "/untyped.cgi", &[]);
+    assert_eq!(resp.status, 200, "{resp:#?}");
+    assert_eq!(resp.header("content-type"), None, "{resp:#?}");
+    assert_eq!(resp.header("x-custom"), Some("kept"));
+    assert_eq!(resp.body_str(), "untyped body\n");
+    let resp = get(&server, "/bare.cgi", &[]);
+    assert_eq!(resp.status, 200, "{resp:#?}");
+    assert_eq!(resp.header("content-type"), None, "{resp:#?}");
+    assert_eq!(resp.header("x-only"), Some("1"));
+    assert_eq!(resp.body_str(), "bare body");
+}
+
+/// `_headers` applies to a script's response as to a file's: its fields
+/// are added, and replace the script's own of the same name.
+fn site_headers_apply_to_script_responses(mode: Mode) {
+    let root = site();
+    script(
+        &root,
+        "tagged.cgi",
+        "printf 'Content-Type: text/plain\\nX-Frame-Options: SAMEORIGIN\\n\\nbody'\n",
+    );
+    root.file(
+        "_headers",
+        "/*\n  X-Frame-Options: DENY\n/tagged.cgi\n  Cache-Control: no-store\n",
+    );
+    let server = cgi_server(mode, &root);
+    let resp = get(&server, "/tagged.cgi", &[]);
+    assert_eq!(resp.status, 200, "{resp:#?}");
+    assert_eq!(resp.header_count("x-frame-options"), 1, "{resp:#?}");
+    assert_eq!(resp.header("x-frame-options"), Some("DENY"), "{resp:#?}");
+    assert_eq!(resp.header("cache-control"), Some("no-store"), "{resp:#?}");
+    assert_eq!(resp.body_str(), "body");
+    let other = get(&server, "/dir/env.cgi", &[]);
+    assert_eq!(other.header("x-frame-options"), Some("DENY"), "{other:#?}");
+    assert_eq!(other.header("cache-control"), None, "{other:#?}");
+}
+
 fn local_location_is_served_internally(mode: Mode) {
     let root = site();
     script(&root, "local.cgi", "printf 'Location: /static.txt\\n\\n'\n");
@@ -743,6 +791,8 @@ both_modes!(
     crlf_header_block_is_understood,
     lf_header_block_is_understood,
     scripts_content_length_is_passed_through,
+    document_without_content_type_is_passed_on_untyped,
+    site_headers_apply_to_script_responses,
     local_location_is_served_internally,
     local_location_after_post_is_fetched_with_get,
     local_location_loop_ends_in_a_server_error,

@@ -70,6 +70,16 @@ fn cgi_header_corpus() {
     replay("cgi_header", checks::cgi_header);
 }
 
+#[test]
+fn headers_file_corpus() {
+    replay("headers_file", checks::headers_file);
+}
+
+#[test]
+fn redirects_file_corpus() {
+    replay("redirects_file", checks::redirects_file);
+}
+
 /// Every fuzz target has a corpus directory and every corpus directory a
 /// target, so a new target cannot go without its replay.
 #[test]
@@ -97,4 +107,10 @@ fn tls_session_corpus() {
 #[test]
 fn h2_connection_corpus() {
     replay("h2_connection", checks::h2_connection);
+}
+
+#[cfg(feature = "auth")]
+#[test]
+fn htpasswd_corpus() {
+    replay("htpasswd", checks::htpasswd);
 }

@@ -17,6 +17,7 @@ use staticd::http::conditional::{self, Validators};
 use staticd::http::limits::{MAX_HEAD_BYTES, MAX_RANGES, MAX_TARGET_BYTES};
 use staticd::http::parse::{self, BodyFraming, Parsed, Request};
 use staticd::http::range::{self, ByteRange, RangeOutcome};
+use staticd::rules::{self, HeaderRules, RedirectRules};
 use staticd::site::negotiate;
 use staticd::site::path::{self, SitePath};
 use staticd::site::vhost;
@@ -463,10 +464,8 @@ fn check_cgi_head(h: &CgiHead) {
             assert!(safe(t));
         }
         Some(Location::Client(t)) => assert!(safe(t) && !t.is_empty(), "{t:?}"),
-        None => assert!(
-            h.content_type.is_some() || matches!(h.status, 204 | 304),
-            "a document without Content-Type"
-        ),
+        // A document may lack Content-Type: it goes out untyped (RFC 3875 §6.3.1).
+        None => {}
     }
     const OWNED: [&str; 13] = [
         "connection",
@@ -497,6 +496,166 @@ fn check_cgi_head(h: &CgiHead) {
         );
         assert!(safe(value), "{name}: {value:?}");
     }
+}
+
+/// `headers_file`: a `_headers` file, then requests matched against it.
+///
+/// * parsing never panics; at most one message a line, in line order;
+///   never more than `MAX_RULES` blocks;
+/// * for a few requests (fixed ones, and ones made from the file's own
+///   patterns so they match): every field name is a token and never one
+///   staticd owns; every value is non-empty, free of CR, LF, NUL and other
+///   controls but tab, and equals its single values joined with `, `.
+pub fn headers_file(data: &[u8]) {
+    let rules = HeaderRules::parse(data, &mut increasing_lines());
+    assert!(rules.len() <= rules::MAX_RULES);
+    for (host, path) in probes(data) {
+        let host = host.as_deref();
+        for (name, value) in rules.matching(host, &path).iter() {
+            assert!(rules::is_token(name), "field name {name:?}");
+            assert!(
+                ![
+                    "content-length",
+                    "transfer-encoding",
+                    "connection",
+                    "date",
+                    "server"
+                ]
+                .iter()
+                .any(|owned| owned.eq_ignore_ascii_case(name)),
+                "a server-owned field {name}"
+            );
+            let joined = value.to_string();
+            assert!(!joined.is_empty(), "{name} has an empty value");
+            assert!(
+                !joined.chars().any(|c| c.is_control() && c != '\t'),
+                "control character in {name}: {joined:?}"
+            );
+            let each: Vec<String> = value.values().map(|v| v.to_string()).collect();
+            assert_eq!(joined, each.join(", "));
+        }
+    }
+}
+
+/// `redirects_file`: a `_redirects` file, then requests matched against it.
+///
+/// * parsing never panics; at most one message a line, in line order;
+///   never more than `MAX_RULES` rules;
+/// * a match has a known status; its target, with and without a query
+///   passed on, is non-empty visible ASCII (no CR, LF, space or control);
+/// * a redirect goes to an http(s) URL or a local path that does not start
+///   with `//` (which would name another host); a rewrite or 404 target is
+///   a local path without fragment that the request-path checks take
+///   without panicking.
+pub fn redirects_file(data: &[u8]) {
+    let rules = RedirectRules::parse(data, &mut increasing_lines());
+    assert!(rules.len() <= rules::MAX_RULES);
+    for (_, path) in probes(data) {
+        let Some(m) = rules.first_match(&path) else {
+            continue;
+        };
+        assert!(matches!(
+            m.status(),
+            200 | 301 | 302 | 303 | 307 | 308 | 404
+        ));
+        for query in [None, Some(""), Some("a=1&b")] {
+            let target = m.target(query);
+            assert!(!target.is_empty());
+            assert!(
+                target.bytes().all(|b| b.is_ascii_graphic()),
+                "target {target:?}"
+            );
+            let lower = target.to_ascii_lowercase();
+            let absolute = lower.starts_with("http://") || lower.starts_with("https://");
+            if m.is_redirect() {
+                assert!(
+                    absolute || (target.starts_with('/') && !target.starts_with("//")),
+                    "redirect to {target:?}"
+                );
+            } else {
+                assert!(
+                    target.starts_with('/') && !target.contains('#'),
+                    "{target:?}"
+                );
+                if let Ok(p) = SitePath::from_target(&target) {
+                    check_site_path(&p);
+                }
+            }
+        }
+    }
+}
+
+/// A message callback that checks every line number is new and later than
+/// the last.
+fn increasing_lines() -> impl FnMut(usize, &str) {
+    let mut last = 0;
+    move |line, message| {
+        assert!(
+            line > last,
+            "line {line} reported after line {last}: {message}"
+        );
+        assert!(!message.is_empty());
+        last = line;
+    }
+}
+
+/// Requests to try: a few fixed ones, and up to 16 made from the patterns
+/// in the input (`*` and `:name` filled in), so that rules do match.
+fn probes(data: &[u8]) -> Vec<(Option<String>, Vec<u8>)> {
+    let mut out: Vec<(Option<String>, Vec<u8>)> = [
+        "/",
+        "/index.html",
+        "/a/b/c.jpg",
+        "/static/x y",
+        "/news/2024/05/hi",
+    ]
+    .iter()
+    .map(|p| (Some("example.com".to_string()), p.as_bytes().to_vec()))
+    .collect();
+    out.push((None, b"/a\r\n%".to_vec()));
+    let text = String::from_utf8_lossy(data);
+    for line in text.lines().take(4096) {
+        let Some(pattern) = line.split([' ', '\t']).next() else {
+            continue;
+        };
+        let filled = fill_pattern(pattern);
+        let (host, path) = match filled.strip_prefix("https://") {
+            Some(rest) => match rest.find('/') {
+                Some(i) => (Some(rest[..i].to_string()), rest[i..].to_string()),
+                None => (Some(rest.to_string()), "/".to_string()),
+            },
+            None => (None, filled),
+        };
+        if path.starts_with('/') {
+            out.push((host, path.into_bytes()));
+        }
+        if out.len() >= 22 {
+            break;
+        }
+    }
+    out
+}
+
+/// `*` becomes `s/t`, `:name` becomes `v`.
+fn fill_pattern(pattern: &str) -> String {
+    let mut out = String::new();
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' => out.push_str("s/t"),
+            ':' if chars.peek().is_some_and(char::is_ascii_alphabetic) => {
+                while chars
+                    .peek()
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_')
+                {
+                    chars.next();
+                }
+                out.push('v');
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// `tls_session`: bytes from a client on an HTTPS connection, through the
@@ -650,4 +809,94 @@ pub fn h2_connection(data: &[u8]) {
         out.len(),
         data.len()
     );
+}
+
+/// `htpasswd`: an htpasswd file, then, after the first NUL, the value of an
+/// Authorization field.
+///
+/// * reading the file never panics; it keeps at most 10,000 users, each
+///   named by 1 to 255 bytes without `:` or control characters, and says
+///   what it refused in single lines that name the file;
+/// * decoded credentials have a user without `:` and no control
+///   characters, within the token's bounds;
+/// * checking them against a fixed table (one user per hash kind, cheap
+///   settings) never panics and grants exactly the known user and password
+///   pairs, under the area only;
+/// * checking them against the file itself (when its hashes are cheap
+///   enough to fuzz) grants only the user the credentials name, and only
+///   one the file holds.
+#[cfg(feature = "auth")]
+pub fn htpasswd(data: &[u8]) {
+    use staticd::auth::htpasswd::{Table, MAX_USERS, MAX_USER_BYTES};
+    use staticd::auth::{basic, Auth, Check};
+
+    let (file, header) = match data.iter().position(|&b| b == 0) {
+        Some(nul) => (&data[..nul], Some(&data[nul + 1..])),
+        None => (data, None),
+    };
+    let mut reports = Vec::new();
+    let table = Table::parse(file, "pw", &mut |m| reports.push(m.to_string()));
+    assert!(table.len() <= MAX_USERS);
+    for e in table.entries() {
+        assert!((1..=MAX_USER_BYTES).contains(&e.user.len()), "{:?}", e.user);
+        assert!(!e.user.contains(|c: char| c == ':' || c.is_control()));
+    }
+    for m in &reports {
+        assert!(m.starts_with("pw"), "a report without the file: {m:?}");
+        assert!(!m.contains('\n'), "a report on several lines: {m:?}");
+    }
+    let credentials = header.and_then(basic::decode);
+    if let Some(c) = &credentials {
+        assert!(!c.user().contains(&b':'), "a user with ':'");
+        let both = [c.user(), c.password()].concat();
+        assert!(
+            !both.iter().any(u8::is_ascii_control),
+            "a control character"
+        );
+        assert!(both.len() < 1024);
+    }
+
+    const KNOWN: &str = "\
+alice:$2y$04$NyCJjL9f28.T9MaSU4P/xuzh84p2ka/GPsteiJqQlV9a3HUuepmEi
+bob:$apr1$WNU5/TRs$f.pwrh2Sr3wmOapxmfjiM/
+dave:$5$rounds=1000$DWQbPs52b9HNQtym$OMOkfHeyfwV3wCFxNgAHFuaPHs7VLaEnE7a3yizsPdB
+";
+    const PAIRS: [(&[u8], &[u8]); 3] = [
+        (b"alice", b"correct horse"),
+        (b"bob", b"hunter2"),
+        (b"dave", b"s3cret"),
+    ];
+    let known = Auth::from_memory(&[("/p", KNOWN.as_bytes())], &mut |m| {
+        panic!("the fixed table is refused: {m}")
+    })
+    .expect("the fixed table loads");
+    assert_eq!(known.check("/q", header), Check::Open);
+    let expected = credentials
+        .as_ref()
+        .is_some_and(|c| PAIRS.contains(&(c.user(), c.password())));
+    match known.check("/p/x", header) {
+        Check::Granted { user } => {
+            assert!(expected, "granted to {user:?} with the wrong password")
+        }
+        Check::Denied { realm } => {
+            assert_eq!(realm, "/p");
+            assert!(!expected, "a known user and password refused");
+        }
+        Check::Open => panic!("/p/x is under /p"),
+    }
+
+    // bcrypt at any cost and many SHA-crypt rounds take seconds: not here.
+    let text = String::from_utf8_lossy(file);
+    if text.contains("$2") || text.contains("rounds=") {
+        return;
+    }
+    let Ok(auth) = Auth::from_memory(&[("/", file)], &mut |_| {}) else {
+        panic!("an htpasswd file under / is refused");
+    };
+    if let Check::Granted { user } = auth.check("/x", header) {
+        let c = credentials.expect("granted without credentials");
+        assert_eq!(user.as_bytes(), c.user(), "granted to another user");
+        assert!(table.find(c.user()).is_some_and(|e| e.hash.is_some()));
+        assert!(user.len() <= MAX_USER_BYTES);
+    }
 }

@@ -52,6 +52,18 @@ enum State {
     Done,
 }
 
+/// Whether the part of a chunked body that has already arrived breaks its
+/// framing. Checked before the request is answered, as nginx does when it
+/// discards a body: the client then gets 400 rather than an answer and a cut
+/// connection. Bytes that arrive later are checked by the skipper as before.
+/// Other framings cannot break, so this costs them nothing.
+pub fn chunked_prefix_is_invalid(framing: BodyFraming, arrived: &[u8]) -> bool {
+    if framing != BodyFraming::Chunked {
+        return false;
+    }
+    BodySkipper::new(framing).is_some_and(|mut skipper| skipper.feed(arrived) == Skip::Invalid)
+}
+
 impl BodySkipper {
     pub fn new(framing: BodyFraming) -> Option<BodySkipper> {
         let state = match framing {
@@ -241,6 +253,24 @@ mod tests {
             skip_all(BodyFraming::Chunked, b"ffffffffffffffffff\r\n"),
             Skip::Invalid
         );
+    }
+
+    #[test]
+    fn arrived_prefix_is_judged_without_waiting_for_the_rest() {
+        let invalid = |arrived: &[u8]| chunked_prefix_is_invalid(BodyFraming::Chunked, arrived);
+        assert!(invalid(b"zz\r\n"));
+        assert!(invalid(b"3\r\nabcX"));
+        assert!(invalid(b"ffffffffffffffff\r\n"));
+        // Valid so far, or whole and followed by the next request: not invalid.
+        assert!(!invalid(b""));
+        assert!(!invalid(b"5\r\nhel"));
+        assert!(!invalid(b"0\r\n\r\nzz\r\n\r\n"));
+        // Only chunked framing is looked at.
+        assert!(!chunked_prefix_is_invalid(
+            BodyFraming::Length(2),
+            b"zz\r\n"
+        ));
+        assert!(!chunked_prefix_is_invalid(BodyFraming::None, b"zz\r\n"));
     }
 
     #[test]

@@ -185,6 +185,56 @@ impl HeadBuilder {
         self
     }
 
+    /// Removes every field named `name` (in any case) written so far.
+    pub fn remove(&mut self, name: &str) {
+        let mut from = self.fields_start();
+        while let Some((start, value_end)) = self.find_field(name, from) {
+            self.buf.drain(start..value_end + 2);
+            from = start;
+        }
+    }
+
+    /// Adds `value` to the list-valued field `name` (Vary, say): after its
+    /// value when it was written already, else as a new field.
+    pub fn append_to_list(&mut self, name: &str, value: impl std::fmt::Display) {
+        use std::io::Write;
+        let Some((_, value_end)) = self.find_field(name, self.fields_start()) else {
+            self.header_display(name, value);
+            return;
+        };
+        // Written at the end, then rotated into place: no second buffer.
+        let end = self.buf.len();
+        // Writing to a Vec cannot fail.
+        let _ = write!(self.buf, ", {value}");
+        let added = self.buf.len() - end;
+        self.buf[value_end..].rotate_right(added);
+    }
+
+    /// Where the fields start: after the status line.
+    fn fields_start(&self) -> usize {
+        self.buf
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .map_or(self.buf.len(), |i| i + 2)
+    }
+
+    /// The first field named `name` (in any case) at or after `from`: where
+    /// its line starts, and where its value ends (at its CRLF).
+    fn find_field(&self, name: &str, from: usize) -> Option<(usize, usize)> {
+        let mut at = from;
+        while let Some(len) = self.buf.get(at..)?.windows(2).position(|w| w == b"\r\n") {
+            let line = &self.buf[at..at + len];
+            let named = line.len() > name.len()
+                && line[name.len()] == b':'
+                && line[..name.len()].eq_ignore_ascii_case(name.as_bytes());
+            if named {
+                return Some((at, at + len));
+            }
+            at += len + 2;
+        }
+        None
+    }
+
     /// Ends the head. `persistence` says what to tell the client about the
     /// connection.
     pub fn finish(mut self, persistence: Persistence) -> Vec<u8> {
@@ -280,6 +330,36 @@ mod tests {
         let mut head = b"HTTP/1.1 200 OK\r\nA: b\r\n\r\nbody".to_vec();
         insert_header(&mut head, "X", format_args!("y={}", 1));
         assert_eq!(head, b"HTTP/1.1 200 OK\r\nX: y=1\r\nA: b\r\n\r\nbody");
+    }
+
+    #[test]
+    fn fields_removed_joined_and_extended() {
+        let mut b = HeadBuilder::new(Status::Ok);
+        b.header("Content-Type", "text/plain");
+        b.header("Vary", "Accept");
+        b.header("content-type", "x/y");
+        b.remove("Content-Type");
+        b.append_to_list("Vary", "Origin, Cookie");
+        b.append_to_list("X-List", "a, b");
+        b.header_display("Cache-Control", "public, max-age=60");
+        let head = String::from_utf8(b.finish(Persistence::Default11)).unwrap();
+        assert!(
+            !head.to_ascii_lowercase().contains("content-type"),
+            "{head}"
+        );
+        assert!(
+            head.contains("\r\nVary: Accept, Origin, Cookie\r\n"),
+            "{head}"
+        );
+        assert!(head.contains("\r\nX-List: a, b\r\n"), "{head}");
+        assert!(head.ends_with("\r\nCache-Control: public, max-age=60\r\n\r\n"));
+        // A name that is a prefix of another's is not that field.
+        let mut b = HeadBuilder::new(Status::Ok);
+        b.header("Varying", "x");
+        b.remove("Vary");
+        assert!(String::from_utf8(b.finish(Persistence::Close))
+            .unwrap()
+            .contains("Varying: x"));
     }
 
     #[test]

@@ -111,15 +111,16 @@ fn param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
 /// Reads a directory's visible entries, by name. `dir` is the directory
 /// `rel` (empty, or ending in `/`) beneath the site's `root`. Hidden names
 /// are left out, and so are entries that could not be served: dangling or
-/// redirecting symlinks, and symlinks that lead out of the root, whose
-/// target's size and date are nobody's business.
+/// redirecting symlinks, symlinks that lead out of the root, whose
+/// target's size and date are nobody's business, and the root's
+/// `_headers` and `_redirects`, which are configuration.
 pub fn read(dir: &File, root: BorrowedFd<'_>, rel: &[u8], url_path: String) -> io::Result<Listing> {
     let mut modified = dir.metadata()?.modified().unwrap_or(UNIX_EPOCH);
     let mut entries = Vec::new();
     for item in rustix::fs::Dir::read_from(dir.as_fd())? {
         let item = item?;
         let name = item.file_name().to_bytes();
-        if name.starts_with(b".") {
+        if name.starts_with(b".") || (rel.is_empty() && super::root_files::is_root_file(name)) {
             continue;
         }
         let Some(st) = entry_status(dir, root, rel, item.file_name()) else {

@@ -8,6 +8,7 @@ pub mod listing;
 pub mod negotiate;
 pub mod path;
 pub mod redirect;
+pub mod root_files;
 pub mod vhost;
 
 use std::fs::{File, Metadata};
@@ -46,6 +47,9 @@ pub struct Site {
     index: Vec<String>,
     features: Features,
     compression: Option<compress::Compression>,
+    /// `--auth` areas and their credentials.
+    #[cfg(feature = "auth")]
+    auth: Option<crate::auth::Auth>,
 }
 
 /// One request's view of what to look up.
@@ -54,6 +58,14 @@ pub struct Lookup<'a> {
     pub host: Option<&'a str>,
     pub accept: Option<&'a str>,
     pub accept_encoding: Option<&'a str>,
+}
+
+/// Whether `--auth` lets a request through.
+pub enum Access<'a> {
+    /// No area covers the path, or its credentials passed.
+    Open,
+    /// 401, naming the area's realm.
+    Denied { realm: &'a str },
 }
 
 /// What a request path names.
@@ -130,6 +142,8 @@ impl Site {
                 .filter(|_| compress::AVAILABLE)
                 .map(compress::Compression::new),
             features,
+            #[cfg(feature = "auth")]
+            auth: None,
         };
         // openat2 arrived in Linux 5.6; without it the root cannot be enforced.
         match sys::open_beneath(site.root.as_fd(), b"") {
@@ -144,15 +158,92 @@ impl Site {
         self.features.cgi
     }
 
-    /// Resolves a request path, through the open-file cache for files.
-    pub fn resolve(&self, q: &Lookup) -> Result<Resource, SiteError> {
-        let host = if self.features.vhosts {
-            q.host.unwrap_or("").as_bytes()
+    /// The `_headers` and `_redirects` rules of the site a request with
+    /// this Host reaches; None when it reaches none (an unknown virtual
+    /// host, a bad Host, a site that is a redirect).
+    pub fn root_files(&self, host: Option<&str>) -> Option<Arc<root_files::RootFiles>> {
+        let key = self.host_key(host);
+        let now = Instant::now();
+        if let Some(files) = root_files::cached(key, now) {
+            return Some(files);
+        }
+        let files = match self.host_dir(host).ok()? {
+            HostDir::Root => root_files::load(self.root.as_fd(), &self.root_path, "", now),
+            HostDir::Vhost(fd, name) => {
+                let shown = self.root_path.join(&name);
+                root_files::load(fd.as_fd(), &shown, &name, now)
+            }
+            HostDir::Redirect(_) => return None,
+        };
+        root_files::remember(key, &files, now);
+        Some(files)
+    }
+
+    /// The site's own page for an error status (`404.html` in its root),
+    /// if it has one.
+    pub fn error_page(&self, host: Option<&str>, code: u16) -> Option<Arc<FileSet>> {
+        if !self.root_files(host)?.has_error_page(code) {
+            return None;
+        }
+        let mut name = [0u8; 8];
+        let len = {
+            use std::io::Write;
+            let mut cursor = std::io::Cursor::new(&mut name[..]);
+            write!(cursor, "{code}.html").ok()?;
+            cursor.position() as usize
+        };
+        let path = SitePath {
+            rel: std::borrow::Cow::Borrowed(&name[..len]),
+            trailing_slash: false,
+            query: None,
+        };
+        let lookup = Lookup {
+            path: &path,
+            host,
+            accept: None,
+            accept_encoding: None,
+        };
+        match self.resolve(&lookup) {
+            Ok(Resource::File(set)) => Some(set),
+            _ => None,
+        }
+    }
+
+    /// Whether a request for `path` (decoded, from `/`) with these
+    /// credentials may go on.
+    pub fn access(&self, path: &str, authorization: Option<&str>) -> Access<'_> {
+        #[cfg(feature = "auth")]
+        if let Some(auth) = &self.auth {
+            let credentials = authorization.map(str::as_bytes);
+            if let crate::auth::Check::Denied { realm } = auth.check(path, credentials) {
+                return Access::Denied { realm };
+            }
+        }
+        #[cfg(not(feature = "auth"))]
+        let _ = (path, authorization);
+        Access::Open
+    }
+
+    /// Puts paths under `--auth` areas behind these credentials.
+    #[cfg(feature = "auth")]
+    pub fn with_auth(mut self, auth: crate::auth::Auth) -> Site {
+        self.auth = Some(auth);
+        self
+    }
+
+    /// What a Host is known by in the per-thread caches.
+    fn host_key<'h>(&self, host: Option<&'h str>) -> &'h [u8] {
+        if self.features.vhosts {
+            host.unwrap_or("").as_bytes()
         } else {
             b""
-        };
+        }
+    }
+
+    /// Resolves a request path, through the open-file cache for files.
+    pub fn resolve(&self, q: &Lookup) -> Result<Resource, SiteError> {
         let key = cache::Key {
-            host,
+            host: self.host_key(q.host),
             rel: &q.path.rel,
             trailing_slash: q.path.trailing_slash,
         };

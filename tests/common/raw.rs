@@ -360,6 +360,23 @@ impl Conn {
     }
 }
 
+/// The head lines (status line first) of the response to `GET target` with
+/// `Connection: close`, read as raw bytes on a fresh HTTP/1.1 connection whatever
+/// STATICD_TEST_H2 says: for checks of the bytes of a head. Every line break in it is
+/// checked to be CRLF, so no bare CR or LF slipped into a field.
+pub fn raw_head_lines(server: &Server, target: &str) -> Vec<String> {
+    let mut conn = server.connect();
+    conn.send(request("GET", target, &["Connection: close"]));
+    let (bytes, _) = conn.read_to_end();
+    let end = find(&bytes, b"\r\n\r\n").expect("a complete response head");
+    let text = String::from_utf8_lossy(&bytes[..end]).replace("\r\n", "\u{0}");
+    assert!(
+        !text.contains(['\r', '\n']),
+        "bare CR or LF inside the response head: {text:?}"
+    );
+    text.split('\u{0}').map(str::to_string).collect()
+}
+
 pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }

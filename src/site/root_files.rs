@@ -1,0 +1,236 @@
+//! The files in a site's root that change how it is served: `_headers` and
+//! `_redirects`, the Netlify / Cloudflare Pages conventions (parsed by
+//! `crate::rules`).
+//!
+//! They are read when a site is first asked for and again when they change,
+//! checked at most once a second (like the open-file cache). The same check
+//! notes which error pages (`404.html`...) the root holds, so that an error
+//! costs no lookup of a page the site does not have. Parsing happens
+//! once per change for the whole process, under one lock, so each problem in
+//! a file is reported once; worker threads then keep the parsed rules in a
+//! per-thread map, so a request takes no lock and allocates nothing.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::io::Read;
+use std::os::fd::BorrowedFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::rules::headers::HeaderRules;
+use crate::rules::redirects::RedirectRules;
+use crate::rules::MAX_BYTES;
+use crate::sys;
+
+/// How long a check of the files is trusted.
+const FRESH_FOR: Duration = Duration::from_secs(1);
+/// Most hosts a worker thread remembers; past it, it starts over (a client
+/// cannot grow the map by sending made-up Host headers).
+const MAX_LOCAL: usize = 256;
+
+pub const HEADERS: &[u8] = b"_headers";
+pub const REDIRECTS: &[u8] = b"_redirects";
+
+/// A site's parsed root files; empty rules when a file is absent.
+#[derive(Default)]
+pub struct RootFiles {
+    pub headers: HeaderRules,
+    pub redirects: RedirectRules,
+    /// The error statuses with a `<code>.html` in the root.
+    error_pages: Vec<u16>,
+}
+
+impl RootFiles {
+    pub fn has_error_page(&self, code: u16) -> bool {
+        self.error_pages.contains(&code)
+    }
+}
+
+/// The error statuses staticd answers with, whose pages a site may replace.
+const ERROR_CODES: [u16; 16] = [
+    400, 401, 403, 404, 405, 411, 412, 414, 416, 431, 500, 501, 502, 503, 504, 505,
+];
+
+/// What identifies a version of a file: None when it is absent or unreadable.
+type Stamp = Option<(u64, u64, u64, i64, i64)>;
+
+/// The stamps of `_headers`, `_redirects` and the root directory itself,
+/// whose mtime changes when an error page is added or removed.
+type Stamps = [Stamp; 3];
+
+struct Loaded {
+    checked: Instant,
+    stamps: Stamps,
+    files: Arc<RootFiles>,
+}
+
+/// Every site's files, by directory name under the root ("" for the root).
+static STORE: Mutex<Option<HashMap<String, Loaded>>> = Mutex::new(None);
+
+/// A thread's view of one site's files: when it asked the store, and what
+/// it got.
+type Seen = (Instant, Arc<RootFiles>);
+
+thread_local! {
+    /// This thread's view, by the Host key the request gave.
+    static LOCAL: RefCell<HashMap<Vec<u8>, Seen>> = RefCell::new(HashMap::new());
+}
+
+/// The rules of the site a request with this host key reached, if this
+/// thread looked them up less than a second ago.
+pub fn cached(key: &[u8], now: Instant) -> Option<Arc<RootFiles>> {
+    LOCAL.with(|l| {
+        let l = l.borrow();
+        let (checked, files) = l.get(key)?;
+        (now.duration_since(*checked) < FRESH_FOR).then(|| Arc::clone(files))
+    })
+}
+
+/// Remembers what `key` reached, for a second.
+pub fn remember(key: &[u8], files: &Arc<RootFiles>, now: Instant) {
+    LOCAL.with(|l| {
+        let mut l = l.borrow_mut();
+        if let Some(entry) = l.get_mut(key) {
+            *entry = (now, Arc::clone(files));
+            return;
+        }
+        if l.len() >= MAX_LOCAL {
+            l.clear();
+        }
+        l.insert(key.to_vec(), (now, Arc::clone(files)));
+    });
+}
+
+/// The root files of the site in `dir` (named `name` under the root, shown
+/// as `shown` in messages), read again if they changed.
+pub fn load(dir: BorrowedFd<'_>, shown: &Path, name: &str, now: Instant) -> Arc<RootFiles> {
+    let mut store = STORE.lock().unwrap_or_else(|e| e.into_inner());
+    let store = store.get_or_insert_with(HashMap::new);
+    if let Some(loaded) = store.get_mut(name) {
+        if now.duration_since(loaded.checked) < FRESH_FOR {
+            return Arc::clone(&loaded.files);
+        }
+        loaded.checked = now;
+        if stamps(dir) == loaded.stamps {
+            return Arc::clone(&loaded.files);
+        }
+    }
+    let (files, stamps) = read(dir, shown);
+    let files = Arc::new(files);
+    let loaded = Loaded {
+        checked: now,
+        stamps,
+        files: Arc::clone(&files),
+    };
+    store.insert(name.to_string(), loaded);
+    files
+}
+
+fn stamps(dir: BorrowedFd<'_>) -> Stamps {
+    let dir_stamp = rustix::fs::fstat(dir).ok().map(|st| {
+        (
+            st.st_dev,
+            st.st_ino,
+            0,
+            st.st_mtime,
+            st.st_mtime_nsec as i64,
+        )
+    });
+    [stamp(dir, HEADERS), stamp(dir, REDIRECTS), dir_stamp]
+}
+
+/// Reads and parses both files, reporting each problem on stderr, and
+/// notes the error pages.
+fn read(dir: BorrowedFd<'_>, shown: &Path) -> (RootFiles, Stamps) {
+    // Stamped first: a change while reading is seen at the next check.
+    let dir_stamp = stamps(dir)[2];
+    let (headers_text, headers_stamp) = read_file(dir, shown, HEADERS);
+    let (redirects_text, redirects_stamp) = read_file(dir, shown, REDIRECTS);
+    let mut files = RootFiles::default();
+    if let Some(text) = headers_text {
+        let path = file_path(shown, HEADERS);
+        files.headers = HeaderRules::parse(&text, &mut |line, msg| report(&path, line, msg));
+    }
+    if let Some(text) = redirects_text {
+        let path = file_path(shown, REDIRECTS);
+        files.redirects = RedirectRules::parse(&text, &mut |line, msg| report(&path, line, msg));
+    }
+    files.error_pages = ERROR_CODES
+        .into_iter()
+        .filter(|code| stamp(dir, format!("{code}.html").as_bytes()).is_some())
+        .collect();
+    (files, [headers_stamp, redirects_stamp, dir_stamp])
+}
+
+fn file_path(dir: &Path, name: &[u8]) -> PathBuf {
+    dir.join(std::ffi::OsStr::new(
+        std::str::from_utf8(name).unwrap_or_default(),
+    ))
+}
+
+fn report(path: &Path, line: usize, msg: &str) {
+    eprintln!("staticd: {}:{line}: {msg}", path.display());
+}
+
+/// The file's bytes (a little past the parsers' limit, so they can say it
+/// was cut) and its stamp. An absent file is no error; an unreadable one is
+/// reported and treated as absent.
+fn read_file(dir: BorrowedFd<'_>, shown: &Path, name: &[u8]) -> (Option<Vec<u8>>, Stamp) {
+    let file = match sys::open_beneath(dir, name) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (None, None),
+        Err(e) => {
+            let path = file_path(shown, name);
+            eprintln!(
+                "staticd: {}: {}; ignored",
+                path.display(),
+                super::describe(&e)
+            );
+            return (None, None);
+        }
+    };
+    let Ok(meta) = file.metadata() else {
+        return (None, None);
+    };
+    if !meta.is_file() {
+        return (None, None);
+    }
+    let mut bytes = Vec::new();
+    let limit = MAX_BYTES as u64 + 1;
+    if let Err(e) = (&file).take(limit).read_to_end(&mut bytes) {
+        let path = file_path(shown, name);
+        eprintln!(
+            "staticd: {}: {}; ignored",
+            path.display(),
+            super::describe(&e)
+        );
+        return (None, None);
+    }
+    (Some(bytes), stamp_of(&meta))
+}
+
+/// The stamp of `name` in `dir` as it is now.
+fn stamp(dir: BorrowedFd<'_>, name: &[u8]) -> Stamp {
+    let file = sys::open_beneath(dir, name).ok()?;
+    stamp_of(&file.metadata().ok()?)
+}
+
+fn stamp_of(meta: &std::fs::Metadata) -> Stamp {
+    meta.is_file().then(|| {
+        (
+            meta.dev(),
+            meta.ino(),
+            meta.size(),
+            meta.mtime(),
+            meta.mtime_nsec(),
+        )
+    })
+}
+
+/// Whether a site-relative path names one of the root files, which are
+/// configuration, never content.
+pub fn is_root_file(rel: &[u8]) -> bool {
+    rel == HEADERS || rel == REDIRECTS
+}
