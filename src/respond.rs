@@ -871,8 +871,10 @@ impl Reply<'_> {
             ctx.add_headers(status, &mut h);
         }
         let mut head = h.finish(self.persistence);
-        // A body already in memory rides in the same write as the head.
-        if body.iter().all(|c| !matches!(c, Chunk::File { .. })) {
+        // A small body already in memory rides in the same write as the
+        // head; a large one (compressed on the fly) is sent from where it is.
+        let small = body_len <= crate::site::file::SMALL_FILE;
+        if small && body.iter().all(|c| !matches!(c, Chunk::File { .. })) {
             for chunk in body.drain(..) {
                 match chunk {
                     Chunk::Bytes(bytes) => head.extend_from_slice(&bytes),

@@ -36,6 +36,11 @@ fn noise(len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// Random lowercase letters: text whose compressed form stays large (over half).
+fn letters(len: usize) -> Vec<u8> {
+    noise(len).iter().map(|b| b'a' + b % 26).collect()
+}
+
 fn js_site() -> Docroot {
     let root = Docroot::new();
     root.file("app.js", script());
@@ -235,6 +240,25 @@ fn head_reports_the_compressed_length(mode: Mode) {
     }
 }
 
+fn a_large_compressed_body_arrives_whole(mode: Mode) {
+    let root = Docroot::new();
+    let text = letters(300_000);
+    root.file("letters.txt", &text);
+    let server = Server::start(mode, &root);
+    for coding in ["br", "zstd", "gzip"] {
+        let resp = get_encoded(&server, "/letters.txt", coding);
+        assert_compressed(&resp, coding, &text);
+        assert!(resp.body.len() > 100_000, "{}", resp.body.len());
+        let tail = server.request(
+            "GET",
+            "/letters.txt",
+            &[("accept-encoding", coding), ("range", "bytes=-1000")],
+        );
+        assert_eq!(tail.status, 206, "{tail:#?}");
+        assert!(tail.body == resp.body[resp.body.len() - 1000..]);
+    }
+}
+
 // --- what is sent as it is -----------------------------------------------------------
 
 fn small_and_large_files_are_sent_as_they_are(mode: Mode) {
@@ -364,6 +388,7 @@ both_modes!(
     if_none_match_with_the_compressed_etag_gets_304,
     a_range_is_of_the_compressed_bytes,
     head_reports_the_compressed_length,
+    a_large_compressed_body_arrives_whole,
     small_and_large_files_are_sent_as_they_are,
     types_that_do_not_compress_are_sent_as_they_are,
     other_compressible_types_are_compressed,

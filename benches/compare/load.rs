@@ -189,7 +189,7 @@ fn backstop_secs(d: Duration) -> u64 {
 /// Load for `run.duration` whose results nobody reads: wrk is killed at
 /// the end rather than asked for a summary.
 pub fn warm_up(run: &Run) -> Result<(), String> {
-    let mut cmd = wrk_command(run);
+    let mut cmd = wrk_command(run, "");
     cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -203,13 +203,18 @@ pub fn warm_up(run: &Run) -> Result<(), String> {
 }
 
 pub fn wrk(run: &Run) -> Result<Outcome, String> {
-    let cmd = wrk_command(run);
+    wrk_with_header(run, "")
+}
+
+/// wrk with one more request header (none if empty).
+pub fn wrk_with_header(run: &Run, header: &str) -> Result<Outcome, String> {
+    let cmd = wrk_command(run, header);
     let limit = run.duration + Duration::from_secs(15);
     let out = run_for(cmd, run.duration, limit).map_err(|e| format!("wrk: {e}"))?;
     parse_wrk(&out).ok_or_else(|| format!("wrk: unreadable output:\n{out}"))
 }
 
-fn wrk_command(run: &Run) -> Command {
+fn wrk_command(run: &Run, header: &str) -> Command {
     let mut cmd = Command::new("wrk");
     let threads = run.threads.clamp(1, run.connections);
     cmd.arg("-t")
@@ -223,6 +228,9 @@ fn wrk_command(run: &Run) -> Command {
         .arg("--latency");
     if run.mode == Mode::Close {
         cmd.arg("-H").arg("Connection: close");
+    }
+    if !header.is_empty() {
+        cmd.arg("-H").arg(header);
     }
     cmd.arg(run.url);
     cmd

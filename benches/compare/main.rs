@@ -5,6 +5,7 @@
 //! chart.svg}. See benches/README.md.
 
 mod ceiling;
+mod compressed;
 mod docroot;
 mod h2;
 mod idle;
@@ -1106,6 +1107,38 @@ fn run(opts: &Options) -> Result<(), String> {
         println!("{line}  [{}]", clock(started.elapsed()));
         measurements.extend(results);
     }
+    let mut compressed_cells = Vec::new();
+    if opts.matrix && opts.cleartext() && !interrupted {
+        println!(
+            "compare: {} KB JavaScript with Accept-Encoding: {}, wrk keep-alive c={}",
+            compressed::SIZE / 1000,
+            compressed::ACCEPT_ENCODING,
+            compressed::CONNECTIONS
+        );
+        for server in running.iter_mut().filter(|s| compressed::runs_on(s)) {
+            if STOP.load(Ordering::SeqCst) {
+                break;
+            }
+            let duration = opts
+                .duration
+                .mul_f64(duration_scale(compressed::CONNECTIONS));
+            let c = compressed::measure(server, duration, opts.warmup, opts.client_threads);
+            println!(
+                "  {:<22} {} {}  {} req/s, {} B/response{}  [{}]",
+                server.label(),
+                c.content_encoding.as_deref().unwrap_or("identity"),
+                c.body_bytes.map_or("-".into(), |b| b.to_string()),
+                c.requests_per_second.map_or("-".into(), compact),
+                c.bytes_per_response
+                    .map_or("-".into(), |b| format!("{b:.0}")),
+                c.error
+                    .as_deref()
+                    .map_or(String::new(), |e| format!(" ERROR: {e}")),
+                clock(started.elapsed())
+            );
+            compressed_cells.push(c);
+        }
+    }
     interrupted |= STOP.load(Ordering::SeqCst);
     if interrupted {
         println!("compare: interrupted; stopping servers and writing partial results");
@@ -1146,6 +1179,7 @@ fn run(opts: &Options) -> Result<(), String> {
         measurements,
         idle_memory,
         startup: start_up,
+        compressed: compressed_cells,
     };
     std::fs::create_dir_all(&opts.out).map_err(|e| format!("{}: {e}", opts.out.display()))?;
     let table = report.table();

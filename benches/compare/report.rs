@@ -7,6 +7,7 @@ use std::path::Path;
 use plotters::prelude::*;
 use serde::Serialize;
 
+use crate::compressed::{self, Compressed};
 use crate::docroot::label;
 use crate::idle::IdleMemory;
 use crate::load::{Mode, Outcome, Tool};
@@ -108,6 +109,8 @@ pub struct Report {
     pub idle_memory: Vec<IdleMemory>,
     /// Process start (or connect) to first response byte, one record per series.
     pub startup: Vec<Startup>,
+    /// The compression cell, one record per server.
+    pub compressed: Vec<Compressed>,
 }
 
 /// A table of the report: the cells of one client, mode, connection count,
@@ -418,6 +421,7 @@ impl Report {
             }
         }
         self.many_connections(&mut out);
+        compressed::table(&mut out, &self.compressed, s.duration_seconds);
         self.h2_summary(&mut out);
         self.idle_table(&mut out);
         self.startup_table(&mut out);

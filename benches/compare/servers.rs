@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use rustls::ClientConfig;
 use serde::Serialize;
 
+use crate::compressed;
 use crate::docroot::{self, Docroot};
 use crate::procstat;
 use crate::reaper;
@@ -875,6 +876,7 @@ fn nginx_conf(
         ),
     };
     let http2 = if h2 { " http2" } else { "" };
+    let script = compressed::PATH;
     format!(
         r#"# Written by benches/compare (staticd's comparison harness).
 daemon off;
@@ -911,6 +913,13 @@ http {{
         listen 127.0.0.1:{port}{ssl}{http2} reuseport backlog=4096;
         server_name localhost;
         root {r};{ssl_conf}
+
+        # The compression cell's script: compressed on every request.
+        location = {script} {{
+            gzip on;
+            gzip_static on;
+            gzip_types application/javascript text/javascript;
+        }}
     }}
 }}
 "#
@@ -955,6 +964,9 @@ ssl.openssl.ssl-conf-cmd = ( "MinProtocol" => "TLSv1.2", "CipherString" => "{TLS
     // lighttpd allows at most half its descriptors as connections.
     let fds = setup.fd_limit.min(65_535);
     let conns = setup.connection_cap().min(fds / 2);
+    let deflate_cache = dir.join("deflate");
+    let _ = fs::create_dir_all(&deflate_cache);
+    let deflate_cache = deflate_cache.display();
     format!(
         r#"# Written by benches/compare (staticd's comparison harness).
 server.document-root = "{r}"
@@ -972,8 +984,14 @@ server.stat-cache-engine = "simple"
 server.max-keep-alive-requests = 65535
 server.max-keep-alive-idle = 60
 server.tag = ""
-mimetype.assign = ( ".bin" => "application/octet-stream", ".html" => "text/html" )
-{http2}{ssl}"#
+mimetype.assign = ( ".bin" => "application/octet-stream", ".html" => "text/html", ".js" => "text/javascript" )
+{http2}{ssl}
+# The compression cell's script: compressed once, kept in the cache directory.
+server.modules += ( "mod_deflate" )
+deflate.mimetypes = ( "text/javascript" )
+deflate.allowed-encodings = ( "br", "gzip" )
+deflate.cache-dir = "{deflate_cache}"
+"#
     )
 }
 
@@ -1017,6 +1035,14 @@ SSLCipherSuite {TLS12_CIPHERS}
     let threads = (setup.max_connections.max(2048) as usize).div_ceil(cores);
     let total = cores * threads;
     let file_cache = Path::new(m).join("mod_file_cache.so").is_file();
+    // The compression cell's script: compressed on every request, in br
+    // where the module is there, else gzip.
+    let brotli = Path::new(m).join("mod_brotli.so").is_file();
+    let compress = format!(
+        "LoadModule filter_module {m}/mod_filter.so\nLoadModule deflate_module {m}/mod_deflate.so\n{}AddOutputFilterByType {}DEFLATE text/javascript application/javascript\n",
+        if brotli { format!("LoadModule brotli_module {m}/mod_brotli.so\n") } else { String::new() },
+        if brotli { "BROTLI_COMPRESS;" } else { "" },
+    );
     let mut cache = String::new();
     if file_cache {
         let _ = writeln!(cache, "LoadModule file_cache_module {m}/mod_file_cache.so");
@@ -1041,7 +1067,7 @@ LoadModule mpm_event_module {m}/mod_mpm_event.so
 LoadModule authz_core_module {m}/mod_authz_core.so
 LoadModule mime_module {m}/mod_mime.so
 TypesConfig /etc/mime.types
-{cache}{ssl}
+{cache}{ssl}{compress}
 ServerLimit {cores}
 StartServers {cores}
 ThreadLimit {threads}
@@ -1116,6 +1142,9 @@ hosts:
     paths:
       "/":
         file.dir: {r}
+        # The compression cell's script (and only it: no other file here
+        # has a compressible type): compressed on every request.
+        compress: ON
 "#
     )
 }
