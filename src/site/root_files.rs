@@ -178,18 +178,19 @@ fn report(path: &Path, line: usize, msg: &str) {
 /// was cut) and its stamp. An absent file is no error; an unreadable one is
 /// reported and treated as absent.
 fn read_file(dir: BorrowedFd<'_>, shown: &Path, name: &[u8]) -> (Option<Vec<u8>>, Stamp) {
+    let unreadable = |e: &std::io::Error| {
+        let path = file_path(shown, name);
+        eprintln!(
+            "staticd: {}: {}; ignored",
+            path.display(),
+            super::describe(e)
+        );
+        (None, None)
+    };
     let file = match sys::open_beneath(dir, name) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (None, None),
-        Err(e) => {
-            let path = file_path(shown, name);
-            eprintln!(
-                "staticd: {}: {}; ignored",
-                path.display(),
-                super::describe(&e)
-            );
-            return (None, None);
-        }
+        Err(e) => return unreadable(&e),
     };
     let Ok(meta) = file.metadata() else {
         return (None, None);
@@ -200,13 +201,7 @@ fn read_file(dir: BorrowedFd<'_>, shown: &Path, name: &[u8]) -> (Option<Vec<u8>>
     let mut bytes = Vec::new();
     let limit = MAX_BYTES as u64 + 1;
     if let Err(e) = (&file).take(limit).read_to_end(&mut bytes) {
-        let path = file_path(shown, name);
-        eprintln!(
-            "staticd: {}: {}; ignored",
-            path.display(),
-            super::describe(&e)
-        );
-        return (None, None);
+        return unreadable(&e);
     }
     (Some(bytes), stamp_of(&meta))
 }
