@@ -411,14 +411,21 @@ pub fn cgi_head(job: &CgiJob, head: &CgiHead) -> (Vec<u8>, CgiFraming, bool) {
 /// A response to a CGI request that the script did not produce: the limit
 /// was reached (503), it failed (502), it ran too long (504), or it could
 /// not start (500, 403).
-pub fn cgi_failure(job: &CgiJob, status: Status) -> Response {
+pub fn cgi_failure(job: &CgiJob, site: &Site, status: Status) -> Response {
     // The request body may be partly unread: the connection closes.
     let req = &job.request;
+    let headers = job.site_headers.as_ref();
+    let ctx = SiteCtx {
+        site,
+        host: path::authority(&req.target).or(req.host.as_deref()),
+        files: headers.map(|h| &*h.files),
+        path: headers.map(|h| &h.path[..]),
+    };
     Reply {
         persistence: Persistence::Close,
         head_only: req.method == Method::Head,
         errors: ErrorForm::for_accept(req.accept.as_deref()),
-        site: None,
+        site: Some(ctx),
     }
     .error(status)
 }

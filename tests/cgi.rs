@@ -448,6 +448,25 @@ fn empty_output_gets_502(mode: Mode) {
         .wait_line(|l| l.starts_with("staticd: cgi /silent.cgi: "));
 }
 
+/// A script that fails gets the site's own page for the status, and the
+/// site's `_headers`, like any other error.
+fn a_failed_script_gets_the_sites_error_page(mode: Mode) {
+    let root = site();
+    script(&root, "silent.cgi", "exit 0\n");
+    root.file("502.html", "<p>our own 502 page</p>\n");
+    root.file("_headers", "/*\n  X-Site: yes\n");
+    let server = cgi_server(mode, &root);
+    let resp = get(&server, "/silent.cgi", &[]);
+    assert_eq!(resp.status, 502, "{resp:#?}");
+    assert_eq!(resp.body_str(), "<p>our own 502 page</p>\n");
+    assert!(
+        resp.header("content-type")
+            .is_some_and(|t| t.starts_with("text/html")),
+        "{resp:#?}"
+    );
+    assert_eq!(resp.header("x-site"), Some("yes"), "{resp:#?}");
+}
+
 /// Writes a line to stderr before it answers.
 const NOISY_SCRIPT: &str =
     "echo 'oops from script' >&2\nprintf 'Content-Type: text/plain\\n\\nfine'\n";
@@ -800,6 +819,7 @@ both_modes!(
     url_location_with_status_keeps_the_status,
     output_without_header_block_gets_502_and_a_log_line,
     empty_output_gets_502,
+    a_failed_script_gets_the_sites_error_page,
     script_stderr_goes_to_server_stderr_with_prefix,
     script_stderr_is_not_lost_when_the_connection_closes,
     http_1_1_without_length_is_chunked,

@@ -82,7 +82,7 @@ pub fn run(
 ) -> bool {
     let mut job = job;
     for _ in 0..MAX_LOCAL_REDIRECTS {
-        match exchange(&job, io, input, cfg, client) {
+        match exchange(&job, io, input, cfg, site, client) {
             Ended::Finished {
                 status,
                 body_sent,
@@ -106,7 +106,7 @@ pub fn run(
             }
         }
     }
-    let response = respond::cgi_failure(&job, Status::InternalServerError);
+    let response = respond::cgi_failure(&job, site, Status::InternalServerError);
     send_decided(cfg, client, io, &job.request, response)
 }
 
@@ -132,13 +132,21 @@ fn redirected<'a>(original: &Request<'a>, target: String) -> Request<'a> {
     }
 }
 
-fn exchange(job: &CgiJob, io: ClientIo, input: &mut Vec<u8>, cfg: &Config, client: &str) -> Ended {
+fn exchange(
+    job: &CgiJob,
+    io: ClientIo,
+    input: &mut Vec<u8>,
+    cfg: &Config,
+    site: &Site,
+    client: &str,
+) -> Ended {
     let limiter = LIMITER.get_or_init(|| Limiter::new(cfg.cgi_max));
     let Some(permit) = limiter.try_acquire() else {
         return fail(
             job,
             io,
             cfg,
+            site,
             Status::ServiceUnavailable,
             "too many scripts running (--cgi-max)",
         );
@@ -178,15 +186,15 @@ fn exchange(job: &CgiJob, io: ClientIo, input: &mut Vec<u8>, cfg: &Config, clien
     let script = match cgi::spawn(&params, cfg.cgi_timeout, permit) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            return fail(job, io, cfg, Status::Forbidden, "permission denied");
+            return fail(job, io, cfg, site, Status::Forbidden, "permission denied");
         }
         Err(e) => {
             let why = format!("cannot start: {}", crate::site::describe(&e));
-            return fail(job, io, cfg, Status::InternalServerError, &why);
+            return fail(job, io, cfg, site, Status::InternalServerError, &why);
         }
     };
     let body_len = content_length.unwrap_or(0);
-    Pump::new(job, io, cfg, script, body_len, input).run()
+    Pump::new(job, io, cfg, site, script, body_len, input).run()
 }
 
 /// Moves bytes between the client, the script's stdin and its stdout.
@@ -194,6 +202,8 @@ struct Pump<'a> {
     job: &'a CgiJob,
     io: ClientIo<'a>,
     cfg: &'a Config,
+    /// For the site's own error pages.
+    site: &'a Site,
     script: Script,
     stdin: Option<std::process::ChildStdin>,
     stdout: Option<std::process::ChildStdout>,
@@ -223,6 +233,7 @@ impl<'a> Pump<'a> {
         job: &'a CgiJob,
         io: ClientIo<'a>,
         cfg: &'a Config,
+        site: &'a Site,
         mut script: Script,
         body_left: u64,
         input: &'a mut Vec<u8>,
@@ -243,6 +254,7 @@ impl<'a> Pump<'a> {
             job,
             io,
             cfg,
+            site,
             script,
             stdin,
             stdout,
@@ -493,9 +505,9 @@ impl<'a> Pump<'a> {
                 keep_alive: false,
             };
         }
-        let (job, io, cfg) = (self.job, self.io, self.cfg);
+        let (job, io, cfg, site) = (self.job, self.io, self.cfg, self.site);
         drop(self);
-        fail(job, io, cfg, status, why)
+        fail(job, io, cfg, site, status, why)
     }
 
     /// The exchange ends before the script's output did.
@@ -519,9 +531,9 @@ enum Abort {
 }
 
 /// Answers with an error of our own and logs why.
-fn fail(job: &CgiJob, io: ClientIo, cfg: &Config, status: Status, why: &str) -> Ended {
+fn fail(job: &CgiJob, io: ClientIo, cfg: &Config, site: &Site, status: Status, why: &str) -> Ended {
     log::diagnostic(&format!("staticd: cgi {}: {why}\n", job.script.script_name));
-    let response = respond::cgi_failure(job, status);
+    let response = respond::cgi_failure(job, site, status);
     let (body_sent, _) = send_response(io, cfg, &response);
     Ended::Finished {
         status: status.code(),
