@@ -26,6 +26,8 @@ pub struct Entry<'a> {
     /// The request, when its head parsed.
     pub request: Option<&'a Request<'a>>,
     pub status: u16,
+    /// The `--auth` user whose credentials passed, if any.
+    pub user: Option<&'a str>,
     /// Where the body lies among the bytes written for the response (its
     /// head comes first): the size logged is how much of this range went out.
     pub body: Range<u64>,
@@ -154,7 +156,13 @@ fn common(
     now: SystemTime,
 ) -> Result<usize, fmt::Error> {
     let req = e.request;
-    write!(out, "{} - - [", e.client)?;
+    write!(out, "{} - ", e.client)?;
+    // A space would split the field: as in fnord's user agent, `_`.
+    match e.user {
+        Some(user) => escape_underscored(out, user),
+        None => out.push('-'),
+    }
+    out.push_str(" [");
     clf_time(out, now)?;
     out.push_str("] \"");
     match req {
@@ -327,6 +335,7 @@ mod tests {
             client: "10.0.0.1",
             request: r,
             status,
+            user: None,
             body,
         }
     }
@@ -349,6 +358,17 @@ mod tests {
         assert_eq!(
             filled(format(LogFormat::Combined, &e, t()), 2426),
             "10.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"GET /a b?x HTTP/1.1\" 200 2326 \"-\" \"Mozilla/5.0 (X11)\"\n"
+        );
+    }
+
+    #[test]
+    fn the_auth_user_is_the_third_field() {
+        let r = req();
+        let mut e = entry(Some(&r), 200, 100..2426);
+        e.user = Some("ann marie");
+        assert_eq!(
+            filled(format(LogFormat::Common, &e, t()), 2426),
+            "10.0.0.1 - ann_marie [10/Oct/2000:13:55:36 +0000] \"GET /a b?x HTTP/1.1\" 200 2326\n"
         );
     }
 

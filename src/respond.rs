@@ -30,6 +30,8 @@ pub struct Response {
     pub body: Vec<Chunk>,
     /// Body bytes on the wire (for the access log).
     pub body_len: u64,
+    /// The `--auth` user whose credentials passed (for the access log).
+    pub user: Option<Arc<str>>,
     /// The server closes the connection after this response.
     pub close: bool,
 }
@@ -135,14 +137,32 @@ impl Reply<'_> {
     /// A request whose path is sound: access, method, `_redirects`, then
     /// what the path names.
     fn request(&self, ctx: &SiteCtx, req: &Request, path: &SitePath, force_close: bool) -> Answer {
-        let site = ctx.site;
         if root_files::is_root_file(&path.rel) {
             // Configuration, never content.
             return Answer::Send(self.error(Status::NotFound));
         }
-        if let Some(denied) = self.denied(ctx, req, ctx.path) {
-            return Answer::Send(denied);
+        let user = match self.access(ctx, req, ctx.path) {
+            Ok(user) => user,
+            Err(denied) => return Answer::Send(denied),
+        };
+        let mut answer = self.permitted(ctx, req, path, force_close);
+        match &mut answer {
+            Answer::Send(response) => response.user = user,
+            Answer::Cgi(job) => job.user = user,
         }
+        answer
+    }
+
+    /// A request `--auth` lets through: method, `_redirects`, then what
+    /// the path names.
+    fn permitted(
+        &self,
+        ctx: &SiteCtx,
+        req: &Request,
+        path: &SitePath,
+        force_close: bool,
+    ) -> Answer {
+        let site = ctx.site;
         // POST means something only to a CGI script.
         let post = matches!(&req.method, Method::Other(m) if m == "POST") && site.runs_cgi();
         match &req.method {
@@ -170,23 +190,29 @@ impl Reply<'_> {
         }
     }
 
-    /// 401 when `--auth` covers `url` and the request's credentials do
-    /// not pass; None when it may go on.
-    fn denied(&self, ctx: &SiteCtx, req: &Request, url: Option<&[u8]>) -> Option<Response> {
+    /// Whether `--auth` lets the request for `url` through: the user whose
+    /// credentials passed (None: no area covers it), or the 401.
+    fn access(
+        &self,
+        ctx: &SiteCtx,
+        req: &Request,
+        url: Option<&[u8]>,
+    ) -> Result<Option<Arc<str>>, Response> {
         let site = ctx.site;
         // A path that cannot be read is refused elsewhere; "/" stands in
         // so that an area at the root still covers it. A path that is not
         // UTF-8 is read lossily: it stays under the same prefixes.
         let url = String::from_utf8_lossy(url.unwrap_or(b"/"));
         match site.access(&url, req.authorization.as_deref()) {
-            Access::Open => None,
+            Access::Open => Ok(None),
+            Access::Granted { user } => Ok(Some(user)),
             Access::Denied { realm } => {
                 let mut h = HeadBuilder::new(Status::Unauthorized);
                 h.header_display(
                     "WWW-Authenticate",
                     format_args!("Basic realm=\"{realm}\", charset=\"UTF-8\""),
                 );
-                Some(self.short_body(Status::Unauthorized, h))
+                Err(self.short_body(Status::Unauthorized, h))
             }
         }
     }
@@ -233,7 +259,7 @@ impl Reply<'_> {
         };
         let mut scratch = Vec::new();
         let url = url_path(&path, &mut scratch);
-        if let Some(denied) = self.denied(ctx, req, Some(url)) {
+        if let Err(denied) = self.access(ctx, req, Some(url)) {
             return Answer::Send(denied);
         }
         let resolved = lookup(ctx, req, &path);
@@ -271,6 +297,7 @@ impl Reply<'_> {
                     https: false,
                     sockets: None,
                     site_headers: ctx.owned_headers(),
+                    user: None,
                 };
                 Answer::Cgi(Box::new(job))
             }
@@ -304,6 +331,8 @@ pub struct CgiJob {
     /// The site's `_headers` and what they match on, for the script's
     /// response like any other.
     pub site_headers: Option<SiteHeaders>,
+    /// The `--auth` user whose credentials passed (for the access log).
+    pub user: Option<Arc<str>>,
 }
 
 /// What `_headers` needs to add its fields to a response decided later.
@@ -897,6 +926,7 @@ impl Reply<'_> {
             head,
             body,
             body_len,
+            user: None,
             close: self.persistence == Persistence::Close,
         }
     }

@@ -304,6 +304,7 @@ pub fn sent(
         client,
         request,
         status: response.status.code(),
+        user: response.user.as_deref(),
         body: response.body_range(),
     };
     let log_line = log::format(cfg.log_format, &entry, SystemTime::now());

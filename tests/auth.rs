@@ -159,6 +159,34 @@ fn every_supported_hash_lets_its_user_in(mode: Mode) {
     assert_eq!(resp.body_str(), "<p>private index</p>\n");
 }
 
+/// The access log names the user whose credentials passed, where the
+/// common log format has its field, and `-` for everyone else.
+fn the_access_log_names_the_user(mode: Mode) {
+    let fx = fixture();
+    let server = Server::builder(mode, fx.root.path())
+        .arg("--auth")
+        .arg(auth_arg("/private", &fx.htpasswd))
+        .log_format("common")
+        .start();
+    assert_secret(&get_as(&server, "/private/secret.txt", Some(ALICE_OK)));
+    assert_challenged(&get_as(&server, "/private/secret.txt", None));
+    let logged = |lines: &[String]| {
+        let alice = lines.iter().any(|l| {
+            l.contains(" - alice [")
+                && l.contains("\"GET /private/secret.txt ")
+                && l.contains("\" 200 ")
+        });
+        let nobody = lines
+            .iter()
+            .any(|l| l.contains(" - - [") && l.contains("\" 401 "));
+        alice && nobody
+    };
+    server
+        .stderr()
+        .wait_for(IO_TIMEOUT, logged)
+        .unwrap_or_else(|| panic!("no such log lines: {:#?}", server.stderr().snapshot()));
+}
+
 fn a_user_stays_in_on_a_kept_alive_connection(mode: Mode) {
     let fx = fixture();
     let server = start(mode, &fx);
@@ -373,6 +401,7 @@ both_modes!(
     no_credentials_get_401_with_a_basic_challenge,
     wrong_credentials_get_401,
     every_supported_hash_lets_its_user_in,
+    the_access_log_names_the_user,
     a_user_stays_in_on_a_kept_alive_connection,
     outside_the_prefix_no_credentials_are_needed,
     other_spellings_of_a_protected_path_are_protected_too,

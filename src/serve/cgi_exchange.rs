@@ -88,7 +88,16 @@ pub fn run(
                 body_sent,
                 keep_alive,
             } => {
-                return done(cfg, client, &job.request, status, body_sent, keep_alive);
+                let user = job.user.as_deref();
+                return done(
+                    cfg,
+                    client,
+                    &job.request,
+                    user,
+                    status,
+                    body_sent,
+                    keep_alive,
+                );
             }
             Ended::LocalRedirect(target) => {
                 let request = redirected(&job.request, target);
@@ -552,7 +561,8 @@ fn send_decided(
     let (body_sent, ok) = send_response(io, cfg, &response);
     let keep_alive = ok && !response.close;
     let status = response.status.code();
-    done(cfg, client, request, status, body_sent, keep_alive)
+    let user = response.user.as_deref();
+    done(cfg, client, request, user, status, body_sent, keep_alive)
 }
 
 /// Sends a response of our own. Returns the body bytes that reached the
@@ -567,6 +577,7 @@ fn done(
     cfg: &Config,
     client: &str,
     request: &Request,
+    user: Option<&str>,
     status: u16,
     body_sent: u64,
     keep_alive: bool,
@@ -575,6 +586,7 @@ fn done(
         client,
         request: Some(request),
         status,
+        user,
         body: 0..body_sent,
     };
     log::format(cfg.log_format, &entry, SystemTime::now()).emit(body_sent);

@@ -360,6 +360,7 @@ pub fn send_bytes_blocking(
         head: bytes,
         body: Vec::new(),
         body_len: 0,
+        user: None,
         close: false,
     };
     let mut writer = ResponseWriter::new(&response);

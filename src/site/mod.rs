@@ -62,8 +62,10 @@ pub struct Lookup<'a> {
 
 /// Whether `--auth` lets a request through.
 pub enum Access<'a> {
-    /// No area covers the path, or its credentials passed.
+    /// No area covers the path.
     Open,
+    /// The credentials of this user passed (the access log names it).
+    Granted { user: Arc<str> },
     /// 401, naming the area's realm.
     Denied { realm: &'a str },
 }
@@ -215,8 +217,10 @@ impl Site {
         #[cfg(feature = "auth")]
         if let Some(auth) = &self.auth {
             let credentials = authorization.map(str::as_bytes);
-            if let crate::auth::Check::Denied { realm } = auth.check(path, credentials) {
-                return Access::Denied { realm };
+            match auth.check(path, credentials) {
+                crate::auth::Check::Open => {}
+                crate::auth::Check::Granted { user } => return Access::Granted { user },
+                crate::auth::Check::Denied { realm } => return Access::Denied { realm },
             }
         }
         #[cfg(not(feature = "auth"))]
