@@ -90,7 +90,7 @@ pub fn respond(site: &Site, req: &Request, force_close: bool) -> Answer {
     let ctx = SiteCtx {
         site,
         host,
-        files: files.as_deref(),
+        files: files.as_ref(),
         path: url_path,
     };
     let reply = Reply {
@@ -447,7 +447,7 @@ pub fn cgi_failure(job: &CgiJob, site: &Site, status: Status) -> Response {
     let ctx = SiteCtx {
         site,
         host: path::authority(&req.target).or(req.host.as_deref()),
-        files: headers.map(|h| &*h.files),
+        files: headers.map(|h| &h.files),
         path: headers.map(|h| &h.path[..]),
     };
     Reply {
@@ -583,7 +583,7 @@ struct Reply<'a> {
 struct SiteCtx<'a> {
     site: &'a Site,
     host: Option<&'a str>,
-    files: Option<&'a RootFiles>,
+    files: Option<&'a Arc<RootFiles>>,
     /// The decoded request path `_headers` patterns match; None when the
     /// target is not a path.
     path: Option<&'a [u8]>,
@@ -604,7 +604,7 @@ impl SiteCtx<'_> {
             return None;
         }
         Some(SiteHeaders {
-            files: self.site.root_files(self.host)?,
+            files: Arc::clone(files),
             host: self.host.map(str::to_string),
             path: path.to_vec(),
         })

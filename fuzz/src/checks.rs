@@ -512,7 +512,10 @@ pub fn headers_file(data: &[u8]) {
     for (host, path) in probes(data) {
         let host = host.as_deref();
         for (name, value) in rules.matching(host, &path).iter() {
-            assert!(rules::is_token(name), "field name {name:?}");
+            assert!(
+                staticd::http::is_token(name.as_bytes()),
+                "field name {name:?}"
+            );
             assert!(
                 ![
                     "content-length",

@@ -2,6 +2,8 @@
 //! Content-Type and the fields passed on, parsed from the start of its
 //! output.
 
+use crate::http::is_token;
+
 /// A script's header block, blank line included, must fit in this many bytes.
 pub const MAX_HEAD: usize = 32 * 1024;
 
@@ -235,14 +237,6 @@ fn trim_ows(mut s: &[u8]) -> &[u8] {
         s = rest;
     }
     s
-}
-
-/// RFC 9110 §5.6.2 token characters.
-fn is_token(name: &[u8]) -> bool {
-    !name.is_empty()
-        && name
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b))
 }
 
 #[cfg(test)]

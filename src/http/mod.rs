@@ -8,3 +8,25 @@ pub mod limits;
 pub mod parse;
 pub mod range;
 pub mod response;
+
+/// RFC 9110 §5.6.2: whether `name` is a token (what a field name must be).
+pub fn is_token(name: &[u8]) -> bool {
+    !name.is_empty()
+        && name
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens() {
+        assert!(is_token(b"X-Frame-Options"));
+        assert!(is_token(b"a!#$%&'*+-.^_`|~9"));
+        for bad in ["", "a b", "a:b", "a\r", "\u{e9}", "a(b)", "a/b"] {
+            assert!(!is_token(bad.as_bytes()), "{bad:?}");
+        }
+    }
+}

@@ -48,7 +48,8 @@ use std::fmt;
 
 use super::pattern::Pattern;
 use super::template::Template;
-use super::{is_token, report_limit, Lines, Warn, MAX_RULES};
+use super::{report_limit, Lines, Warn, MAX_RULES};
+use crate::http::is_token;
 
 /// Most distinct field names one file may set or remove.
 pub const MAX_NAMES: usize = 1024;
@@ -229,7 +230,7 @@ fn parse_pattern_line(line: &str) -> Result<Pattern, &'static str> {
 }
 
 fn check_name(name: &str) -> Result<(), String> {
-    if !is_token(name) {
+    if !is_token(name.as_bytes()) {
         return Err(format!("{name:?} is not a valid field name"));
     }
     if SERVER_OWNED.iter().any(|o| o.eq_ignore_ascii_case(name)) {

@@ -12,13 +12,14 @@
 use std::fmt;
 
 use super::pattern::{Captures, Pattern};
+use crate::site::path::{path_keeps, percent_encode};
 
 /// Which characters of a captured value may be written as they are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Encoding {
     /// In the host of an absolute URL: unreserved characters only.
     Authority,
-    /// In a path (or a header value): as `site::path::percent_encode_path`.
+    /// In a path (or a header value): as `site::path::path_keeps`.
     Path,
     /// In a query or fragment: no `&`, `=`, `+` or `#`, which would
     /// change the parameters.
@@ -28,30 +29,17 @@ pub(crate) enum Encoding {
 impl Encoding {
     fn keeps(self, b: u8) -> bool {
         let unreserved = b.is_ascii_alphanumeric() || b"-._~".contains(&b);
-        unreserved
-            || match self {
-                Encoding::Authority => false,
-                Encoding::Path => b"!$&'()*+,;=:@/".contains(&b),
-                Encoding::Query => b"!$'()*,;:@/?".contains(&b),
-            }
+        match self {
+            Encoding::Authority => unreserved,
+            Encoding::Path => path_keeps(b),
+            Encoding::Query => unreserved || b"!$'()*,;:@/?".contains(&b),
+        }
     }
 }
 
 /// Writes `bytes` with every byte `encoding` does not keep as `%XX`.
 pub(crate) fn encode(bytes: &[u8], encoding: Encoding, out: &mut dyn fmt::Write) -> fmt::Result {
-    let mut rest = bytes;
-    while !rest.is_empty() {
-        let run = rest.iter().take_while(|&&b| encoding.keeps(b)).count();
-        // Kept bytes are ASCII, so the run is always text.
-        out.write_str(std::str::from_utf8(&rest[..run]).unwrap_or_default())?;
-        if let Some(&b) = rest.get(run) {
-            write!(out, "%{b:02X}")?;
-            rest = &rest[run + 1..];
-        } else {
-            rest = &[];
-        }
-    }
-    Ok(())
+    percent_encode(bytes, |b| encoding.keeps(b), out)
 }
 
 #[derive(Debug)]

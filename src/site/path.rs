@@ -5,6 +5,7 @@
 //! kernel's RESOLVE_BENEATH so that symlinks cannot lead out either.
 
 use std::borrow::Cow;
+use std::fmt;
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum PathError {
@@ -173,17 +174,37 @@ fn hex_value(b: u8) -> Option<u8> {
 /// Percent-encodes everything but unreserved characters, sub-delims that are
 /// safe in a path, `:`, `@` and `/`.
 pub fn percent_encode_path(bytes: &[u8], out: &mut String) {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for &b in bytes {
-        let keep = b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/".contains(&b);
-        if keep {
-            out.push(b as char);
+    // Writing to a String cannot fail.
+    let _ = percent_encode(bytes, path_keeps, out);
+}
+
+/// Whether a URL path keeps `b` as it is: RFC 3986's unreserved
+/// characters, sub-delims, `:`, `@` and `/`.
+pub fn path_keeps(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/".contains(&b)
+}
+
+/// Writes `bytes` with every byte `keeps` refuses as `%XX`: the one
+/// percent-encoder that paths, listings, symlink redirects and `_redirects`
+/// targets share, each with its own set of kept bytes.
+pub fn percent_encode(
+    bytes: &[u8],
+    keeps: impl Fn(u8) -> bool,
+    out: &mut dyn fmt::Write,
+) -> fmt::Result {
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let run = rest.iter().take_while(|&&b| keeps(b)).count();
+        // Kept bytes are ASCII, so the run is always text.
+        out.write_str(std::str::from_utf8(&rest[..run]).unwrap_or_default())?;
+        if let Some(&b) = rest.get(run) {
+            write!(out, "%{b:02X}")?;
+            rest = &rest[run + 1..];
         } else {
-            out.push('%');
-            out.push(HEX[(b >> 4) as usize] as char);
-            out.push(HEX[(b & 15) as usize] as char);
+            rest = &[];
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]

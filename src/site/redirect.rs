@@ -59,18 +59,10 @@ pub fn location(target: &Target, rest: &[u8], trailing_slash: bool, query: Optio
 /// a URI (controls, space, non-ASCII, `"<>\^`{|}`) are percent-encoded, so
 /// no CR, LF or space can reach the Location header.
 fn encode_uri(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut out = String::with_capacity(bytes.len());
-    for &b in bytes {
-        let bad = b <= b' ' || b >= 0x7f || b"\"<>\\^`{|}".contains(&b);
-        if bad {
-            out.push('%');
-            out.push(HEX[(b >> 4) as usize] as char);
-            out.push(HEX[(b & 15) as usize] as char);
-        } else {
-            out.push(b as char);
-        }
-    }
+    let keeps = |b: u8| b > b' ' && b < 0x7f && !b"\"<>\\^`{|}".contains(&b);
+    // Writing to a String cannot fail.
+    let _ = super::path::percent_encode(bytes, keeps, &mut out);
     out
 }
 
