@@ -13,7 +13,7 @@ mod common;
 use std::fs;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use common::*;
@@ -144,54 +144,9 @@ impl Site {
     }
 }
 
-/// What an outside program left behind.
-struct Run {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn describe(&self, what: &str) -> String {
-        format!(
-            "{what} ({}):\n--- stdout ---\n{}\n--- stderr ---\n{}",
-            describe(self.status),
-            self.stdout,
-            self.stderr
-        )
-    }
-
-    fn assert_success(&self, what: &str) {
-        assert!(self.status.success(), "{}", self.describe(what));
-    }
-}
-
-/// Runs `cmd` with its output in files (no pipe to drain), killed past [`TOOL_TIMEOUT`].
-fn run_bounded(cmd: &mut Command) -> Run {
-    let shown = format!("{cmd:?}");
-    let dir = tempfile::tempdir().unwrap();
-    let (out, err) = (dir.path().join("stdout"), dir.path().join("stderr"));
-    cmd.stdin(Stdio::null())
-        .stdout(fs::File::create(&out).unwrap())
-        .stderr(fs::File::create(&err).unwrap());
-    let mut child = ChildGuard::new(
-        cmd.spawn()
-            .unwrap_or_else(|e| panic!("cannot run {shown}: {e}")),
-    );
-    let status = child.wait_timeout(TOOL_TIMEOUT);
-    let read = |p: &Path| String::from_utf8_lossy(&fs::read(p).unwrap()).into_owned();
-    let run = |status| Run {
-        status,
-        stdout: read(&out),
-        stderr: read(&err),
-    };
-    match status {
-        Some(status) => run(status),
-        None => {
-            drop(child);
-            panic!("{shown} ran past {TOOL_TIMEOUT:?}; stderr: {}", read(&err));
-        }
-    }
+/// Runs `cmd` with nothing on stdin; past [`TOOL_TIMEOUT`] it is killed and the test fails.
+fn run_tool(cmd: &mut Command) -> Run {
+    run_bounded(cmd, &[], TOOL_TIMEOUT)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -268,7 +223,7 @@ fn curl_fetch(curl: &Path, site: &Site, http: Http, path: &str, args: &[&str]) -
     }
     let url = site.url(path);
     cmd.args(args).arg(&url);
-    let run = run_bounded(&mut cmd);
+    let run = run_tool(&mut cmd);
     run.assert_success(&format!("curl {http:?} {args:?} {url}"));
     let head = fs::read_to_string(&head).unwrap();
     let mut lines = head.lines();
@@ -529,7 +484,7 @@ fn curl_verbose_shows_http2_in_use(serving: Serving, transport: Transport) {
     if transport == Transport::Tls {
         cmd.arg("-o").arg("/dev/null").arg(site.url("/style.css"));
     }
-    let run = run_bounded(&mut cmd);
+    let run = run_tool(&mut cmd);
     run.assert_success("curl -v");
     let trace = &run.stderr;
     let mut expected = vec![
@@ -570,7 +525,7 @@ fn nghttp_fetches_a_page(serving: Serving, transport: Transport) {
     let Some(site) = Site::start(serving, transport) else {
         return;
     };
-    let run = run_bounded(
+    let run = run_tool(
         Command::new(nghttp)
             .args(["-nv", "-t", "10"])
             .arg(site.url("/index.html")),
@@ -622,7 +577,7 @@ fn h2load_makes_1000_requests_without_a_failure(serving: Serving, transport: Tra
     let Some(site) = Site::start_logging(serving, transport, "off") else {
         return;
     };
-    let run = run_bounded(
+    let run = run_tool(
         Command::new(h2load)
             .args(["-n", "1000", "-c", "10", "-m", "10", "-T", "10", "-N", "10"])
             .arg(site.url("/index.html")),

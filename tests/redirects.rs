@@ -78,25 +78,6 @@ fn exact_target_ignores_rest_and_query(mode: Mode) {
     );
 }
 
-/// Reads one complete response to a `Connection: close` request as raw bytes and returns
-/// its head lines (status line first). HTTP/1.1 only, whatever STATICD_TEST_H2 says: the
-/// point is the bytes of an HTTP/1.1 head.
-fn raw_head_lines(server: &Server, target: &str) -> Vec<String> {
-    let mut conn = server.connect();
-    conn.send(request("GET", target, &["Connection: close"]));
-    let (bytes, _) = conn.read_to_end();
-    let end = find(&bytes, b"\r\n\r\n").expect("a complete response head");
-    let head = &bytes[..end];
-    // Every line break in the head is CRLF: no bare CR or LF slipped in.
-    let text = String::from_utf8_lossy(head).replace("\r\n", "\u{0}");
-    assert!(
-        !text.contains('\r') && !text.contains('\n'),
-        "bare CR or LF inside the response head: {:?}",
-        String::from_utf8_lossy(head)
-    );
-    text.split('\u{0}').map(str::to_string).collect()
-}
-
 fn target_with_space_cr_lf_is_percent_encoded(mode: Mode) {
     let root = Docroot::new();
     root.symlink("evil", "http://a.test/x y\r\nSet-Cookie: injected=1");

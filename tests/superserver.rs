@@ -2,11 +2,8 @@
 
 mod common;
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 
 use common::*;
 
@@ -20,65 +17,24 @@ struct Superserver {
 
 impl Superserver {
     /// `PROGRAM ARGS... 127.0.0.1 PORT staticd --inetd --root DIR --log-format common`,
-    /// on a free port (a few tries, in case another test takes the port meanwhile).
+    /// on a free port (the harness's `start_superserver`, which retries on a port taken
+    /// meanwhile).
     fn start(program: PathBuf, args: &[&str]) -> Superserver {
         let root = Docroot::new();
         root.file("a.txt", "alpha\n");
         root.file("b.txt", "bravo bravo\n");
-        let mut failures = Vec::new();
-        for _ in 0..3 {
-            match Self::try_start(&program, args, &root) {
-                Ok((process, stderr, addr)) => {
-                    return Superserver {
-                        addr,
-                        stderr,
-                        _process: process,
-                        _root: root,
-                    }
-                }
-                Err(why) => failures.push(why),
-            }
+        let staticd_args = ["--inetd", "--log-format", "common", "--root"]
+            .map(String::from)
+            .into_iter()
+            .chain([root.path().display().to_string()])
+            .collect::<Vec<_>>();
+        let (process, stderr, addr) = start_superserver(&program, args, &staticd_args);
+        Superserver {
+            addr,
+            stderr,
+            _process: process,
+            _root: root,
         }
-        panic!("{} did not start: {failures:#?}", program.display());
-    }
-
-    fn try_start(
-        program: &Path,
-        args: &[&str],
-        root: &Docroot,
-    ) -> Result<(ChildGuard, Lines, SocketAddr), String> {
-        let port = free_port();
-        let mut cmd = Command::new(program);
-        cmd.args(args)
-            .args(["127.0.0.1", &port.to_string(), staticd_bin()])
-            .args(["--inetd", "--log-format", "common", "--root"])
-            .arg(root.path())
-            .env_remove("TCPREMOTEIP")
-            .env_remove("TCPREMOTEADDR")
-            .env_remove("REMOTE_HOST")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut process = ChildGuard::new(cmd.spawn().expect("spawn superserver"));
-        let stderr = Lines::default();
-        stderr.drain(process.take_stderr().unwrap());
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let deadline = Instant::now() + IO_TIMEOUT;
-        while TcpStream::connect_timeout(&addr, IO_TIMEOUT).is_err() {
-            if let Some(status) = process.try_status() {
-                thread::sleep(Duration::from_millis(100));
-                return Err(format!(
-                    "exited ({}): {:?}",
-                    describe(status),
-                    stderr.snapshot()
-                ));
-            }
-            if Instant::now() >= deadline {
-                return Err(format!("not listening on {addr} within {IO_TIMEOUT:?}"));
-            }
-            thread::sleep(Duration::from_millis(50));
-        }
-        Ok((process, stderr, addr))
     }
 
     fn connect_from(&self, source: [u8; 4]) -> Conn {

@@ -286,42 +286,61 @@ pub fn split_common(line: &str) -> (&str, &str) {
 /// `tcpserver -RHl0 127.0.0.1 PORT staticd ARGS...` on a free port (a few tries, in case
 /// another test takes the port meanwhile).
 pub fn start_tcpserver(program: &Path, staticd_args: &[String]) -> (ChildGuard, Lines, SocketAddr) {
+    start_superserver(program, &["-RHl0"], staticd_args)
+}
+
+/// `PROGRAM ARGS... 127.0.0.1 PORT staticd STATICD_ARGS...` (tcpserver, busybox tcpsvd)
+/// on a free port, once it listens (a few tries, in case another test takes the port
+/// meanwhile).
+pub fn start_superserver(
+    program: &Path,
+    args: &[&str],
+    staticd_args: &[String],
+) -> (ChildGuard, Lines, SocketAddr) {
     let mut failures = Vec::new();
     for _ in 0..3 {
-        let port = free_port();
-        let mut cmd = Command::new(program);
-        cmd.args(["-RHl0", "127.0.0.1", &port.to_string(), staticd_bin()])
-            .args(staticd_args)
-            .env_remove("TCPREMOTEIP")
-            .env_remove("TCPREMOTEADDR")
-            .env_remove("REMOTE_HOST")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut process = ChildGuard::new(cmd.spawn().expect("spawn tcpserver"));
-        let stderr = Lines::default();
-        stderr.drain(process.take_stderr().unwrap());
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let deadline = Instant::now() + IO_TIMEOUT;
-        loop {
-            if TcpStream::connect_timeout(&addr, IO_TIMEOUT).is_ok() {
-                return (process, stderr, addr);
-            }
-            if let Some(status) = process.try_status() {
-                thread::sleep(Duration::from_millis(100));
-                failures.push(format!(
-                    "exited ({}): {:?}",
-                    describe(status),
-                    stderr.snapshot()
-                ));
-                break;
-            }
-            if Instant::now() >= deadline {
-                failures.push(format!("not listening on {addr} within {IO_TIMEOUT:?}"));
-                break;
-            }
-            thread::sleep(Duration::from_millis(50));
+        match try_start_superserver(program, args, staticd_args) {
+            Ok(started) => return started,
+            Err(why) => failures.push(why),
         }
     }
-    panic!("tcpserver did not start: {failures:#?}");
+    panic!("{} did not start: {failures:#?}", program.display());
+}
+
+fn try_start_superserver(
+    program: &Path,
+    args: &[&str],
+    staticd_args: &[String],
+) -> Result<(ChildGuard, Lines, SocketAddr), String> {
+    let port = free_port();
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .args(["127.0.0.1", &port.to_string(), staticd_bin()])
+        .args(staticd_args)
+        .env_remove("TCPREMOTEIP")
+        .env_remove("TCPREMOTEADDR")
+        .env_remove("REMOTE_HOST")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut process = ChildGuard::new(cmd.spawn().expect("spawn the superserver"));
+    let stderr = Lines::default();
+    stderr.drain(process.take_stderr().unwrap());
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let deadline = Instant::now() + IO_TIMEOUT;
+    while TcpStream::connect_timeout(&addr, IO_TIMEOUT).is_err() {
+        if let Some(status) = process.try_status() {
+            thread::sleep(Duration::from_millis(100));
+            return Err(format!(
+                "exited ({}): {:?}",
+                describe(status),
+                stderr.snapshot()
+            ));
+        }
+        if Instant::now() >= deadline {
+            return Err(format!("not listening on {addr} within {IO_TIMEOUT:?}"));
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    Ok((process, stderr, addr))
 }
