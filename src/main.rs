@@ -426,6 +426,7 @@ impl Cli {
     fn into_config(self) -> Config {
         let defaults = Config::default();
         let compress = self.compress_settings();
+        #[cfg(feature = "tls")]
         let acme = self.acme_settings();
         // Counting cores reads a dozen cgroup files: inetd mode, started
         // once per connection, has no threads to size and skips it.
