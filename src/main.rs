@@ -396,7 +396,7 @@ impl AcmeArgs {
     }
 }
 
-#[cfg(not(feature = "acme"))]
+#[cfg(all(feature = "tls", not(feature = "acme")))]
 impl Cli {
     fn acme_settings(&self) -> Option<staticd::config::Acme> {
         None
