@@ -306,12 +306,8 @@ struct AcmeArgs {
 
     /// With --vhosts: also the name of every virtual-host directory (not
     /// default, names with a port or IP addresses), new ones included.
-    #[arg(
-        long,
-        group = "certificates",
-        requires = "vhosts",
-        conflicts_with = "inetd"
-    )]
+    #[arg(long, groups = ["certificates", "acme_names"], requires = "vhosts",
+          conflicts_with = "inetd")]
     acme_vhosts: bool,
 
     /// Contact address for the CA's account (expiry and policy mail).
