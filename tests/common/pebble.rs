@@ -203,21 +203,10 @@ impl Pebble {
         TlsClient::new(config, name)
     }
 
-    /// What Pebble and its DNS server printed so far.
-    pub fn logs(&self) -> Vec<String> {
-        self.logs.snapshot()
-    }
-
-    /// Panics unless Pebble still runs (a test that sees no certificate should say
-    /// whether the CA died).
-    pub fn assert_running(&mut self) {
-        if let Some(status) = self.process.try_status() {
-            panic!(
-                "Pebble exited ({}); its log: {:#?}",
-                describe(status),
-                self.logs()
-            );
-        }
+    /// What Pebble and its DNS server print, for failure messages (`harness: ...
+    /// ended` when one of them exits).
+    pub fn log(&self) -> Lines {
+        self.logs.clone()
     }
 
     /// `GET path` from one of Pebble's HTTPS listeners.
@@ -237,8 +226,15 @@ fn spawn_logged(cmd: &mut Command, logs: &Lines) -> ChildGuard {
     let mut child = cmd
         .spawn()
         .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    logs.drain(child.stdout.take().unwrap());
+    let stdout = logs.drain(child.stdout.take().unwrap());
     logs.drain(child.stderr.take().unwrap());
+    // The end of its output is the end of the program: said in the log, so that a
+    // test waiting for a certificate shows that the CA died.
+    let (program, ended) = (cmd.get_program().to_owned(), logs.clone());
+    thread::spawn(move || {
+        let _ = stdout.join();
+        ended.push(format!("harness: {} ended", program.to_string_lossy()));
+    });
     ChildGuard::new(child)
 }
 
