@@ -286,12 +286,14 @@ fn assert_state_files(dir: &Path, name: &str) {
     assert_eq!(mode(&accounts[0]), 0o600, "{}", accounts[0].display());
 }
 
+/// A document root with one small file.
 fn site() -> Docroot {
     let root = Docroot::new();
     root.file("file", "served over ACME\n");
     root
 }
 
+/// `args` and then `more`.
 fn args_with<S: AsRef<str>>(mut args: Vec<OsString>, more: &[S]) -> Vec<OsString> {
     args.extend(more.iter().map(|s| OsString::from(s.as_ref())));
     args
@@ -412,7 +414,7 @@ fn http_01_issues_a_certificate_on_the_redirect_port() {
     assert_eq!(unknown.status, 404, "{unknown:#?}");
 }
 
-/// A GET of `target` with this Host line only.
+/// A GET of `target` with this Host line, on a connection closed after it.
 fn request_to(target: &str, host: &str) -> String {
     format!("GET {target} HTTP/1.1\r\n{host}\r\nConnection: close\r\n\r\n")
 }
