@@ -72,6 +72,52 @@ impl Default for Http2 {
     }
 }
 
+/// Automatic HTTPS (`--acme*`): certificates from an ACME CA.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Acme {
+    /// The names to obtain and renew certificates for, lower case.
+    pub names: Vec<String>,
+    /// `--acme-vhosts`: also the virtual-host directories' names.
+    pub vhosts: bool,
+    /// Account contact (`mailto:` is added).
+    pub email: Option<String>,
+    /// State: account, certificates and keys, the lock, challenges.
+    pub dir: PathBuf,
+    /// The CA's directory URL.
+    pub directory: String,
+    /// An extra root to trust for the CA's own HTTPS.
+    pub ca: Option<PathBuf>,
+    /// The challenge kinds allowed, in the order they are tried.
+    pub challenges: Vec<Challenge>,
+    /// The first retry delay after a failed attempt; it doubles after each
+    /// further failure, up to a day.
+    pub backoff: Duration,
+}
+
+/// How a CA checks that this server answers for a name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Challenge {
+    /// RFC 8737: a handshake on the TLS port with ALPN acme-tls/1.
+    TlsAlpn01,
+    /// RFC 8555 8.3: a file under /.well-known/acme-challenge/ on port 80
+    /// (`--redirect-http`).
+    Http01,
+}
+
+impl Challenge {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Challenge::TlsAlpn01 => "tls-alpn-01",
+            Challenge::Http01 => "http-01",
+        }
+    }
+}
+
+/// Let's Encrypt's production directory: `--acme-directory`'s default.
+pub const LETS_ENCRYPT: &str = "https://acme-v02.api.letsencrypt.org/directory";
+/// Let's Encrypt's staging directory (`--acme-staging`).
+pub const LETS_ENCRYPT_STAGING: &str = "https://acme-staging-v02.api.letsencrypt.org/directory";
+
 /// HTTPS settings (`--tls-*`, `--hsts`, `--redirect-http`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Https {
@@ -86,6 +132,9 @@ pub struct Https {
     pub hsts: Option<u64>,
     /// Also listen in cleartext on this port, redirecting to https.
     pub redirect_port: Option<u16>,
+    /// `--acme`: certificates obtained and renewed from a CA, beside or
+    /// instead of the files above.
+    pub acme: Option<Acme>,
 }
 
 impl Default for Config {

@@ -4,6 +4,8 @@
 //! `http` and `site` decide; `respond` is where decisions meet; `session`
 //! drives one connection without I/O; `serve` holds the transports.
 
+#[cfg(feature = "acme")]
+pub mod acme;
 #[cfg(feature = "auth")]
 pub mod auth;
 pub mod calendar;

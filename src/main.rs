@@ -137,6 +137,10 @@ struct Cli {
     #[command(flatten)]
     https: HttpsArgs,
 
+    #[cfg(feature = "acme")]
+    #[command(flatten)]
+    acme: AcmeArgs,
+
     #[cfg(feature = "http2")]
     #[command(flatten)]
     http2: Http2Args,
@@ -264,9 +268,10 @@ struct HttpsArgs {
 
 #[cfg(feature = "tls")]
 impl HttpsArgs {
-    fn settings(&self) -> Option<staticd::config::Https> {
+    /// HTTPS when there are certificates: files, or `acme` to obtain.
+    fn settings(&self, acme: Option<staticd::config::Acme>) -> Option<staticd::config::Https> {
         let pair = self.tls_cert.clone().zip(self.tls_key.clone());
-        if pair.is_none() && self.tls_dir.is_none() {
+        if pair.is_none() && self.tls_dir.is_none() && acme.is_none() {
             return None;
         }
         Some(staticd::config::Https {
@@ -275,7 +280,124 @@ impl HttpsArgs {
             ticket_keys: self.tls_ticket_key.clone(),
             hsts: self.hsts,
             redirect_port: self.redirect_http,
+            acme,
         })
+    }
+}
+
+/// Automatic HTTPS: certificates from an ACME CA (Let's Encrypt unless
+/// told otherwise), obtained and renewed by staticd itself. Using it
+/// agrees to the CA's terms of service.
+#[cfg(feature = "acme")]
+#[derive(clap::Args, Debug)]
+#[command(next_help_heading = "Automatic HTTPS (ACME)")]
+#[group(skip)]
+struct AcmeArgs {
+    /// Obtain and renew a certificate for NAME; repeatable. The port then
+    /// speaks HTTPS; names without a certificate yet get --tls-cert's, or
+    /// fail their handshake, until it is issued.
+    #[arg(long, value_name = "NAME", group = "certificates", conflicts_with = "inetd",
+          value_parser = staticd::acme::names::parse)]
+    acme: Vec<String>,
+
+    /// With --vhosts: also the name of every virtual-host directory (not
+    /// default, names with a port or IP addresses), new ones included.
+    #[arg(
+        long,
+        group = "certificates",
+        requires = "vhosts",
+        conflicts_with = "inetd"
+    )]
+    acme_vhosts: bool,
+
+    /// Contact address for the CA's account (expiry and policy mail).
+    #[arg(long, value_name = "ADDR", requires = "certificates")]
+    acme_email: Option<String>,
+
+    /// State: account, certificates and keys (DIR/<name>/fullchain.pem and
+    /// privkey.pem, which --tls-dir reads). Created 0700; processes sharing
+    /// it order each certificate once.
+    #[arg(long, value_name = "DIR", default_value = "/var/lib/staticd/acme")]
+    acme_dir: PathBuf,
+
+    /// The CA's ACME directory URL.
+    #[arg(long, value_name = "URL", default_value = staticd::config::LETS_ENCRYPT,
+          conflicts_with = "acme_staging")]
+    acme_directory: String,
+
+    /// Use Let's Encrypt's staging CA (untrusted certificates, generous
+    /// rate limits): for trying things out.
+    #[arg(long)]
+    acme_staging: bool,
+
+    /// A PEM root to trust, besides the system's, for the CA's own HTTPS
+    /// (a private CA such as step-ca, or Pebble).
+    #[arg(long, value_name = "FILE")]
+    acme_ca: Option<PathBuf>,
+
+    /// Answer only this challenge. Default: tls-alpn-01 on the HTTPS port,
+    /// and http-01 on the --redirect-http port when it is open.
+    #[arg(long, value_name = "KIND", value_enum)]
+    acme_challenge: Option<ChallengeArg>,
+
+    /// Seconds before the first retry after a failed order; doubles after
+    /// each further failure, up to a day (a CA's Retry-After wins if later).
+    #[arg(long, value_name = "SECS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=86400))]
+    acme_backoff: u64,
+}
+
+#[cfg(feature = "acme")]
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ChallengeArg {
+    /// TLS-ALPN-01 (RFC 8737): answered by the HTTPS port itself
+    #[value(name = "tls-alpn-01")]
+    TlsAlpn01,
+    /// HTTP-01: answered on the --redirect-http port (80)
+    #[value(name = "http-01")]
+    Http01,
+}
+
+#[cfg(feature = "acme")]
+impl AcmeArgs {
+    fn settings(&self) -> Option<staticd::config::Acme> {
+        use staticd::config::Challenge;
+        if self.acme.is_empty() && !self.acme_vhosts {
+            return None;
+        }
+        let directory = match self.acme_staging {
+            true => staticd::config::LETS_ENCRYPT_STAGING.to_string(),
+            false => self.acme_directory.clone(),
+        };
+        let challenges = match self.acme_challenge {
+            None => vec![Challenge::TlsAlpn01, Challenge::Http01],
+            Some(ChallengeArg::TlsAlpn01) => vec![Challenge::TlsAlpn01],
+            Some(ChallengeArg::Http01) => vec![Challenge::Http01],
+        };
+        Some(staticd::config::Acme {
+            names: self.acme.clone(),
+            vhosts: self.acme_vhosts,
+            email: self.acme_email.clone(),
+            dir: self.acme_dir.clone(),
+            directory,
+            ca: self.acme_ca.clone(),
+            challenges,
+            backoff: std::time::Duration::from_secs(self.acme_backoff),
+        })
+    }
+}
+
+#[cfg(not(feature = "acme"))]
+impl Cli {
+    fn acme_settings(&self) -> Option<staticd::config::Acme> {
+        None
+    }
+}
+
+#[cfg(feature = "acme")]
+impl Cli {
+    fn acme_settings(&self) -> Option<staticd::config::Acme> {
+        self.acme.settings()
     }
 }
 
@@ -295,6 +417,7 @@ impl Cli {
     fn into_config(self) -> Config {
         let defaults = Config::default();
         let compress = self.compress_settings();
+        let acme = self.acme_settings();
         // Counting cores reads a dozen cgroup files: inetd mode, started
         // once per connection, has no threads to size and skips it.
         let threads = match (self.inetd, self.threads) {
@@ -336,7 +459,7 @@ impl Cli {
             send_timeout: std::time::Duration::from_secs(self.send_timeout),
             no_sendfile: self.no_sendfile,
             #[cfg(feature = "tls")]
-            https: self.https.settings(),
+            https: self.https.settings(acme),
             #[cfg(feature = "http2")]
             http2: self.http2.settings(),
             #[cfg(feature = "auth")]
@@ -485,17 +608,45 @@ fn run(cfg: Config, privileges: Privileges) -> Result<(), String> {
     };
     // Certificates and keys are read before privileges go: they are
     // usually readable by root only.
+    // ACME's certificates, served by the acceptor from the first handshake
+    // on, filled in by its thread once privileges are dropped.
+    #[cfg(feature = "acme")]
+    let acme = cfg.https.as_ref().and_then(|https| {
+        let settings = https.acme.clone()?;
+        let issued = Arc::new(staticd::acme::Issued::new(&settings.dir));
+        Some((settings, issued))
+    });
     #[cfg(feature = "tls")]
     let tls = match &cfg.https {
         Some(https) => {
             let mut warn = |w: String| eprintln!("staticd: warning: {w}");
             let h2 = cfg.http2.is_some();
-            Some(staticd::tls::Acceptor::new(https, h2, &mut warn)?)
+            #[cfg(feature = "acme")]
+            let managed = acme
+                .as_ref()
+                .map(|(_, issued)| Arc::clone(issued) as Arc<dyn staticd::tls::Managed>);
+            #[cfg(not(feature = "acme"))]
+            let managed = None;
+            Some(staticd::tls::Acceptor::new(https, h2, managed, &mut warn)?)
         }
         None => None,
     };
     privileges.apply()?;
     let site = Site::open(&cfg.root, &cfg.index, cfg.features.clone())?;
+    // The state is written as the user the server runs as, inside --chroot.
+    #[cfg(feature = "acme")]
+    let site = match &acme {
+        Some((settings, issued)) => {
+            let vhosts = settings.vhosts.then_some(cfg.root.as_path());
+            let redirect = cfg.https.as_ref().and_then(|h| h.redirect_port);
+            let listeners = staticd::acme::Listeners {
+                http01: redirect.is_some(),
+            };
+            staticd::acme::start(settings, vhosts, issued, listeners)?;
+            site.with_acme(issued.answers().clone())
+        }
+        None => site,
+    };
     // After --chroot and --user, like the root: the files are re-read on
     // change from where the server then runs.
     #[cfg(feature = "auth")]

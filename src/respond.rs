@@ -517,20 +517,44 @@ pub fn https_required(head_only: bool) -> Response {
         errors: ErrorForm::Plain,
         site: None,
     };
-    let mut h = HeadBuilder::new(Status::BadRequest);
-    h.header("Content-Type", "text/plain; charset=utf-8");
-    h.header_u64("Content-Length", BODY.len() as u64);
-    let mut resp = reply.build(Status::BadRequest, h, Vec::new(), 0);
-    if !reply.head_only {
-        resp.head.extend_from_slice(BODY.as_bytes());
-        resp.body_len = BODY.len() as u64;
+    reply.bytes(
+        Status::BadRequest,
+        "text/plain; charset=utf-8",
+        BODY.as_bytes(),
+    )
+}
+
+/// `--redirect-http` with `--acme`: the key authorization of an HTTP-01
+/// challenge under way (RFC 8555 8.3), or a 404 for a token there is none
+/// for. None: not a challenge path, so the redirect goes on.
+#[cfg(feature = "acme")]
+fn acme_http01(req: &Request, site: &Site, force_close: bool) -> Option<Response> {
+    let token = req.target.strip_prefix("/.well-known/acme-challenge/")?;
+    if !site.answers_acme() {
+        return None;
     }
-    resp
+    let reply = Reply {
+        persistence: persistence(req, force_close),
+        head_only: req.method == Method::Head,
+        errors: ErrorForm::for_accept(req.accept.as_deref()),
+        site: None,
+    };
+    Some(match site.acme_http01(token) {
+        Some(answer) => reply.bytes(Status::Ok, "application/octet-stream", &answer),
+        None => reply.error(Status::NotFound),
+    })
 }
 
 /// `--redirect-http`: the same host and target on https, 308 so that a
 /// POST stays a POST. `port` is the TLS port, left out when it is 443.
-pub fn redirect_to_https(req: &Request, port: u16, force_close: bool) -> Response {
+/// With `--acme`, HTTP-01 challenges are answered here instead.
+pub fn redirect_to_https(req: &Request, site: &Site, port: u16, force_close: bool) -> Response {
+    #[cfg(feature = "acme")]
+    if let Some(answer) = acme_http01(req, site, force_close) {
+        return answer;
+    }
+    #[cfg(not(feature = "acme"))]
+    let _ = site;
     let reply = Reply {
         persistence: persistence(req, force_close),
         head_only: req.method == Method::Head,
@@ -708,14 +732,29 @@ impl Reply<'_> {
     }
 
     /// A body that is an HTML page built at compile time.
-    fn page(&self, status: Status, mut h: HeadBuilder, page: &'static str) -> Response {
-        h.header("Content-Type", "text/html; charset=utf-8");
-        h.header_u64("Content-Length", page.len() as u64);
+    fn page(&self, status: Status, h: HeadBuilder, page: &'static str) -> Response {
+        self.small_body(status, h, "text/html; charset=utf-8", page.as_bytes())
+    }
+
+    /// A short body of `content_type` with only the usual fields.
+    fn bytes(&self, status: Status, content_type: &str, body: &[u8]) -> Response {
+        self.small_body(status, HeadBuilder::new(status), content_type, body)
+    }
+
+    /// A short body, sent in the same write as the head.
+    fn small_body(
+        &self,
+        status: Status,
+        mut h: HeadBuilder,
+        content_type: &str,
+        body: &[u8],
+    ) -> Response {
+        h.header("Content-Type", content_type);
+        h.header_u64("Content-Length", body.len() as u64);
         let mut resp = self.build(status, h, Vec::new(), 0);
         if !self.head_only {
-            // Small bodies ride in the same write as the head.
-            resp.head.extend_from_slice(page.as_bytes());
-            resp.body_len = page.len() as u64;
+            resp.head.extend_from_slice(body);
+            resp.body_len = body.len() as u64;
         }
         resp
     }

@@ -283,7 +283,7 @@ pub fn answer(kind: Kind, site: &Site, request: &parse::Request, stopping: bool)
             Answer::Send(respond::https_required(request.method == Method::Head))
         }
         Kind::RedirectToHttps { port } => {
-            Answer::Send(respond::redirect_to_https(request, port, stopping))
+            Answer::Send(respond::redirect_to_https(request, site, port, stopping))
         }
     }
 }

@@ -50,6 +50,9 @@ pub struct Site {
     /// `--auth` areas and their credentials.
     #[cfg(feature = "auth")]
     auth: Option<crate::auth::Auth>,
+    /// `--acme`: HTTP-01 answers, for the `--redirect-http` listener.
+    #[cfg(feature = "acme")]
+    acme_answers: Option<crate::acme::Answers>,
 }
 
 /// One request's view of what to look up.
@@ -146,6 +149,8 @@ impl Site {
             features,
             #[cfg(feature = "auth")]
             auth: None,
+            #[cfg(feature = "acme")]
+            acme_answers: None,
         };
         // openat2 arrived in Linux 5.6; without it the root cannot be enforced.
         match sys::open_beneath(site.root.as_fd(), b"") {
@@ -233,6 +238,26 @@ impl Site {
     pub fn with_auth(mut self, auth: crate::auth::Auth) -> Site {
         self.auth = Some(auth);
         self
+    }
+
+    /// Answers ACME HTTP-01 challenges on the `--redirect-http` port.
+    #[cfg(feature = "acme")]
+    pub fn with_acme(mut self, answers: crate::acme::Answers) -> Site {
+        self.acme_answers = Some(answers);
+        self
+    }
+
+    /// The key authorization published for an HTTP-01 `token`; None when
+    /// no validation of it is under way.
+    #[cfg(feature = "acme")]
+    pub fn acme_http01(&self, token: &str) -> Option<Vec<u8>> {
+        self.acme_answers.as_ref()?.http01(token)
+    }
+
+    /// Whether this site answers HTTP-01 challenges at all.
+    #[cfg(feature = "acme")]
+    pub fn answers_acme(&self) -> bool {
+        self.acme_answers.is_some()
     }
 
     /// What a Host is known by in the per-thread caches.

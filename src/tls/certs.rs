@@ -75,9 +75,7 @@ impl Store {
 
     /// One chain and key as PEM text, for every name.
     pub fn from_pem(chain: &[u8], key: &[u8], provider: &CryptoProvider) -> Result<Store, String> {
-        let chain = parse_chain(chain).map_err(|why| format!("certificate: {why}"))?;
-        let key = parse_key(key).map_err(|why| format!("key: {why}"))?;
-        let certified = certify(chain, key, provider)?;
+        let certified = certified_from_pem(chain, key, provider)?;
         Ok(Store {
             fallback: Some(Arc::new(certified)),
             ..Store::default()
@@ -113,13 +111,38 @@ impl Store {
     }
 }
 
+/// A chain and its key as PEM text, checked to belong together.
+pub fn certified_from_pem(
+    chain: &[u8],
+    key: &[u8],
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, String> {
+    let chain = parse_chain(chain).map_err(|why| format!("certificate: {why}"))?;
+    let key = parse_key(key).map_err(|why| format!("key: {why}"))?;
+    certify(chain, key, provider)
+}
+
+/// A chain and key from one PEM text, without the check that they belong
+/// together (see `tls::challenge_from_pem`).
+pub fn unchecked_from_pem(pem: &[u8], provider: &CryptoProvider) -> Result<CertifiedKey, String> {
+    let chain = parse_chain(pem)?;
+    let key = provider
+        .key_provider
+        .load_private_key(parse_key(pem)?)
+        .map_err(|e| format!("unusable key: {e}"))?;
+    Ok(CertifiedKey::new(chain, key))
+}
+
 /// The certificate and key files under a certbot-style directory, in name
-/// order. Entries that are not directories (certbot's README) are skipped.
+/// order. Entries that are not directories (certbot's README) are skipped,
+/// and so are hidden ones (`--acme-dir` keeps its versions and challenges
+/// there, behind the `<name>` symlinks it swaps).
 fn certbot_pairs(dir: &Path) -> Result<Vec<(PathBuf, PathBuf)>, String> {
     let entries =
         std::fs::read_dir(dir).map_err(|e| format!("{}: {}", dir.display(), describe(&e)))?;
     let mut names: Vec<PathBuf> = entries
         .filter_map(Result::ok)
+        .filter(|e| !e.file_name().as_encoded_bytes().starts_with(b"."))
         .map(|e| e.path())
         .filter(|p| p.is_dir())
         .collect();
@@ -212,17 +235,30 @@ fn describe_leaf(der: &CertificateDer<'_>) -> (Vec<String>, Option<SystemTime>) 
     (names, not_after)
 }
 
+/// Certificates kept by something other than the files the operator
+/// names: ACME, which swaps them in as it obtains and renews them.
+pub trait Managed: Send + Sync + std::fmt::Debug {
+    /// The certificate for `name` (as rustls gives SNI: lower case, no
+    /// trailing dot), if one is managed and issued.
+    fn certificate(&self, name: &str) -> Option<Arc<CertifiedKey>>;
+    /// The TLS-ALPN-01 challenge certificate for `name`, while a
+    /// validation of it is under way.
+    fn challenge(&self, name: &str) -> Option<Arc<CertifiedKey>>;
+}
+
 /// The resolver rustls asks during each handshake; `replace` swaps the
 /// whole store for a reload, without touching connections in flight.
 #[derive(Debug)]
 pub struct Resolver {
     store: RwLock<Arc<Store>>,
+    managed: Option<Arc<dyn Managed>>,
 }
 
 impl Resolver {
-    pub fn new(store: Store) -> Resolver {
+    pub fn new(store: Store, managed: Option<Arc<dyn Managed>>) -> Resolver {
         Resolver {
             store: RwLock::new(Arc::new(store)),
+            managed,
         }
     }
 
@@ -238,8 +274,26 @@ impl Resolver {
 
 impl ResolvesServerCert for Resolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        self.current().choose(hello.server_name())
+        let sni = hello.server_name();
+        if let (Some(managed), Some(name)) = (&self.managed, sni) {
+            // RFC 8737: a validating CA offers acme-tls/1 and nothing else;
+            // without a challenge under way it gets no certificate at all.
+            if offers_only_acme(hello.alpn()) {
+                return managed.challenge(name);
+            }
+            if let Some(issued) = managed.certificate(name) {
+                return Some(issued);
+            }
+        }
+        self.current().choose(sni)
     }
+}
+
+fn offers_only_acme<'a>(alpn: Option<impl Iterator<Item = &'a [u8]>>) -> bool {
+    let Some(mut protocols) = alpn else {
+        return false;
+    };
+    protocols.next() == Some(super::ACME_TLS_ALPN) && protocols.next().is_none()
 }
 
 #[cfg(test)]

@@ -116,6 +116,11 @@ impl Connection {
         if state.peer_has_closed() {
             return Ok(Received::Closed);
         }
+        // A TLS-ALPN-01 validation ends with the handshake (RFC 8737): no
+        // HTTP follows, so the connection need not wait for a request.
+        if !self.tls.is_handshaking() && self.tls.alpn_protocol() == Some(super::ACME_TLS_ALPN) {
+            return Ok(Received::Closed);
+        }
         Ok(Received::Progress)
     }
 

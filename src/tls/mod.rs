@@ -15,12 +15,31 @@ use rustls::crypto::CryptoProvider;
 use rustls::server::{ProducesTickets, ServerSessionMemoryCache};
 use rustls::ServerConfig;
 
+pub use certs::Managed;
 pub use connection::{Connection, Received};
 
 use crate::config::Https;
 
 /// TLS 1.2 sessions remembered for resumption by session ID, per process.
 const SESSION_CACHE: usize = 16 * 1024;
+
+/// The ALPN protocol of ACME's TLS-ALPN-01 validation (RFC 8737): the
+/// handshake proves control of the name, and no data follows.
+pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
+
+/// A chain and its key as PEM text (the chain may hold the key too),
+/// checked to belong together, with the provider every acceptor uses.
+pub fn certified_from_pem(chain: &[u8], key: &[u8]) -> Result<rustls::sign::CertifiedKey, String> {
+    certs::certified_from_pem(chain, key, &rustls::crypto::aws_lc_rs::default_provider())
+}
+
+/// A TLS-ALPN-01 challenge certificate and its key, both in `pem`. Not
+/// checked to belong together: the check parses the certificate with
+/// webpki, which refuses the critical acmeIdentifier extension (RFC 8737)
+/// every such certificate has; the pair was made together by `acme`.
+pub fn challenge_from_pem(pem: &[u8]) -> Result<rustls::sign::CertifiedKey, String> {
+    certs::unchecked_from_pem(pem, &rustls::crypto::aws_lc_rs::default_provider())
+}
 
 pub struct Acceptor {
     config: Arc<ServerConfig>,
@@ -32,15 +51,17 @@ pub struct Acceptor {
 impl Acceptor {
     /// Loads the certificates and ticket keys. The error is one line naming
     /// the file and the problem; `warn` hears of expired certificates.
-    /// `h2`: offer HTTP/2 in ALPN, before http/1.1.
+    /// `h2`: offer HTTP/2 in ALPN, before http/1.1. `managed`: certificates
+    /// kept by ACME, chosen before the files' and answering TLS-ALPN-01.
     pub fn new(
         settings: &Https,
         h2: bool,
+        managed: Option<Arc<dyn Managed>>,
         warn: &mut dyn FnMut(String),
     ) -> Result<Acceptor, String> {
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let store = certs::Store::load(settings, &provider, warn)?;
-        Acceptor::with_store(store, settings, h2, provider)
+        Acceptor::with_store(store, settings, h2, managed, provider)
     }
 
     /// An acceptor serving one certificate given as PEM text, for every
@@ -48,16 +69,18 @@ impl Acceptor {
     pub fn from_pem(chain: &[u8], key: &[u8]) -> Result<Acceptor, String> {
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let store = certs::Store::from_pem(chain, key, &provider)?;
-        Acceptor::with_store(store, &Https::default(), false, provider)
+        Acceptor::with_store(store, &Https::default(), false, None, provider)
     }
 
     fn with_store(
         store: certs::Store,
         settings: &Https,
         h2: bool,
+        managed: Option<Arc<dyn Managed>>,
         provider: Arc<CryptoProvider>,
     ) -> Result<Acceptor, String> {
-        let resolver = Arc::new(certs::Resolver::new(store));
+        let acme = managed.is_some();
+        let resolver = Arc::new(certs::Resolver::new(store, managed));
         let ticketer: Arc<dyn ProducesTickets> = if settings.ticket_keys.is_empty() {
             // Random keys, rotated by rustls: resumption within this process.
             rustls::crypto::aws_lc_rs::Ticketer::new()
@@ -75,6 +98,11 @@ impl Acceptor {
             true => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
             false => vec![b"http/1.1".to_vec()],
         };
+        if acme {
+            // Last: rustls picks by the server's order, so only a client
+            // that offers nothing else (a CA validating) gets it.
+            config.alpn_protocols.push(ACME_TLS_ALPN.to_vec());
+        }
         // The server's order of suites, which puts AES-GCM first on CPUs
         // with AES instructions, rather than whatever a client lists first.
         config.ignore_client_order = true;
