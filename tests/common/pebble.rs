@@ -59,9 +59,9 @@ impl PebbleBuilder {
         let dir = tempfile::tempdir().expect("temp dir for Pebble");
         let logs = Lines::default();
 
-        let dns_port = free_udp_and_tcp_port();
+        let dns_port = unused_port();
         let dns_addr = SocketAddr::from(([127, 0, 0, 1], dns_port));
-        let dns_management = format!("127.0.0.1:{}", free_port());
+        let dns_management = format!("127.0.0.1:{}", unused_port());
         let mut dns = spawn_logged(
             Command::new(challtestsrv)
                 .args(["-dns01", &dns_addr.to_string()])
@@ -74,8 +74,8 @@ impl PebbleBuilder {
         // It serves DNS over TCP on the same port as over UDP: once that accepts, both do.
         wait_listening(&mut dns, dns_addr, &logs)?;
 
-        let acme = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let management = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let acme = SocketAddr::from(([127, 0, 0, 1], unused_port()));
+        let management = SocketAddr::from(([127, 0, 0, 1], unused_port()));
         let config = dir.path().join("pebble-config.json");
         fs::write(&config, self.config_json(acme, management)).unwrap();
         let mut process = spawn_logged(
@@ -263,13 +263,40 @@ fn wait_listening(child: &mut ChildGuard, addr: SocketAddr, logs: &Lines) -> Res
     Ok(())
 }
 
-/// A port free on 127.0.0.1 for both UDP and TCP (a DNS server takes both).
-fn free_udp_and_tcp_port() -> u16 {
-    loop {
-        let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind a UDP socket");
-        let port = udp.local_addr().unwrap().port();
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
+/// A port free on 127.0.0.1 for TCP and UDP, below the kernel's ephemeral range.
+///
+/// The ports a test gives Pebble and staticd stay unbound for a second or so while
+/// Pebble starts; a port from `free_port` (the ephemeral range) could meanwhile become
+/// the local port of any outgoing connection on the machine (curl, Pebble's
+/// validations, other tests), and staticd's bind would fail. Below the range only an
+/// explicit bind can take it.
+pub fn unused_port() -> u16 {
+    use std::hash::BuildHasher;
+    let range = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let low: u16 = range
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(32768);
+    const FLOOR: u16 = 10_000;
+    if low <= FLOOR + 1000 {
+        return free_port();
     }
+    // Never the same port twice in this process: the tests running beside this one
+    // pick theirs the same way.
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap();
+    // A random start (each RandomState has new keys), then the next ones in turn.
+    let start = std::collections::hash_map::RandomState::new().hash_one(std::process::id());
+    let span = u64::from(low - FLOOR);
+    let port = (0..span)
+        .map(|i| FLOOR + ((start + i) % span) as u16)
+        .find(|port| {
+            !given.contains(port)
+                && TcpListener::bind(("127.0.0.1", *port)).is_ok()
+                && std::net::UdpSocket::bind(("127.0.0.1", *port)).is_ok()
+        })
+        .expect("a free port below the ephemeral range");
+    given.push(port);
+    port
 }
