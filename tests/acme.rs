@@ -328,7 +328,7 @@ fn pebble_starts_and_hands_out_its_root() {
 }
 
 /// TLS-ALPN-01: the HTTPS port answers the challenge itself; the certificate is stored
-/// in the state directory and served to curl.
+/// in the state directory and served to curl, and after a restart at once.
 #[test]
 fn tls_alpn_01_issues_a_certificate_curl_accepts() {
     let Some(curl) = tool("curl", "curl") else {
@@ -372,6 +372,26 @@ fn tls_alpn_01_issues_a_certificate_curl_accepts() {
         .unwrap()
         .unwrap();
     assert_eq!(leaf, first, "the served leaf is not the stored one");
+
+    // A restart serves the stored certificate from the start, and orders nothing.
+    drop(server);
+    let mut restarted = Staticd::start(&args, &acme.pebble);
+    let live = acme.dir().join(NAME);
+    let picked = format!(
+        "{}certificate from {}, valid until ",
+        about(NAME),
+        live.display()
+    );
+    restarted.wait_line(IO_TIMEOUT, "`certificate from` line", |l| {
+        l.starts_with(&picked)
+    });
+    assert_eq!(acme.served_leaf(NAME), leaf, "the restart serves another");
+    let ordering: Vec<String> = restarted
+        .lines()
+        .into_iter()
+        .filter(|l| l.starts_with(&format!("{}ordering", about(NAME))))
+        .collect();
+    assert!(ordering.is_empty(), "ordered again: {ordering:#?}");
 }
 
 /// HTTP-01: answered on the `--redirect-http` port, which otherwise still redirects, and
