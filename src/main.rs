@@ -22,6 +22,10 @@ use staticd::{privileges, serve};
     feature = "tls",
     command(group(clap::ArgGroup::new("certificates").multiple(true)))
 )]
+#[cfg_attr(
+    feature = "acme",
+    command(group(clap::ArgGroup::new("acme_names").multiple(true)))
+)]
 struct Cli {
     /// Document root to serve.
     #[arg(long, value_name = "DIR", default_value = ".")]
@@ -296,8 +300,8 @@ struct AcmeArgs {
     /// Obtain and renew a certificate for NAME; repeatable. The port then
     /// speaks HTTPS; names without a certificate yet get --tls-cert's, or
     /// fail their handshake, until it is issued.
-    #[arg(long, value_name = "NAME", group = "certificates", conflicts_with = "inetd",
-          value_parser = staticd::acme::names::parse)]
+    #[arg(long, value_name = "NAME", groups = ["certificates", "acme_names"],
+          conflicts_with = "inetd", value_parser = staticd::acme::names::parse)]
     acme: Vec<String>,
 
     /// With --vhosts: also the name of every virtual-host directory (not
@@ -311,38 +315,43 @@ struct AcmeArgs {
     acme_vhosts: bool,
 
     /// Contact address for the CA's account (expiry and policy mail).
-    #[arg(long, value_name = "ADDR", requires = "certificates")]
+    #[arg(long, value_name = "ADDR", requires = "acme_names")]
     acme_email: Option<String>,
 
     /// State: account, certificates and keys (DIR/<name>/fullchain.pem and
     /// privkey.pem, which --tls-dir reads). Created 0700; processes sharing
     /// it order each certificate once.
-    #[arg(long, value_name = "DIR", default_value = "/var/lib/staticd/acme")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "/var/lib/staticd/acme",
+        requires = "acme_names"
+    )]
     acme_dir: PathBuf,
 
     /// The CA's ACME directory URL.
     #[arg(long, value_name = "URL", default_value = staticd::config::LETS_ENCRYPT,
-          conflicts_with = "acme_staging")]
+          conflicts_with = "acme_staging", requires = "acme_names")]
     acme_directory: String,
 
     /// Use Let's Encrypt's staging CA (untrusted certificates, generous
     /// rate limits): for trying things out.
-    #[arg(long)]
+    #[arg(long, requires = "acme_names")]
     acme_staging: bool,
 
     /// A PEM root to trust, besides the system's, for the CA's own HTTPS
     /// (a private CA such as step-ca, or Pebble).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", requires = "acme_names")]
     acme_ca: Option<PathBuf>,
 
     /// Answer only this challenge. Default: tls-alpn-01 on the HTTPS port,
     /// and http-01 on the --redirect-http port when it is open.
-    #[arg(long, value_name = "KIND", value_enum)]
+    #[arg(long, value_name = "KIND", value_enum, requires = "acme_names")]
     acme_challenge: Option<ChallengeArg>,
 
     /// Seconds before the first retry after a failed order; doubles after
     /// each further failure, up to a day (a CA's Retry-After wins if later).
-    #[arg(long, value_name = "SECS", default_value_t = 60,
+    #[arg(long, value_name = "SECS", default_value_t = 60, requires = "acme_names",
           value_parser = clap::value_parser!(u64).range(1..=86400))]
     acme_backoff: u64,
 }
@@ -387,7 +396,7 @@ impl AcmeArgs {
     }
 }
 
-#[cfg(not(feature = "acme"))]
+#[cfg(all(feature = "tls", not(feature = "acme")))]
 impl Cli {
     fn acme_settings(&self) -> Option<staticd::config::Acme> {
         None
@@ -417,6 +426,7 @@ impl Cli {
     fn into_config(self) -> Config {
         let defaults = Config::default();
         let compress = self.compress_settings();
+        #[cfg(feature = "tls")]
         let acme = self.acme_settings();
         // Counting cores reads a dozen cgroup files: inetd mode, started
         // once per connection, has no threads to size and skips it.
@@ -502,7 +512,7 @@ fn main() -> ExitCode {
         cfg.http2 = None;
     }
     if cfg.io_uring && cfg.https.is_some() {
-        eprintln!("staticd: --io-uring does not serve HTTPS yet: leave out --io-uring or the --tls-* flags");
+        eprintln!("staticd: --io-uring does not serve HTTPS yet: leave out --io-uring or the --tls-* and --acme flags");
         return ExitCode::from(2);
     }
     if !cfg.auth.is_empty() && cfg.https.is_none() {

@@ -37,8 +37,9 @@ pub struct Manager {
     clients: Clients,
     issued: Arc<Issued>,
     account: Option<Account>,
-    /// The CA answered that it has no renewal information (RFC 9773).
-    no_ari: bool,
+    /// Whether the CA offers renewal information (RFC 9773); None until
+    /// asked. Orders name the certificate they replace only when it does.
+    ari: Option<bool>,
     slots: Vec<Slot>,
     /// Said once that another process holds the lock.
     told_waiting: bool,
@@ -109,7 +110,7 @@ impl Manager {
             clients,
             issued,
             account: None,
-            no_ari: false,
+            ari: None,
             slots: Vec::new(),
             told_waiting: false,
         };
@@ -208,7 +209,7 @@ impl Manager {
                 slot.served = Some(served);
                 slot.failures = 0;
                 slot.retry_at = None;
-                slot.ari_at = (!self.no_ari).then(SystemTime::now);
+                slot.ari_at = (self.ari != Some(false)).then(SystemTime::now);
                 self.issued.install(&name, key);
             }
             Err(failed) => say(&name, format_args!("{}: {}", live.display(), failed.why)),
@@ -218,7 +219,7 @@ impl Manager {
     /// RFC 9773: the CA may ask for an earlier (or later) renewal than two
     /// thirds of the lifetime, e.g. before a mass revocation.
     async fn ask_renewal_info(&mut self) {
-        if self.no_ari || !self.slots.iter().any(|s| s.ari_at.is_some()) {
+        if self.ari == Some(false) || !self.slots.iter().any(|s| s.ari_at.is_some()) {
             return;
         }
         let now = SystemTime::now();
@@ -236,6 +237,7 @@ impl Manager {
             };
             match account.renewal_info(&id).await {
                 Ok((info, recheck)) => {
+                    self.ari = Some(true);
                     let window = &info.suggested_window;
                     let (start, end) =
                         (SystemTime::from(window.start), SystemTime::from(window.end));
@@ -250,7 +252,7 @@ impl Manager {
                     slot.ari_at = Some(now + recheck.clamp(ARI_MIN, ARI_MAX));
                 }
                 Err(instant_acme::Error::Unsupported(_)) => {
-                    self.no_ari = true;
+                    self.ari = Some(false);
                     self.slots.iter_mut().for_each(|s| s.ari_at = None);
                     return;
                 }
@@ -294,8 +296,8 @@ impl Manager {
         let mut kinds = self.kinds.clone();
         let first = slot.first_kind % kinds.len();
         kinds.rotate_left(first);
-        let replaces = match (&slot.served, slot.skip_replaces || self.no_ari) {
-            (Some(served), false) => served.id.clone(),
+        let replaces = match (&slot.served, slot.skip_replaces, self.ari) {
+            (Some(served), false, Some(true)) => served.id.clone(),
             _ => None,
         };
         say(
@@ -351,7 +353,7 @@ impl Manager {
         slot.served = Some(served);
         slot.failures = 0;
         slot.retry_at = None;
-        slot.ari_at = (!self.no_ari).then(|| SystemTime::now() + ARI_MIN);
+        slot.ari_at = (self.ari != Some(false)).then(SystemTime::now);
         self.issued.install(&name, key);
         Ok(())
     }

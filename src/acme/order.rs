@@ -33,10 +33,18 @@ impl From<instant_acme::Error> for Failed {
             instant_acme::Error::Api(p) => p.r#type.clone(),
             _ => None,
         };
-        Failed {
-            why: e.to_string(),
-            problem,
+        // hyper's errors say "client error (Connect)" and keep the why
+        // (refused, TLS, DNS) in their sources.
+        let mut why = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(inner) = source {
+            let said = inner.to_string();
+            if !why.contains(&said) {
+                why = format!("{why}: {said}");
+            }
+            source = inner.source();
         }
+        Failed { why, problem }
     }
 }
 
