@@ -339,6 +339,8 @@ impl Manager {
         let slot = &mut self.slots[i];
         slot.version = current_version(&live);
         slot.due = schedule::renewal_due(served.not_before, served.not_after);
+        // Served before it is announced: whoever reads the line gets it.
+        self.issued.install(&name, key);
         let how = obtained
             .challenge
             .map_or("authorization reused", Challenge::as_str);
@@ -354,7 +356,6 @@ impl Manager {
         slot.failures = 0;
         slot.retry_at = None;
         slot.ari_at = (self.ari != Some(false)).then(SystemTime::now);
-        self.issued.install(&name, key);
         Ok(())
     }
 
