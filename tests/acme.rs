@@ -835,21 +835,7 @@ fn acme_dir_under_a_regular_file_fails_naming_the_flag() {
     let file = tmp.path().join("file");
     fs::write(&file, "not a directory\n").unwrap();
     let dir = file.join("sub");
-    let outcome = run_to_exit(&[
-        "--root".as_ref(),
-        root.path().as_os_str(),
-        "--port".as_ref(),
-        "0".as_ref(),
-        "--bind".as_ref(),
-        "127.0.0.1".as_ref(),
-        "--acme".as_ref(),
-        NAME.as_ref(),
-        "--acme-dir".as_ref(),
-        dir.as_os_str(),
-        // Nothing listens there: the error must come before any order.
-        "--acme-directory".as_ref(),
-        "https://127.0.0.1:9/dir".as_ref(),
-    ]);
+    let outcome = run_acme_to_exit(&root, &dir, &[]);
     assert_startup_failure(&outcome, 1, &["--acme-dir", &dir.display().to_string()]);
 }
 
@@ -873,7 +859,14 @@ fn http_01_without_redirect_http_fails_with_one_line() {
     let root = site();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("acme");
-    let outcome = run_to_exit(&[
+    let outcome = run_acme_to_exit(&root, &dir, &["--acme-challenge", "http-01"]);
+    assert_startup_failure(&outcome, 1, &["http-01", "--redirect-http"]);
+}
+
+/// Runs staticd with `--acme NAME --acme-dir dir` and `extra` until it exits (a start-up
+/// error is expected). Nothing listens at its CA: the error must come before any order.
+fn run_acme_to_exit(root: &Docroot, dir: &Path, extra: &[&str]) -> Outcome {
+    let mut args: Vec<&std::ffi::OsStr> = vec![
         "--root".as_ref(),
         root.path().as_os_str(),
         "--port".as_ref(),
@@ -884,10 +877,9 @@ fn http_01_without_redirect_http_fails_with_one_line() {
         NAME.as_ref(),
         "--acme-dir".as_ref(),
         dir.as_os_str(),
-        "--acme-challenge".as_ref(),
-        "http-01".as_ref(),
         "--acme-directory".as_ref(),
         "https://127.0.0.1:9/dir".as_ref(),
-    ]);
-    assert_startup_failure(&outcome, 1, &["http-01", "--redirect-http"]);
+    ];
+    args.extend(extra.iter().map(std::ffi::OsStr::new));
+    run_to_exit(&args)
 }

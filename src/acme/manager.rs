@@ -190,30 +190,39 @@ impl Manager {
         }
         self.slots[i].version = version;
         match load(&live) {
-            Ok((key, served)) => {
-                let slot = &mut self.slots[i];
-                slot.due = schedule::renewal_due(served.not_before, served.not_after);
-                if !key_names(&key).contains(&name) {
-                    // Not for this name (copied in by hand): order one.
-                    slot.due = SystemTime::now();
-                }
-                say(
-                    &name,
-                    format_args!(
-                        "certificate from {}, valid until {}; renewal due {}",
-                        live.display(),
-                        date(served.not_after),
-                        date(slot.due)
-                    ),
-                );
-                slot.served = Some(served);
-                slot.failures = 0;
-                slot.retry_at = None;
-                slot.ari_at = (self.ari != Some(false)).then(SystemTime::now);
-                self.issued.install(&name, key);
-            }
+            Ok((key, served)) => self.serve(
+                i,
+                key,
+                served,
+                &format!("certificate from {}", live.display()),
+            ),
             Err(failed) => say(&name, format_args!("{}: {}", live.display(), failed.why)),
         }
+    }
+
+    /// Serves `key` for slot `i` from now on, schedules its renewal, and
+    /// says so in a line that begins with `what`.
+    fn serve(&mut self, i: usize, key: Arc<CertifiedKey>, served: Served, what: &str) {
+        let slot = &mut self.slots[i];
+        slot.due = schedule::renewal_due(served.not_before, served.not_after);
+        if !key_names(&key).contains(&slot.name) {
+            // Not for this name (copied in by hand): order one.
+            slot.due = SystemTime::now();
+        }
+        slot.failures = 0;
+        slot.retry_at = None;
+        slot.ari_at = (self.ari != Some(false)).then(SystemTime::now);
+        // Served before it is announced: whoever reads the line gets it.
+        self.issued.install(&slot.name, key);
+        say(
+            &slot.name,
+            format_args!(
+                "{what}, valid until {}; renewal due {}",
+                date(served.not_after),
+                date(slot.due)
+            ),
+        );
+        slot.served = Some(served);
     }
 
     /// RFC 9773: the CA may ask for an earlier (or later) renewal than two
@@ -331,31 +340,16 @@ impl Manager {
         // never left for the next start (or another process) to serve.
         crate::tls::certified_from_pem(obtained.chain_pem.as_bytes(), obtained.key_pem.as_bytes())
             .map_err(|why| format!("the CA's certificate: {why}"))?;
+        let live = self.state.live(&name);
         self.state
             .store(&name, &obtained.chain_pem, &obtained.key_pem)
-            .map_err(|e| format!("{}: {}", self.state.live(&name).display(), describe(&e)))?;
-        let live = self.state.live(&name);
+            .map_err(|e| format!("{}: {}", live.display(), describe(&e)))?;
         let (key, served) = load(&live)?;
-        let slot = &mut self.slots[i];
-        slot.version = current_version(&live);
-        slot.due = schedule::renewal_due(served.not_before, served.not_after);
-        // Served before it is announced: whoever reads the line gets it.
-        self.issued.install(&name, key);
+        self.slots[i].version = current_version(&live);
         let how = obtained
             .challenge
             .map_or("authorization reused", Challenge::as_str);
-        say(
-            &name,
-            format_args!(
-                "certificate issued ({how}), valid until {}; renewal due {}",
-                date(served.not_after),
-                date(slot.due)
-            ),
-        );
-        slot.served = Some(served);
-        slot.failures = 0;
-        slot.retry_at = None;
-        slot.ari_at = (self.ari != Some(false)).then(SystemTime::now);
+        self.serve(i, key, served, &format!("certificate issued ({how})"));
         Ok(())
     }
 
