@@ -23,6 +23,7 @@ pub struct PebbleBuilder {
     tls_port: u16,
     validity_secs: Option<u64>,
     blocklist: Vec<String>,
+    nonce_reject: Option<u8>,
 }
 
 impl PebbleBuilder {
@@ -30,6 +31,12 @@ impl PebbleBuilder {
     /// a test sees a renewal within seconds.
     pub fn validity_secs(mut self, secs: u64) -> PebbleBuilder {
         self.validity_secs = Some(secs);
+        self
+    }
+
+    /// The percentage of valid nonces Pebble rejects as badNonce (its default is 5).
+    pub fn nonce_reject(mut self, percent: u8) -> PebbleBuilder {
+        self.nonce_reject = Some(percent);
         self
     }
 
@@ -85,9 +92,12 @@ impl PebbleBuilder {
                 .args(["-dnsserver", &dns_addr.to_string(), "-strict=false"])
                 // No random sleep of up to 15 s before each validation.
                 .env("PEBBLE_VA_NOSLEEP", "1")
-                // Pebble's default 5% of rejected nonces stays: a client must retry
-                // badNonce.
-                .env_remove("PEBBLE_WFE_NONCEREJECT")
+                // Pebble's default 5% of rejected nonces stays unless a test asks for
+                // more: a client must retry badNonce.
+                .env(
+                    "PEBBLE_WFE_NONCEREJECT",
+                    self.nonce_reject.unwrap_or(5).to_string(),
+                )
                 .env_remove("PEBBLE_VA_ALWAYS_VALID"),
             &logs,
         );
@@ -153,6 +163,7 @@ impl Pebble {
             tls_port,
             validity_secs: None,
             blocklist: Vec::new(),
+            nonce_reject: None,
         }
     }
 
