@@ -25,27 +25,21 @@ use common::*;
 /// The example this file tests, as shipped.
 const EXAMPLE_VCL: &str = include_str!("../examples/varnish/staticd.vcl");
 
-/// Its backend port and large-file size, as written there.
-const EXAMPLE_PORT: &str = r#".port = "8080";"#;
-const EXAMPLE_LARGE_FILE: &str = "> 67108864)";
-
-/// The example with its backend on `backend` and files over `large_file` bytes passed.
-fn vcl_for(backend: SocketAddr, large_file: u64) -> String {
+/// The example with its backend on `backend`, and each `(from, to)` of `edits`
+/// made (each `from` must occur in it exactly once).
+fn vcl_for(backend: SocketAddr, edits: &[(&str, &str)]) -> String {
     assert_eq!(backend.ip().to_string(), "127.0.0.1", "the example's host");
-    let replace_once = |vcl: &str, from: &str, to: &str| {
+    let port = format!(r#".port = "{}";"#, backend.port());
+    let mut vcl = EXAMPLE_VCL.to_string();
+    for (from, to) in [(r#".port = "8080";"#, port.as_str())].iter().chain(edits) {
         assert_eq!(
             vcl.matches(from).count(),
             1,
             "examples/varnish/staticd.vcl should contain {from:?} once"
         );
-        vcl.replace(from, to)
-    };
-    let vcl = replace_once(
-        EXAMPLE_VCL,
-        EXAMPLE_PORT,
-        &format!(r#".port = "{}";"#, backend.port()),
-    );
-    replace_once(&vcl, EXAMPLE_LARGE_FILE, &format!("> {large_file})"))
+        vcl = vcl.replace(from, to);
+    }
+    vcl
 }
 
 /// `varnishd -F` on a free loopback port, in its own process group, which is
@@ -175,14 +169,14 @@ struct Stack {
 struct Options<'a> {
     staticd_args: &'a [&'a str],
     varnish_params: &'a [&'a str],
-    /// Files over this many bytes are passed (the example says 64 MiB).
-    large_file: u64,
+    /// Changes to the example VCL (see [`vcl_for`]).
+    vcl_edits: &'a [(&'a str, &'a str)],
 }
 
 const DEFAULTS: Options<'static> = Options {
     staticd_args: &[],
     varnish_params: &[],
-    large_file: 64 << 20,
+    vcl_edits: &[],
 };
 
 /// Starts staticd on `root` and Varnish in front of it; None (after `skip`)
@@ -196,7 +190,7 @@ fn stack(root: Docroot, options: Options) -> Option<Stack> {
         .log_format("common")
         .args(options.staticd_args)
         .start();
-    let vcl = vcl_for(staticd.addr(), options.large_file);
+    let vcl = vcl_for(staticd.addr(), options.vcl_edits);
     let varnish = Varnish::start(&program, &vcl, options.varnish_params);
     Some(Stack {
         root,
@@ -336,8 +330,26 @@ fn repeated_request_is_a_cache_hit() {
         "Age of an object cached a second ago: {later:#?}"
     );
 
+    // A client's own validators are checked by Varnish against the cached
+    // object: 304 without asking staticd.
+    let etag = first.header("etag").expect("ETag");
+    let last_modified = first.header("last-modified").expect("Last-Modified");
+    for condition in [
+        format!("If-None-Match: {etag}"),
+        format!("If-Modified-Since: {last_modified}"),
+    ] {
+        let resp = stack.get("/a.txt", &[&condition]);
+        assert_eq!(resp.status, 304, "{condition}: {resp:#?}");
+        assert_eq!(resp.header("etag"), Some(etag), "{condition}");
+        assert!(resp.body.is_empty());
+        assert_hit(&resp);
+    }
+    let other = stack.get("/a.txt", &["If-None-Match: \"other\""]);
+    assert_eq!(other.status, 200);
+    assert_eq!(other.body, b"alpha alpha\n");
+
     stack.barrier();
-    assert_eq!(stack.backend_count(&logged("GET", "/a.txt", 200)), 1);
+    assert_eq!(stack.backend_count("/a.txt"), 1, "only the first fetch");
 }
 
 #[test]
@@ -745,6 +757,64 @@ fn not_found_and_redirects_are_cached_by_their_rules() {
 }
 
 #[test]
+fn not_found_is_cached_briefly() {
+    let root = Docroot::new();
+    let Some(stack) = stack(
+        root,
+        Options {
+            // The example keeps a 404 for 10 s; a second here.
+            vcl_edits: &[("set beresp.ttl = 10s;", "set beresp.ttl = 1s;")],
+            ..DEFAULTS
+        },
+    ) else {
+        return;
+    };
+    assert_miss(&stack.get("/new.txt", &[]));
+    assert_hit(&stack.get("/new.txt", &[]));
+    // The file appears: once the 404 has expired, it is served.
+    stack.root.file("new.txt", "new\n");
+    let served = eventually(Duration::from_secs(5), || {
+        let resp = stack.get("/new.txt", &[]);
+        (resp.status == 200).then_some(resp)
+    })
+    .expect("the new file was not served within 5 s of its 404");
+    assert_eq!(served.body, b"new\n");
+}
+
+#[test]
+fn an_error_is_not_kept_for_a_lifetime_meant_for_files() {
+    let root = Docroot::new();
+    root.file(
+        "_headers",
+        "/assets/*\n  Cache-Control: public, max-age=31536000, immutable\n",
+    );
+    let Some(stack) = stack(
+        root,
+        Options {
+            // The example keeps an error a minute at most; a second here.
+            vcl_edits: &[("set beresp.ttl = 1m;", "set beresp.ttl = 1s;")],
+            ..DEFAULTS
+        },
+    ) else {
+        return;
+    };
+    let missing = stack.get("/assets/app.js", &[]);
+    assert_eq!(missing.status, 404);
+    assert_eq!(
+        missing.header("cache-control"),
+        Some("public, max-age=31536000, immutable")
+    );
+    assert_hit(&stack.get("/assets/app.js", &[]));
+    stack.root.file("assets/app.js", "deployed();\n");
+    let served = eventually(Duration::from_secs(5), || {
+        let resp = stack.get("/assets/app.js", &[]);
+        (resp.status == 200).then_some(resp)
+    })
+    .expect("the deployed asset was not served within 5 s of its 404");
+    assert_eq!(served.body, b"deployed();\n");
+}
+
+#[test]
 fn cgi_and_credentials_are_passed_and_cookies_ignored() {
     let root = Docroot::new();
     root.file("a.txt", "alpha\n");
@@ -793,7 +863,8 @@ fn large_files_are_passed_so_ranges_reach_staticd() {
     let Some(stack) = stack(
         root,
         Options {
-            large_file: 50_000,
+            // Files over 50,000 bytes are large, not over 64 MiB.
+            vcl_edits: &[("> 67108864)", "> 50000)")],
             ..DEFAULTS
         },
     ) else {

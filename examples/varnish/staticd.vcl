@@ -16,6 +16,12 @@ vcl 4.1;
 
 import std;
 
+# staticd closes a keep-alive connection after --keepalive-timeout (15 s)
+# idle; Varnish reuses idle backend connections for backend_idle_timeout
+# (60 s). Start varnishd with `-p backend_idle_timeout=10` (below staticd's),
+# or staticd with a longer --keepalive-timeout, so Varnish never sends a
+# request down a connection staticd is closing: it retries such a GET, but a
+# POST to a CGI script would fail with 503.
 backend staticd {
     .host = "127.0.0.1";
     .port = "8080";
@@ -172,6 +178,15 @@ sub vcl_backend_response {
             # 302, 303 and 307 stay uncached unless the site gives a lifetime.
             set beresp.ttl = 120s;
         }
+    }
+
+    # An error is kept a minute at most, whatever its Cache-Control says:
+    # staticd puts a _headers block's fields on every response for its
+    # pattern, so `/assets/*  Cache-Control: max-age=31536000, immutable`,
+    # written for files that never change, also lands on the 404 of an asset
+    # not deployed yet. (Clients still see the field; see the README.)
+    if (beresp.status >= 400 && beresp.ttl > 1m) {
+        set beresp.ttl = 1m;
     }
 
     # Grace: how long past its TTL an object may still be served while Varnish
