@@ -647,10 +647,15 @@ fn add_site_headers(
 ) {
     let applied = files.headers.matching(host, path);
     for (name, value) in applied.iter() {
-        let metadata = ["Content-Type", "Content-Language"]
-            .iter()
-            .any(|m| m.eq_ignore_ascii_case(name));
-        if status == 304 && metadata {
+        let is = |names: &[&str]| names.iter().any(|m| m.eq_ignore_ascii_case(name));
+        if status == 304 && is(&["Content-Type", "Content-Language"]) {
+            continue;
+        }
+        // A lifetime meant for the files under a pattern (`/assets/*
+        // Cache-Control: max-age=31536000, immutable`) would pin the 404
+        // of a file not deployed yet in browsers and caches for as long:
+        // errors keep their own, as nginx's add_header does.
+        if status >= 400 && is(&["Cache-Control", "Expires"]) {
             continue;
         }
         if name.eq_ignore_ascii_case("Vary") {

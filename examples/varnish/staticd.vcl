@@ -180,11 +180,10 @@ sub vcl_backend_response {
         }
     }
 
-    # An error is kept a minute at most, whatever its Cache-Control says:
-    # staticd puts a _headers block's fields on every response for its
-    # pattern, so `/assets/*  Cache-Control: max-age=31536000, immutable`,
-    # written for files that never change, also lands on the 404 of an asset
-    # not deployed yet. (Clients still see the field; see the README.)
+    # An error is kept a minute at most, whatever its Cache-Control says.
+    # staticd keeps _headers lifetimes off errors (so `/assets/*
+    # Cache-Control: max-age=31536000, immutable` does not pin the 404 of an
+    # asset not deployed yet), but a CGI script or another backend may not.
     if (beresp.status >= 400 && beresp.ttl > 1m) {
         set beresp.ttl = 1m;
     }
