@@ -1,7 +1,8 @@
 //! `--metrics ADDR:PORT`: a listener of its own serving the Prometheus text format at
 //! /metrics. Each test makes a known set of requests and checks that the counters moved
 //! by exactly that much; `promtool` (Debian package prometheus) checks the page and the
-//! README's scrape configuration.
+//! README's scrape configuration (examples/prometheus/prometheus.yml), and Prometheus
+//! itself, given that configuration, scrapes a running staticd.
 
 mod common;
 
@@ -236,8 +237,9 @@ fn counts_exactly_what_was_served() {
     let old = server
         .connect()
         .roundtrip("GET /cached.txt HTTP/1.0\r\n\r\n");
-    // The io_uring transport speaks HTTP/1.x only: there, the same request over HTTP/1.1.
-    let (h2, h2_resp, h2_protocol) = if io_uring_from_env() {
+    // The io_uring transport (and a build without HTTP/2) speaks HTTP/1.x only: there,
+    // the same request over HTTP/1.1.
+    let (h2, h2_resp, h2_protocol) = if io_uring_from_env() || !cfg!(feature = "http2") {
         let mut conn = server.connect();
         let resp = conn.roundtrip(request("GET", "/cached.txt", &[]));
         (Box::new(conn) as Box<dyn std::any::Any>, resp, "http/1.1")
@@ -477,4 +479,75 @@ fn metrics_flag_errors() {
     ];
     let outcome = run_to_exit(&args);
     assert_startup_failure(&outcome, 1, &["--metrics", &addr, "address already in use"]);
+}
+
+/// The real scraper: Prometheus, given the example's scrape configuration pointed at a
+/// running staticd, scrapes it (target up) and stores its samples.
+#[test]
+fn prometheus_scrapes_staticd() {
+    let Some(prometheus) = tool("prometheus", "prometheus") else {
+        return;
+    };
+    let root = site();
+    let (_server, metrics) = start(&root, &["--max-connections", "77"]);
+    let dir = tempfile::tempdir().unwrap();
+    let example = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/prometheus/prometheus.yml"),
+    )
+    .unwrap();
+    let targets = "          - \"web1.internal:9180\"\n          - \"web2.internal:9180\"\n";
+    assert!(example.contains(targets));
+    let config = example
+        .replace("scrape_interval: 15s", "scrape_interval: 1s")
+        .replace(targets, &format!("          - \"{metrics}\"\n"));
+    std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
+    // A port that was free a moment ago: Prometheus cannot be told to pick one.
+    let web = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut cmd = Command::new(prometheus);
+    cmd.arg(format!(
+        "--config.file={}",
+        dir.path().join("prometheus.yml").display()
+    ))
+    .arg(format!(
+        "--storage.tsdb.path={}",
+        dir.path().join("data").display()
+    ))
+    .arg(format!("--web.listen-address={web}"))
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::piped());
+    let mut child = ChildGuard::new(cmd.spawn().expect("start prometheus"));
+    let log = Lines::default();
+    log.drain(child.take_stderr().unwrap());
+
+    // The value of `q`'s first sample, as Prometheus's HTTP API gives it.
+    let query = |q: &str| -> Option<String> {
+        let mut stream = TcpStream::connect(web).ok()?;
+        stream.set_read_timeout(Some(IO_TIMEOUT)).ok()?;
+        let request =
+            format!("GET /api/v1/query?query={q} HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).ok()?;
+        let mut raw = String::new();
+        stream.read_to_string(&mut raw).ok()?;
+        let json: serde_json::Value = serde_json::from_str(raw.split_once("\r\n\r\n")?.1).ok()?;
+        Some(json["data"]["result"][0]["value"][1].as_str()?.to_string())
+    };
+    // Start-up, the first scrape after up to one interval, and its commit.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let up = query("up%7Bjob%3D%22staticd%22%7D");
+        let max = query("staticd_connections_max");
+        if up.as_deref() == Some("1") && max.as_deref() == Some("77") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus did not scrape staticd within 30 s (up: {up:?}, max: {max:?}); its log: {:#?}",
+            log.snapshot()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
