@@ -59,7 +59,7 @@ struct Cli {
     inetd: bool,
 
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics, on a listener
-    /// of their own (standalone; an IP address and port, e.g. 127.0.0.1:9100).
+    /// of their own (standalone; an IP address and port, e.g. 127.0.0.1:9180).
     #[arg(long, value_name = "ADDR:PORT", conflicts_with = "inetd")]
     metrics: Option<std::net::SocketAddr>,
 
