@@ -57,6 +57,8 @@ pub struct Config {
     /// Paths that need a user and password (`--auth`); empty without the
     /// auth feature.
     pub auth: Vec<AuthArea>,
+    /// Where `--metrics` serves the Prometheus page (standalone only).
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// HTTP/2 settings (`--h2-max-streams`).
@@ -164,6 +166,7 @@ impl Default for Config {
             https: None,
             http2: None,
             auth: Vec::new(),
+            metrics: None,
         }
     }
 }

@@ -13,6 +13,7 @@ pub mod cgi;
 pub mod config;
 pub mod http;
 pub mod log;
+pub mod metrics;
 pub mod page;
 pub mod pool;
 pub mod privileges;

@@ -58,6 +58,11 @@ struct Cli {
     #[arg(long)]
     inetd: bool,
 
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics, on a listener
+    /// of their own (standalone; an IP address and port, e.g. 127.0.0.1:9180).
+    #[arg(long, value_name = "ADDR:PORT", conflicts_with = "inetd")]
+    metrics: Option<std::net::SocketAddr>,
+
     /// Standalone mode on io_uring instead of epoll (builds with --features uring).
     #[arg(long, conflicts_with = "inetd")]
     io_uring: bool,
@@ -470,6 +475,7 @@ impl Cli {
             http2: self.http2.settings(),
             #[cfg(feature = "auth")]
             auth: self.auth,
+            metrics: self.metrics,
             ..defaults
         }
     }
@@ -612,6 +618,7 @@ fn run(cfg: Config, privileges: Privileges) -> Result<(), String> {
     } else {
         Some(serve::listen::bind(&cfg)?)
     };
+    let metrics = cfg.metrics.map(bind_metrics).transpose()?;
     // Certificates and keys are read before privileges go: they are
     // usually readable by root only.
     // ACME's certificates, served by the acceptor from the first handshake
@@ -638,6 +645,9 @@ fn run(cfg: Config, privileges: Privileges) -> Result<(), String> {
         None => None,
     };
     privileges.apply()?;
+    if let Some(endpoint) = metrics {
+        start_metrics(endpoint, cfg.max_connections)?;
+    }
     let site = Site::open(&cfg.root, &cfg.index, cfg.features.clone())?;
     // The state is written as the user the server runs as, inside --chroot.
     #[cfg(feature = "acme")]
@@ -680,6 +690,27 @@ fn run(cfg: Config, privileges: Privileges) -> Result<(), String> {
         return serve::uring::run(cfg, site, groups).map_err(|e| site::describe(&e));
     }
     serve::event_loop::run(cfg, site, groups, extras).map_err(|e| site::describe(&e))
+}
+
+/// `--metrics`: its port is bound with the others, while still privileged.
+fn bind_metrics(addr: std::net::SocketAddr) -> Result<staticd::metrics::Endpoint, String> {
+    staticd::metrics::Endpoint::bind(addr).map_err(|e| {
+        let why = match e.kind() {
+            std::io::ErrorKind::AddrInUse => "address already in use".to_string(),
+            _ => site::describe(&e),
+        };
+        format!("cannot listen for --metrics on {addr}: {why}")
+    })
+}
+
+/// Serves `--metrics` from now on, announced before the public ports are.
+fn start_metrics(endpoint: staticd::metrics::Endpoint, max: usize) -> Result<(), String> {
+    let addr = endpoint.local_addr().map_err(|e| site::describe(&e))?;
+    endpoint
+        .start(max)
+        .map_err(|e| format!("--metrics: {}", site::describe(&e)))?;
+    eprintln!("staticd: metrics on http://{addr}/metrics");
+    Ok(())
 }
 
 /// --user, --group and --chroot.

@@ -4,6 +4,7 @@
 //! `input()`, call `step`, and do what it says. That is why the event loop
 //! and inetd mode behave byte-for-byte the same.
 
+use std::ops::Range;
 use std::time::{Instant, SystemTime};
 
 use crate::config::Config;
@@ -38,6 +39,9 @@ pub struct Sent {
     pub written: u64,
     /// Written when this is dropped.
     pub log_line: log::Line,
+    /// Where the body lies among the bytes written (as `Response::body_range`
+    /// was before a transport took the head): the metrics' byte count.
+    body: Range<u64>,
 }
 
 impl Sent {
@@ -52,12 +56,17 @@ impl Sent {
         r.close = next.response.close;
         self.log_line
             .push(std::mem::take(&mut next.log_line), offset);
+        // One range for the batch: exact once all of it went out.
+        let end = offset + next.body.end;
+        let len = (self.body.end - self.body.start) + (next.body.end - next.body.start);
+        self.body = end.saturating_sub(len)..end;
     }
 }
 
 impl Drop for Sent {
     fn drop(&mut self) {
         self.log_line.emit(self.written);
+        crate::metrics::body_bytes(log::body_sent(&self.body, self.written));
     }
 }
 
@@ -300,15 +309,18 @@ pub fn sent(
     if kind == Kind::Https {
         add_hsts(cfg, &mut response.head);
     }
+    let status = response.status.code();
+    crate::metrics::request(request, status, kind == Kind::Https);
     let entry = log::Entry {
         client,
         request,
-        status: response.status.code(),
+        status,
         user: response.user.as_deref(),
         body: response.body_range(),
     };
     let log_line = log::format(cfg.log_format, &entry, SystemTime::now());
     Sent {
+        body: entry.body,
         response,
         written: 0,
         log_line,

@@ -225,6 +225,33 @@ fn a_small_cached_file_allocates_nothing() {
     );
 }
 
+/// The `--metrics` counters are counted on this path whether or not the flag is given
+/// (a thread-local store each, see src/metrics), so every case here measures them; this
+/// one checks that they did count what the allocation-free windows served.
+#[test]
+fn metrics_count_without_allocating() {
+    use staticd::metrics::{totals, Event, RequestKind};
+    let raw = get("/small.txt", "");
+    let ok = RequestKind {
+        status: 1,
+        method: 0,
+        protocol: 1,
+        scheme: 0,
+    };
+    let before = totals();
+    assert_eq!(fewest_allocations(Features::default(), &raw), 0);
+    let after = totals();
+    // At least the warm-up and one window; tests on other threads only add to it.
+    let served = after.requests(ok) - before.requests(ok);
+    assert!(served >= 120, "{served} requests counted");
+    let bytes = after.event(Event::BodyBytes) - before.event(Event::BodyBytes);
+    assert!(
+        bytes >= 1000 * served,
+        "{bytes} body bytes for {served} requests"
+    );
+    assert!(after.event(Event::CacheHit) - before.event(Event::CacheHit) >= 100);
+}
+
 #[test]
 fn a_large_file_sent_with_sendfile_allocates_nothing() {
     assert_eq!(

@@ -88,6 +88,8 @@ pub fn run(
                 body_sent,
                 keep_alive,
             } => {
+                crate::metrics::request(Some(&job.request), status, job.https);
+                crate::metrics::body_bytes(body_sent);
                 let user = job.user.as_deref();
                 return done(
                     cfg,
@@ -103,7 +105,7 @@ pub fn run(
                 let request = redirected(&job.request, target);
                 match respond::respond(site, &request, job.force_close) {
                     Answer::Send(response) => {
-                        return send_decided(cfg, client, io, &request, response)
+                        return send_decided(cfg, client, io, &request, response, job.https)
                     }
                     Answer::Cgi(mut next) => {
                         next.raw_head = std::mem::take(&mut job.raw_head);
@@ -116,7 +118,7 @@ pub fn run(
         }
     }
     let response = respond::cgi_failure(&job, site, Status::InternalServerError);
-    send_decided(cfg, client, io, &job.request, response)
+    send_decided(cfg, client, io, &job.request, response, job.https)
 }
 
 enum Ended {
@@ -193,7 +195,10 @@ fn exchange(
         https: job.https,
     };
     let script = match cgi::spawn(&params, cfg.cgi_timeout, permit) {
-        Ok(s) => s,
+        Ok(s) => {
+            crate::metrics::count(crate::metrics::Event::CgiRun);
+            s
+        }
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
             return fail(job, io, cfg, site, Status::Forbidden, "permission denied");
         }
@@ -286,6 +291,7 @@ impl<'a> Pump<'a> {
             let now = Instant::now();
             if now >= self.script.deadline() {
                 self.script.kill_group();
+                crate::metrics::count(crate::metrics::Event::CgiTimeout);
                 return self.abort(Status::GatewayTimeout, "ran past --cgi-timeout; killed");
             }
             match self.poll_once(self.script.deadline() - now) {
@@ -557,10 +563,13 @@ fn send_decided(
     io: ClientIo,
     request: &Request,
     response: Response,
+    https: bool,
 ) -> bool {
     let (body_sent, ok) = send_response(io, cfg, &response);
     let keep_alive = ok && !response.close;
     let status = response.status.code();
+    crate::metrics::request(Some(request), status, https);
+    crate::metrics::body_bytes(body_sent);
     let user = response.user.as_deref();
     done(cfg, client, request, user, status, body_sent, keep_alive)
 }

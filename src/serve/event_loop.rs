@@ -186,6 +186,7 @@ pub(crate) struct Slot(Arc<Connections>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        crate::metrics::count(crate::metrics::Event::ConnectionClosed);
         self.0.active.fetch_sub(1, Ordering::AcqRel);
         self.0.freed.notify_waiters();
     }
@@ -193,6 +194,7 @@ impl Drop for Slot {
 
 impl Connections {
     pub(crate) async fn take_slot(self: &Arc<Self>) -> Slot {
+        let mut waited = false;
         loop {
             let freed = self.freed.notified();
             let now = self.active.load(Ordering::Acquire);
@@ -202,9 +204,13 @@ impl Connections {
                     .compare_exchange(now, now + 1, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
             {
+                crate::metrics::count(crate::metrics::Event::ConnectionOpened);
                 return Slot(Arc::clone(self));
             }
             if now >= self.max {
+                if !std::mem::replace(&mut waited, true) {
+                    crate::metrics::count(crate::metrics::Event::ConnectionAtLimit);
+                }
                 freed.await;
             }
         }

@@ -57,8 +57,13 @@ pub fn get(key: &Key, now: Instant) -> Option<Arc<FileSet>> {
     CACHE.with(|c| {
         let c = &mut *c.borrow_mut();
         key.encode(&mut c.scratch);
-        let e = c.entries.get(c.scratch.as_slice())?;
-        (now.duration_since(e.checked) < FRESH_FOR).then(|| Arc::clone(&e.set))
+        let fresh = c.entries.get(c.scratch.as_slice());
+        let fresh = fresh.filter(|e| now.duration_since(e.checked) < FRESH_FOR);
+        crate::metrics::count(match fresh {
+            Some(_) => crate::metrics::Event::CacheHit,
+            None => crate::metrics::Event::CacheMiss,
+        });
+        fresh.map(|e| Arc::clone(&e.set))
     })
 }
 

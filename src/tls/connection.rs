@@ -102,10 +102,19 @@ impl Connection {
 
     /// Runs what rustls received and moves the plaintext out.
     fn process(&mut self, plain: &mut Vec<u8>) -> io::Result<Received> {
-        let state = self
-            .tls
-            .process_new_packets()
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let handshaking = self.tls.is_handshaking();
+        let state = self.tls.process_new_packets().map_err(|e| {
+            if handshaking {
+                crate::metrics::count(crate::metrics::Event::TlsFailed);
+            }
+            io::Error::new(io::ErrorKind::InvalidData, e)
+        })?;
+        if handshaking && !self.tls.is_handshaking() {
+            crate::metrics::count(match self.tls.handshake_kind() {
+                Some(rustls::HandshakeKind::Resumed) => crate::metrics::Event::TlsResumed,
+                _ => crate::metrics::Event::TlsFull,
+            });
+        }
         let want = state.plaintext_bytes_to_read();
         if want > 0 {
             let start = plain.len();

@@ -1,0 +1,216 @@
+//! The `--metrics` listener: its own thread and address, never a public
+//! port's. It answers `GET /metrics` (and HEAD) with the exposition page,
+//! anything else with 404 (or 405 for another method on /metrics), one
+//! request per connection. Requests are read by the same parser as the
+//! public ports' (fuzzed there), bounded in size, time and concurrency.
+
+use std::cell::Cell;
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::{Duration, SystemTime};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::exposition::{self, Process};
+use crate::http::limits::MAX_HEAD_BYTES;
+use crate::http::parse::{self, Method, Parsed};
+
+/// How long a scraper may take to send its request and take the answer.
+const TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections served at once; more are closed at once. A scraper opens one.
+const MAX_OPEN: usize = 8;
+
+/// A bound metrics listener, not yet serving.
+pub struct Endpoint {
+    listener: std::net::TcpListener,
+    started: SystemTime,
+}
+
+impl Endpoint {
+    /// Binds `addr` (while still privileged, like the public ports). The
+    /// process's start time is taken now, at start-up.
+    pub fn bind(addr: SocketAddr) -> io::Result<Endpoint> {
+        // As for the public ports: the port must be free, not shared with
+        // another process through SO_REUSEPORT.
+        if addr.port() != 0 {
+            crate::sys::check_port_free(addr)?;
+        }
+        Ok(Endpoint {
+            listener: crate::sys::listener(addr, true)?,
+            started: SystemTime::now(),
+        })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves scrapes on a thread of its own until the process exits.
+    pub fn start(self, max_connections: usize) -> io::Result<()> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()?;
+        let process = Process {
+            started: self.started,
+            max_connections,
+        };
+        let listener = self.listener;
+        crate::sys::spawn_helper("staticd-metrics", move || {
+            let process = Rc::new(process);
+            runtime.block_on(async move {
+                let local = tokio::task::LocalSet::new();
+                local.run_until(serve(listener, process)).await;
+            })
+        })?;
+        Ok(())
+    }
+}
+
+async fn serve(listener: std::net::TcpListener, process: Rc<Process>) {
+    let Ok(listener) = TcpListener::from_std(listener) else {
+        return;
+    };
+    let open = Rc::new(Cell::new(0usize));
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            // Out of descriptors, most likely: the public ports are busy.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        if open.get() >= MAX_OPEN {
+            continue;
+        }
+        open.set(open.get() + 1);
+        let (open, process) = (Rc::clone(&open), Rc::clone(&process));
+        tokio::task::spawn_local(async move {
+            let _ = tokio::time::timeout(TIMEOUT, answer(stream, &process)).await;
+            open.set(open.get() - 1);
+        });
+    }
+}
+
+/// Reads one request and answers it; the connection then closes.
+async fn answer(mut stream: TcpStream, process: &Process) -> io::Result<()> {
+    let mut buf = Vec::with_capacity(1024);
+    let response = loop {
+        if stream.read_buf(&mut buf).await? == 0 {
+            return Ok(());
+        }
+        match parse::parse(&buf) {
+            Parsed::Complete { request, .. } => {
+                let path = request.target.split('?').next().unwrap_or("");
+                break decide(path, &request.method, process);
+            }
+            Parsed::Error(_) => break page(400, "Bad Request", &[], "bad request\n", true),
+            Parsed::Incomplete if buf.len() > MAX_HEAD_BYTES => {
+                break page(
+                    431,
+                    "Request Header Fields Too Large",
+                    &[],
+                    "too large\n",
+                    true,
+                )
+            }
+            Parsed::Incomplete => {}
+        }
+    };
+    stream.write_all(&response).await?;
+    stream.shutdown().await
+}
+
+/// The answer to a request for `path`, as bytes.
+fn decide(path: &str, method: &Method, process: &Process) -> Vec<u8> {
+    let body_wanted = match (path, method) {
+        ("/metrics", Method::Get) => true,
+        ("/metrics", Method::Head) => false,
+        ("/metrics", _) => {
+            let allow = [("Allow", "GET, HEAD")];
+            return page(405, "Method Not Allowed", &allow, "use GET\n", true);
+        }
+        (_, Method::Head) => return page(404, "Not Found", &[], "not found\n", false),
+        _ => return page(404, "Not Found", &[], "not found: try /metrics\n", true),
+    };
+    let text = exposition::render(&super::counters::totals(), process);
+    let fields = [
+        ("Content-Type", exposition::CONTENT_TYPE),
+        ("Cache-Control", "no-store"),
+    ];
+    let mut out = head(200, "OK", &fields, text.len());
+    if body_wanted {
+        out.extend_from_slice(text.as_bytes());
+    }
+    out
+}
+
+/// A whole small response; `body_wanted` false for HEAD.
+fn page(
+    status: u16,
+    reason: &str,
+    fields: &[(&str, &str)],
+    body: &str,
+    body_wanted: bool,
+) -> Vec<u8> {
+    let mut all = vec![("Content-Type", "text/plain; charset=utf-8")];
+    all.extend_from_slice(fields);
+    let mut out = head(status, reason, &all, body.len());
+    if body_wanted {
+        out.extend_from_slice(body.as_bytes());
+    }
+    out
+}
+
+fn head(status: u16, reason: &str, fields: &[(&str, &str)], length: usize) -> Vec<u8> {
+    let mut out = format!("HTTP/1.1 {status} {reason}\r\n");
+    for (name, value) in fields {
+        out.push_str(&format!("{name}: {value}\r\n"));
+    }
+    out.push_str(&format!(
+        "Content-Length: {length}\r\nConnection: close\r\n\r\n"
+    ));
+    out.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn process() -> Process {
+        Process {
+            started: SystemTime::UNIX_EPOCH,
+            max_connections: 1,
+        }
+    }
+
+    fn text(bytes: Vec<u8>) -> String {
+        String::from_utf8(bytes).unwrap()
+    }
+
+    #[test]
+    fn only_metrics_is_served() {
+        let ok = text(decide("/metrics", &Method::Get, &process()));
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        assert!(ok.contains("\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"));
+        assert!(ok.contains("\n# TYPE staticd_requests_total counter\n"));
+        let head = text(decide("/metrics", &Method::Head, &process()));
+        assert!(head.ends_with("\r\n\r\n"));
+        let length = |t: &str| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("Content-Length: "))
+                .map(str::to_string)
+        };
+        assert!(length(&head).is_some());
+        for path in ["/", "/metrics/", "/index.html", "/Metrics"] {
+            let r = text(decide(path, &Method::Get, &process()));
+            assert!(r.starts_with("HTTP/1.1 404 "), "{path}: {r}");
+        }
+        let post = text(decide(
+            "/metrics",
+            &Method::Other("POST".into()),
+            &process(),
+        ));
+        assert!(post.starts_with("HTTP/1.1 405 ") && post.contains("\r\nAllow: GET, HEAD\r\n"));
+    }
+}
