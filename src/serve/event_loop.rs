@@ -70,11 +70,14 @@ pub(crate) fn run_workers(
         freed: Notify::new(),
     });
     // Announced only when everything is ready: tests and scripts wait for it.
+    let mut names = Vec::new();
     for l in listeners.first().into_iter().flatten() {
+        let name = l.name()?;
         match l {
-            Listener::Redirect(..) => eprintln!("staticd: redirecting to https on {}", l.name()?),
-            _ => eprintln!("staticd: listening on {}", l.name()?),
+            Listener::Redirect(..) => eprintln!("staticd: redirecting to https on {name}"),
+            _ => eprintln!("staticd: listening on {name}"),
         }
+        names.push(name);
     }
     let shared = Shared {
         cfg,
@@ -91,7 +94,9 @@ pub(crate) fn run_workers(
             .spawn(move || worker(shared, group))?;
         workers.push(handle);
     }
+    super::notify::ready(&format!("listening on {}", names.join(", ")));
     signals.block_on(stop_signals.recv());
+    super::notify::stopping();
     conns.stopping.store(true, Ordering::Relaxed);
     let _ = stop_tx.send(true);
     for w in workers {
@@ -127,10 +132,12 @@ impl StopSignals {
                 _ = self.int.recv() => return,
                 _ = self.term.recv() => return,
                 _ = self.hup.recv() => {
+                    super::notify::reloading();
                     if let Err(e) = log::reopen() {
                         log::diagnostic(&format!("staticd: cannot reopen the log file: {}\n", describe(&e)));
                     }
                     self.reload_certificates();
+                    super::notify::reloaded();
                 }
             }
         }

@@ -26,15 +26,29 @@ pub enum Listener {
 
 impl Listener {
     /// What the start-up line names: `127.0.0.1:8080`, `unix:/run/staticd.sock`.
+    /// A socket systemd passed adds its descriptor and name (see
+    /// `activation::label`).
     pub fn name(&self) -> io::Result<String> {
-        match self {
-            Listener::Tcp(l) | Listener::Redirect(l, _) => Ok(l.local_addr()?.to_string()),
-            Listener::Unix(l) => {
-                let addr = l.local_addr()?;
-                let path = addr.as_pathname().unwrap_or(Path::new(""));
-                Ok(format!("unix:{}", path.display()))
+        use std::os::fd::AsRawFd;
+        let (addr, fd) = match self {
+            Listener::Tcp(l) | Listener::Redirect(l, _) => {
+                (l.local_addr()?.to_string(), l.as_raw_fd())
             }
-        }
+            Listener::Unix(l) => {
+                use std::os::linux::net::SocketAddrExt;
+                let addr = l.local_addr()?;
+                let shown = match addr.as_abstract_name() {
+                    // systemd's ListenStream=@name
+                    Some(name) => format!("unix:@{}", String::from_utf8_lossy(name)),
+                    None => {
+                        let path = addr.as_pathname().unwrap_or(Path::new(""));
+                        format!("unix:{}", path.display())
+                    }
+                };
+                (shown, l.as_raw_fd())
+            }
+        };
+        Ok(addr + &super::activation::label(fd))
     }
 }
 
