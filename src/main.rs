@@ -45,6 +45,13 @@ struct Cli {
     #[arg(long, value_name = "MODE", default_value = "666", value_parser = parse_mode)]
     unix_mode: u32,
 
+    /// Share the --bind addresses with a staticd already listening there
+    /// (SO_REUSEPORT), to take over from it for a restart without a refused
+    /// connection (README: Zero-downtime restart). Without it, an address
+    /// in use is an error.
+    #[arg(long, conflicts_with = "inetd")]
+    reuse_port: bool,
+
     /// Worker threads in standalone mode. Default: the number of cores.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: Option<u16>,
@@ -441,6 +448,7 @@ impl Cli {
             port: self.port,
             bind: self.bind,
             unix_mode: self.unix_mode,
+            reuse_port: self.reuse_port,
             threads,
             inetd: self.inetd,
             io_uring: self.io_uring,
