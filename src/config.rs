@@ -28,6 +28,10 @@ pub struct Config {
     pub bind: Vec<Bind>,
     /// Permission bits of the Unix-domain socket files bound.
     pub unix_mode: u32,
+    /// `--reuse-port`: TCP addresses may be shared with another process
+    /// (a new staticd taking over from this one); by default one that is
+    /// taken is a start-up error.
+    pub reuse_port: bool,
     pub threads: usize,
     pub inetd: bool,
     /// Standalone mode on io_uring (`serve::uring`) instead of epoll.
@@ -148,6 +152,7 @@ impl Default for Config {
             // Any local user may connect, as to a TCP port; a proxy's socket
             // is usually guarded by its directory's permissions instead.
             unix_mode: 0o666,
+            reuse_port: false,
             // main counts the cores; a library user says how many.
             threads: 1,
             inetd: false,

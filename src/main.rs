@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::builder::NonEmptyStringValueParser;
-use clap::{Parser, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, ValueEnum};
 
 use staticd::config::{Bind, Config, LogFormat};
 use staticd::site::{self, Site};
@@ -44,6 +44,13 @@ struct Cli {
     /// Permissions of the --bind unix: socket files, in octal.
     #[arg(long, value_name = "MODE", default_value = "666", value_parser = parse_mode)]
     unix_mode: u32,
+
+    /// Share the --bind addresses with a staticd already listening there
+    /// (SO_REUSEPORT), to take over from it for a restart without a refused
+    /// connection (README: Zero-downtime restart). Without it, an address
+    /// in use is an error.
+    #[arg(long, conflicts_with = "inetd")]
+    reuse_port: bool,
 
     /// Worker threads in standalone mode. Default: the number of cores.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -446,6 +453,7 @@ impl Cli {
             port: self.port,
             bind: self.bind,
             unix_mode: self.unix_mode,
+            reuse_port: self.reuse_port,
             threads,
             inetd: self.inetd,
             io_uring: self.io_uring,
@@ -482,10 +490,27 @@ impl Cli {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let matches = match Cli::command().try_get_matches() {
+        Ok(matches) => matches,
+        Err(e) => return usage_error(e),
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
+    // systemd's sockets and notification socket are taken before any thread
+    // starts (their variables are cleared, for CGI scripts' sake).
+    serve::notify::init();
+    let passed = match serve::activation::take() {
+        Ok(passed) => passed,
+        Err(msg) => {
+            eprintln!("staticd: {msg}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if !passed.is_empty() && !cli.inetd && bind_given(&matches) {
+        eprintln!("staticd: socket activation: serving the sockets passed by systemd, not --bind or --port");
+    }
     if cli.io_uring && !cfg!(feature = "uring") {
         eprintln!(
             "staticd: --io-uring: this build has no io_uring support (build with --features uring)"
@@ -520,7 +545,7 @@ fn main() -> ExitCode {
     if !cfg.auth.is_empty() && cfg.https.is_none() {
         eprintln!("staticd: warning: --auth without TLS sends passwords in the clear");
     }
-    match run(cfg, privileges) {
+    match run(cfg, privileges, passed) {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
             eprintln!("staticd: {msg}");
@@ -606,7 +631,21 @@ fn parse_index_name(s: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
-fn run(cfg: Config, privileges: Privileges) -> Result<(), String> {
+/// Whether --bind or --port was on the command line.
+fn bind_given(matches: &clap::ArgMatches) -> bool {
+    use clap::parser::ValueSource;
+    ["bind", "port"]
+        .iter()
+        .any(|id| matches.value_source(id) == Some(ValueSource::CommandLine))
+}
+
+/// `passed`: the sockets systemd passed (socket activation), served instead
+/// of binding --bind and --port; in --inetd mode they are closed unused.
+fn run(
+    mut cfg: Config,
+    privileges: Privileges,
+    passed: Vec<serve::activation::Passed>,
+) -> Result<(), String> {
     // Bind while still privileged (ports below 1024), then give it up
     // before a single request is read.
     #[cfg(feature = "uring")]
@@ -615,6 +654,8 @@ fn run(cfg: Config, privileges: Privileges) -> Result<(), String> {
     }
     let bound = if cfg.inetd {
         None
+    } else if !passed.is_empty() {
+        Some(serve::activation::listeners(&mut cfg, passed)?)
     } else {
         Some(serve::listen::bind(&cfg)?)
     };

@@ -137,7 +137,10 @@ impl Session {
     }
 
     /// Decides the next step. `stopping` is set once the server is shutting
-    /// down: idle connections close and the next response is the last.
+    /// down: the next response is the last (`Connection: close`). An idle
+    /// connection still reads, as a request may be on its way: how long it
+    /// waits for one is the transport's to decide, as only it knows when the
+    /// stop began.
     ///
     /// When more requests are already buffered (pipelining), their answers
     /// are appended to the first one's, so they leave in a single write.
@@ -189,9 +192,6 @@ impl Session {
             }
         }
         if self.input.is_empty() {
-            if stopping {
-                return Step::Close;
-            }
             // A new connection gets the read timeout for its first request;
             // later, an idle keep-alive connection gets the keep-alive timeout.
             let timeout = if self.served == 0 {

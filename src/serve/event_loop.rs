@@ -34,6 +34,11 @@ use crate::sys;
 pub(crate) use super::READ_CHUNK;
 /// How long accepting pauses when the process is out of descriptors.
 const EMFILE_PAUSE: Duration = Duration::from_millis(100);
+/// Once a graceful stop begins, how long an idle keep-alive connection may
+/// still send a request (answered, with `Connection: close`) before it is
+/// closed: a client that sent one just as the stop began must not see its
+/// connection close under it. Capped by the shutdown grace.
+const LAST_CALL: Duration = Duration::from_secs(1);
 
 /// Runs the workers until SIGINT or SIGTERM, then lets in-flight responses
 /// finish (up to the grace period) and returns.
@@ -68,13 +73,17 @@ pub(crate) fn run_workers(
         stopping: AtomicBool::new(false),
         max: cfg.max_connections,
         freed: Notify::new(),
+        closed_groups: AtomicUsize::new(0),
     });
     // Announced only when everything is ready: tests and scripts wait for it.
+    let mut names = Vec::new();
     for l in listeners.first().into_iter().flatten() {
+        let name = l.name()?;
         match l {
-            Listener::Redirect(..) => eprintln!("staticd: redirecting to https on {}", l.name()?),
-            _ => eprintln!("staticd: listening on {}", l.name()?),
+            Listener::Redirect(..) => eprintln!("staticd: redirecting to https on {name}"),
+            _ => eprintln!("staticd: listening on {name}"),
         }
+        names.push(name);
     }
     let shared = Shared {
         cfg,
@@ -91,9 +100,12 @@ pub(crate) fn run_workers(
             .spawn(move || worker(shared, group))?;
         workers.push(handle);
     }
+    super::notify::ready(&format!("listening on {}", names.join(", ")));
     signals.block_on(stop_signals.recv());
-    conns.stopping.store(true, Ordering::Relaxed);
+    super::notify::stopping();
     let _ = stop_tx.send(true);
+    conns.wait_listeners_closed(workers.len());
+    conns.stopping.store(true, Ordering::Relaxed);
     for w in workers {
         let _ = w.join();
     }
@@ -127,10 +139,12 @@ impl StopSignals {
                 _ = self.int.recv() => return,
                 _ = self.term.recv() => return,
                 _ = self.hup.recv() => {
+                    super::notify::reloading();
                     if let Err(e) = log::reopen() {
                         log::diagnostic(&format!("staticd: cannot reopen the log file: {}\n", describe(&e)));
                     }
                     self.reload_certificates();
+                    super::notify::reloaded();
                 }
             }
         }
@@ -179,6 +193,8 @@ pub(crate) struct Connections {
     pub(crate) stopping: AtomicBool,
     max: usize,
     freed: Notify,
+    /// Workers that closed their listeners since the stop began.
+    closed_groups: AtomicUsize,
 }
 
 /// One counted connection; dropping it frees the place.
@@ -192,7 +208,28 @@ impl Drop for Slot {
     }
 }
 
+/// The most a stop waits for the workers to close their listeners (one
+/// that never started has none to close, and never says so).
+const LISTENERS_CLOSING: Duration = Duration::from_secs(1);
+
 impl Connections {
+    /// A worker closed its listeners after the stop.
+    pub(crate) fn listeners_closed(&self) {
+        self.closed_groups.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Waits until `workers` closed their listeners. Only then do
+    /// connections learn of the stop and end with `Connection: close`: a
+    /// client that reconnects must reach the process taking over
+    /// (--reuse-port), not a listener of this one about to close, which
+    /// would reset it.
+    fn wait_listeners_closed(&self, workers: usize) {
+        let deadline = Instant::now() + LISTENERS_CLOSING;
+        while self.closed_groups.load(Ordering::Acquire) < workers && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     pub(crate) async fn take_slot(self: &Arc<Self>) -> Slot {
         let mut waited = false;
         loop {
@@ -259,13 +296,31 @@ fn worker(shared: Shared, group: Vec<Listener>) {
             a.abort();
         }
         // Listeners are dropped with their tasks: no new connections.
-        // Responses in flight get the grace period; idle keep-alive
-        // connections are closed when the runtime drops their tasks.
-        let deadline = Instant::now() + shared.cfg.shutdown_grace;
-        while BUSY.with(Cell::get) > 0 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        for a in accepting {
+            let _ = a.await;
         }
+        shared.conns.listeners_closed();
+        connections_drained(&shared).await;
     });
+}
+
+/// Once stopping: returns when the responses in flight are done (or the
+/// shutdown grace is over) and idle keep-alive connections have had their
+/// last call; those still idle then are closed when the runtime drops
+/// their tasks.
+async fn connections_drained(shared: &Shared) {
+    let start = Instant::now();
+    let grace = shared.cfg.shutdown_grace;
+    let last_call = start + LAST_CALL.min(grace);
+    loop {
+        let now = Instant::now();
+        let busy = BUSY.with(Cell::get) > 0;
+        let open = shared.conns.active.load(Ordering::Acquire) > 0;
+        if now >= start + grace || !(busy || open && now < last_call) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Once stopping: returns when no connection is left, or when the grace
@@ -487,14 +542,18 @@ fn connection(
             let mut step = session.step(&shared.cfg, &shared.site, stopping);
             match &mut step {
                 Step::Read { deadline, idle } => {
+                    let mut deadline = *deadline;
                     if *idle {
                         // Nothing buffered: hold no buffer while the client
                         // is quiet; and a quiet connection does not hold up
-                        // a graceful stop (see `worker`).
+                        // a graceful stop (see `worker`), unless the stop
+                        // began: then this is its last call, waited for.
                         pool::give(&pool::READS, std::mem::take(session.input()));
-                        busy.idle();
+                        match stopping {
+                            false => busy.idle(),
+                            true => deadline = deadline.min(Instant::now() + LAST_CALL),
+                        }
                     }
-                    let deadline = *deadline;
                     let read = read_wire(&stream, &mut wire, session.input());
                     let read = within(read, deadline, timer.as_mut()).await;
                     busy.resume();

@@ -26,15 +26,29 @@ pub enum Listener {
 
 impl Listener {
     /// What the start-up line names: `127.0.0.1:8080`, `unix:/run/staticd.sock`.
+    /// A socket systemd passed adds its descriptor and name (see
+    /// `activation::label`).
     pub fn name(&self) -> io::Result<String> {
-        match self {
-            Listener::Tcp(l) | Listener::Redirect(l, _) => Ok(l.local_addr()?.to_string()),
-            Listener::Unix(l) => {
-                let addr = l.local_addr()?;
-                let path = addr.as_pathname().unwrap_or(Path::new(""));
-                Ok(format!("unix:{}", path.display()))
+        use std::os::fd::AsRawFd;
+        let (addr, fd) = match self {
+            Listener::Tcp(l) | Listener::Redirect(l, _) => {
+                (l.local_addr()?.to_string(), l.as_raw_fd())
             }
-        }
+            Listener::Unix(l) => {
+                use std::os::linux::net::SocketAddrExt;
+                let addr = l.local_addr()?;
+                let shown = match addr.as_abstract_name() {
+                    // systemd's ListenStream=@name
+                    Some(name) => format!("unix:@{}", String::from_utf8_lossy(name)),
+                    None => {
+                        let path = addr.as_pathname().unwrap_or(Path::new(""));
+                        format!("unix:{}", path.display())
+                    }
+                };
+                (shown, l.as_raw_fd())
+            }
+        };
+        Ok(addr + &super::activation::label(fd))
     }
 }
 
@@ -52,6 +66,7 @@ pub struct Bound {
 pub fn bind(cfg: &Config) -> Result<Bound, String> {
     let mut binder = Binder {
         port: cfg.port,
+        reuse_port: cfg.reuse_port,
         redirect_to: None,
         seen: Vec::new(),
         bound: Bound {
@@ -77,6 +92,8 @@ pub fn bind(cfg: &Config) -> Result<Bound, String> {
 
 struct Binder {
     port: u16,
+    /// `--reuse-port`: an address another process listens on is shared.
+    reuse_port: bool,
     /// Set while binding `--redirect-http`'s listeners: the https port.
     redirect_to: Option<u16>,
     /// Addresses bound so far: a name and an address (or two names) may
@@ -132,7 +149,7 @@ impl Binder {
         if self.seen.contains(&addr) {
             return Ok(true);
         }
-        match bind_group(addr, self.bound.groups.len()) {
+        match bind_group(addr, self.bound.groups.len(), self.reuse_port) {
             Ok(group) => {
                 self.seen.push(addr);
                 for (thread, l) in self.bound.groups.iter_mut().zip(group) {
@@ -191,9 +208,15 @@ fn resolve(host: &str, port: u16) -> Result<Vec<IpAddr>, String> {
     Ok(ips)
 }
 
-/// `count` listeners sharing one address through SO_REUSEPORT.
-fn bind_group(addr: SocketAddr, count: usize) -> io::Result<Vec<std::net::TcpListener>> {
-    if addr.port() != 0 {
+/// `count` listeners sharing one address through SO_REUSEPORT; with
+/// `share`, also with another process's (which must run as the same user:
+/// the kernel's rule for SO_REUSEPORT).
+fn bind_group(
+    addr: SocketAddr,
+    count: usize,
+    share: bool,
+) -> io::Result<Vec<std::net::TcpListener>> {
+    if addr.port() != 0 && !share {
         sys::check_port_free(addr)?;
     }
     let first = sys::listener(addr, true)?;

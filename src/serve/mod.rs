@@ -1,11 +1,13 @@
 //! Transports: they move bytes between a socket (or stdin/stdout) and a
 //! `Session`, and decide nothing about HTTP.
 
+pub mod activation;
 pub mod cgi_exchange;
 pub mod event_loop;
 #[cfg(feature = "http2")]
 pub mod h2;
 pub mod listen;
+pub mod notify;
 pub mod stdio;
 #[cfg(feature = "uring")]
 pub mod uring;

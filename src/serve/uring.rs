@@ -97,6 +97,7 @@ fn worker(shared: Shared, group: Vec<Listener>) {
             let _ = rustix::net::shutdown(borrow(&**listener), rustix::net::Shutdown::Both);
         }
         drop(accepting);
+        shared.conns.listeners_closed();
         event_loop::connections_finished(&shared).await;
     });
 }

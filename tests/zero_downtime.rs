@@ -1,0 +1,260 @@
+//! Zero-downtime restart: under wrk's load, a new staticd started with --reuse-port on
+//! the address the old one serves takes new connections, SIGTERM lets the old one finish
+//! what it has and exit, and wrk sees no failed request.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::Duration;
+
+use common::*;
+use rustix::process::Signal;
+
+/// How long wrk runs; the hand-over happens in its middle.
+const LOAD: Duration = Duration::from_secs(6);
+
+/// A standalone staticd on 127.0.0.1:`port`, logging to `log`, once it listens.
+fn start(root: &Path, port: u16, log: &Path, extra: &[&str]) -> (ChildGuard, Lines) {
+    let mut cmd = Command::new(staticd_bin());
+    cmd.arg("--root")
+        .arg(root)
+        .args([
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--threads",
+            "2",
+        ])
+        .arg("--log-file")
+        .arg(log)
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = ChildGuard::new(cmd.spawn().expect("spawn staticd"));
+    let stderr = Lines::default();
+    stderr.drain(child.take_stderr().unwrap());
+    stderr.wait_line(|l| l.starts_with("staticd: listening on 127.0.0.1:"));
+    (child, stderr)
+}
+
+fn log_lines(log: &Path) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+/// What wrk printed about failures: its `Socket errors` and `Non-2xx or 3xx` lines,
+/// which it prints only when there were some.
+fn wrk_failures(stdout: &str) -> Vec<&str> {
+    stdout
+        .lines()
+        .filter(|l| l.contains("Socket errors") || l.contains("Non-2xx"))
+        .collect()
+}
+
+fn wrk_requests(stdout: &str) -> u64 {
+    stdout
+        .lines()
+        .find_map(|l| l.trim().split_once(" requests in "))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("no request count in wrk's output:\n{stdout}"))
+}
+
+/// The hand-over under `wrk ARGS` load; returns wrk's output and each process's count
+/// of logged responses.
+fn hand_over(wrk: PathBuf, wrk_args: &'static [&'static str]) -> (String, usize, usize) {
+    let root = Docroot::new();
+    root.file("a.txt", "x".repeat(1024));
+    let logs = Docroot::new();
+    let (old_log, new_log) = (logs.join("old.log"), logs.join("new.log"));
+    let port = free_port();
+    let (mut old, _old_stderr) = start(root.path(), port, &old_log, &[]);
+    let url = format!("http://127.0.0.1:{port}/a.txt");
+    let load = thread::spawn(move || {
+        let mut cmd = Command::new(wrk);
+        cmd.args(wrk_args)
+            .arg(format!("-d{}s", LOAD.as_secs()))
+            .arg(url);
+        run_bounded(&mut cmd, b"", LOAD + Duration::from_secs(20))
+    });
+    thread::sleep(LOAD / 4);
+    let (mut new, _new_stderr) = start(root.path(), port, &new_log, &["--reuse-port"]);
+    thread::sleep(LOAD / 4);
+    old.signal(Signal::TERM);
+    let status = old
+        .wait_timeout(Duration::from_secs(15))
+        .expect("the old staticd still runs 15 s after SIGTERM");
+    assert_eq!(status.code(), Some(0), "old staticd: {}", describe(status));
+    let served_by_old = log_lines(&old_log);
+    let run = load.join().unwrap();
+    run.assert_success("wrk");
+    new.signal(Signal::TERM);
+    let status = new.wait_timeout(IO_TIMEOUT).expect("the new staticd exits");
+    assert_eq!(status.code(), Some(0), "new staticd: {}", describe(status));
+    (run.stdout, served_by_old, log_lines(&new_log))
+}
+
+fn assert_lossless(stdout: &str, old: usize, new: usize) {
+    let failures = wrk_failures(stdout);
+    assert!(
+        failures.is_empty(),
+        "failed requests: {failures:?}\n{stdout}"
+    );
+    let requests = wrk_requests(stdout);
+    eprintln!("wrk: {requests} requests; logged by the old process {old}, the new {new}");
+    assert!(old > 0 && new > 0, "served: old {old}, new {new}\n{stdout}");
+    // Every request wrk counts was answered by one of the two (a response in flight when
+    // wrk stopped is logged but not counted).
+    assert!(
+        (old + new) as u64 >= requests,
+        "wrk counted {requests} requests, the logs {old} + {new}\n{stdout}"
+    );
+}
+
+/// Keep-alive load, as browsers and proxies make: the old process closes each connection
+/// only after answering a request on it, with `Connection: close`, and wrk reconnects to
+/// the new one.
+#[test]
+fn hand_over_under_keep_alive_load_fails_no_request() {
+    let Some(wrk) = tool("wrk", "wrk") else {
+        return;
+    };
+    let (stdout, old, new) = hand_over(wrk, &["-t2", "-c32"]);
+    assert_lossless(&stdout, old, new);
+}
+
+/// New connections all the time (wrk with `Connection: close`, as many small clients
+/// make): connections the kernel queued on the old process's listeners would be reset
+/// when it closes them, unless net.ipv4.tcp_migrate_req=1 has the kernel move them to
+/// the new process's listener (Linux 5.14). The test sets it in a network namespace of
+/// its own (root only), so the machine's setting is left alone.
+#[test]
+fn hand_over_under_new_connections_fails_no_request_with_tcp_migrate_req() {
+    let Some(wrk) = tool("wrk", "wrk") else {
+        return;
+    };
+    // A thread of its own: the namespace is the thread's, and its children's.
+    let outcome = thread::spawn(move || -> Result<_, String> {
+        private_network_migrating_requests()?;
+        Ok(hand_over(wrk, &["-t2", "-c32", "-H", "Connection: close"]))
+    })
+    .join()
+    .unwrap();
+    match outcome {
+        Ok((stdout, old, new)) => assert_lossless(&stdout, old, new),
+        Err(why) => skip(&why),
+    }
+}
+
+/// Moves this thread into a new network namespace with its loopback up and
+/// net.ipv4.tcp_migrate_req set.
+fn private_network_migrating_requests() -> Result<(), String> {
+    // SAFETY: unshare(2) changes only this thread's namespaces; the ioctls get a
+    // zeroed ifreq naming `lo`, which the kernel reads and fills in.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNET) != 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(format!("cannot make a network namespace (needs root): {e}"));
+        }
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let mut req: libc::ifreq = std::mem::zeroed();
+        for (to, from) in req.ifr_name.iter_mut().zip(b"lo") {
+            *to = *from as libc::c_char;
+        }
+        assert_eq!(
+            libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req),
+            0,
+            "SIOCGIFFLAGS lo"
+        );
+        req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        assert_eq!(
+            libc::ioctl(fd, libc::SIOCSIFFLAGS, &req),
+            0,
+            "SIOCSIFFLAGS lo"
+        );
+        libc::close(fd);
+    }
+    std::fs::write("/proc/sys/net/ipv4/tcp_migrate_req", "1")
+        .map_err(|e| format!("cannot set net.ipv4.tcp_migrate_req (Linux 5.14 or later): {e}"))
+}
+
+/// The systemd form: a .socket unit holds the listening socket and passes it to each
+/// staticd it starts, so `systemctl restart` (stop, then start) refuses nothing even
+/// with new connections all the time: while no staticd runs they wait in the socket's
+/// queue. Here the test holds the socket and passes it as systemd does (LISTEN_FDS).
+#[test]
+fn restart_on_a_passed_socket_fails_no_request() {
+    let Some(wrk) = tool("wrk", "wrk") else {
+        return;
+    };
+    let root = Docroot::new();
+    root.file("a.txt", "x".repeat(1024));
+    let logs = Docroot::new();
+    let (old_log, new_log) = (logs.join("old.log"), logs.join("new.log"));
+    let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/a.txt", socket.local_addr().unwrap());
+    let mut old = start_activated(root.path(), &socket, &old_log);
+    let load = thread::spawn(move || {
+        let mut cmd = Command::new(wrk);
+        cmd.args(["-t2", "-c32", "-H", "Connection: close"])
+            .arg(format!("-d{}s", LOAD.as_secs()))
+            .arg(url);
+        run_bounded(&mut cmd, b"", LOAD + Duration::from_secs(20))
+    });
+    thread::sleep(LOAD / 3);
+    old.signal(Signal::TERM);
+    let status = old
+        .wait_timeout(Duration::from_secs(15))
+        .expect("the old staticd still runs 15 s after SIGTERM");
+    assert_eq!(status.code(), Some(0), "old staticd: {}", describe(status));
+    let mut new = start_activated(root.path(), &socket, &new_log);
+    let run = load.join().unwrap();
+    run.assert_success("wrk");
+    new.signal(Signal::TERM);
+    new.wait_timeout(IO_TIMEOUT).expect("the new staticd exits");
+    assert_lossless(&run.stdout, log_lines(&old_log), log_lines(&new_log));
+}
+
+/// staticd serving `socket` as a service manager passes it: descriptor 3, with
+/// LISTEN_PID and LISTEN_FDS (set by a shell that then execs staticd, keeping its pid).
+fn start_activated(root: &Path, socket: &std::net::TcpListener, log: &Path) -> ChildGuard {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let fd = socket.as_raw_fd();
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg("export LISTEN_PID=$$ LISTEN_FDS=1; exec \"$0\" \"$@\"")
+        .arg(staticd_bin())
+        .arg("--root")
+        .arg(root)
+        .args(["--threads", "2", "--log-file"])
+        .arg(log)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: dup2 and fcntl are async-signal-safe; the descriptor stays open in the
+    // parent for as long as the child is made.
+    unsafe {
+        cmd.pre_exec(move || {
+            let passed = match fd {
+                3 => libc::fcntl(3, libc::F_SETFD, 0),
+                _ => libc::dup2(fd, 3),
+            };
+            match passed {
+                -1 => Err(std::io::Error::last_os_error()),
+                _ => Ok(()),
+            }
+        });
+    }
+    let mut child = ChildGuard::new(cmd.spawn().expect("spawn staticd"));
+    let stderr = Lines::default();
+    stderr.drain(child.take_stderr().unwrap());
+    stderr.wait_line(|l| l.starts_with("staticd: listening on 127.0.0.1:") && l.contains("fd 3"));
+    child
+}
