@@ -659,7 +659,10 @@ fn run(
     } else {
         Some(serve::listen::bind(&cfg)?)
     };
-    let metrics = cfg.metrics.map(bind_metrics).transpose()?;
+    let metrics = cfg
+        .metrics
+        .map(|addr| bind_metrics(addr, cfg.reuse_port))
+        .transpose()?;
     // Certificates and keys are read before privileges go: they are
     // usually readable by root only.
     // ACME's certificates, served by the acceptor from the first handshake
@@ -734,8 +737,11 @@ fn run(
 }
 
 /// `--metrics`: its port is bound with the others, while still privileged.
-fn bind_metrics(addr: std::net::SocketAddr) -> Result<staticd::metrics::Endpoint, String> {
-    staticd::metrics::Endpoint::bind(addr).map_err(|e| {
+fn bind_metrics(
+    addr: std::net::SocketAddr,
+    reuse_port: bool,
+) -> Result<staticd::metrics::Endpoint, String> {
+    staticd::metrics::Endpoint::bind(addr, reuse_port).map_err(|e| {
         let why = match e.kind() {
             std::io::ErrorKind::AddrInUse => "address already in use".to_string(),
             _ => site::describe(&e),

@@ -31,10 +31,11 @@ pub struct Endpoint {
 impl Endpoint {
     /// Binds `addr` (while still privileged, like the public ports). The
     /// process's start time is taken now, at start-up.
-    pub fn bind(addr: SocketAddr) -> io::Result<Endpoint> {
-        // As for the public ports: the port must be free, not shared with
-        // another process through SO_REUSEPORT.
-        if addr.port() != 0 {
+    /// `reuse_port`: as for the public ports, the port may be shared with
+    /// the process being replaced (`--reuse-port`); otherwise it must be
+    /// free.
+    pub fn bind(addr: SocketAddr, reuse_port: bool) -> io::Result<Endpoint> {
+        if addr.port() != 0 && !reuse_port {
             crate::sys::check_port_free(addr)?;
         }
         Ok(Endpoint {
