@@ -57,6 +57,12 @@ pub struct Config {
     /// Paths that need a user and password (`--auth`); empty without the
     /// auth feature.
     pub auth: Vec<AuthArea>,
+    /// `--proxy-protocol`: every connection opens with a PROXY protocol
+    /// header (v1 or v2) naming its client.
+    pub proxy_protocol: bool,
+    /// `--trusted-proxy`: peers whose `Forwarded` / `X-Forwarded-For`
+    /// name the client.
+    pub trusted_proxies: crate::proxy::TrustedProxies,
 }
 
 /// HTTP/2 settings (`--h2-max-streams`).
@@ -164,6 +170,8 @@ impl Default for Config {
             https: None,
             http2: None,
             auth: Vec::new(),
+            proxy_protocol: false,
+            trusted_proxies: crate::proxy::TrustedProxies::default(),
         }
     }
 }

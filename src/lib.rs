@@ -16,6 +16,7 @@ pub mod log;
 pub mod page;
 pub mod pool;
 pub mod privileges;
+pub mod proxy;
 pub mod respond;
 pub mod rules;
 pub mod serve;

@@ -251,6 +251,11 @@ impl Session {
         self.closing = !keep_alive;
     }
 
+    /// Names the connection's client as a PROXY protocol header did.
+    pub fn set_client(&mut self, client: String) {
+        self.client = client;
+    }
+
     /// The client's address, for the log.
     pub fn client(&self) -> &str {
         &self.client
@@ -300,8 +305,9 @@ pub fn sent(
     if kind == Kind::Https {
         add_hsts(cfg, &mut response.head);
     }
+    let trusted = &cfg.trusted_proxies;
     let entry = log::Entry {
-        client,
+        client: crate::proxy::forwarded::client_name(trusted, client, request),
         request,
         status: response.status.code(),
         user: response.user.as_deref(),

@@ -6,6 +6,7 @@ pub mod event_loop;
 #[cfg(feature = "http2")]
 pub mod h2;
 pub mod listen;
+pub(crate) mod proxy_header;
 pub mod stdio;
 #[cfg(feature = "uring")]
 pub mod uring;
