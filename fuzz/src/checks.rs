@@ -925,7 +925,7 @@ pub fn proxy_header(data: &[u8]) {
         if data.starts_with(b"PROXY ") {
             assert!(len <= MAX_V1 && data[..len].ends_with(b"\r\n"));
         } else {
-            assert!(len >= 16 && len <= MAX_V2);
+            assert!((16..=MAX_V2).contains(&len));
         }
         assert_eq!(header::parse(&data[..len]), whole, "the header alone");
         for cut in 0..len {
