@@ -63,6 +63,12 @@ pub struct Config {
     pub auth: Vec<AuthArea>,
     /// Where `--metrics` serves the Prometheus page (standalone only).
     pub metrics: Option<std::net::SocketAddr>,
+    /// `--proxy-protocol`: every connection opens with a PROXY protocol
+    /// header (v1 or v2) naming its client.
+    pub proxy_protocol: bool,
+    /// `--trusted-proxy`: peers whose `Forwarded` / `X-Forwarded-For`
+    /// name the client.
+    pub trusted_proxies: crate::proxy::TrustedProxies,
 }
 
 /// HTTP/2 settings (`--h2-max-streams`).
@@ -172,6 +178,8 @@ impl Default for Config {
             http2: None,
             auth: Vec::new(),
             metrics: None,
+            proxy_protocol: false,
+            trusted_proxies: crate::proxy::TrustedProxies::default(),
         }
     }
 }

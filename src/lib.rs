@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod page;
 pub mod pool;
 pub mod privileges;
+pub mod proxy;
 pub mod respond;
 pub mod rules;
 pub mod serve;

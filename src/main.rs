@@ -149,6 +149,19 @@ struct Cli {
     #[arg(long, value_name = "PREFIX=HTPASSWD")]
     auth: Vec<staticd::config::AuthArea>,
 
+    /// Every connection (each listener's, or stdin's in --inetd mode) opens
+    /// with a PROXY protocol header, v1 or v2, naming its client; one
+    /// without a valid header within --read-timeout is closed.
+    #[arg(long)]
+    proxy_protocol: bool,
+
+    /// Believe the Forwarded (for=) or else X-Forwarded-For header of
+    /// clients in this range (CIDR, an address, or unix: for Unix-socket
+    /// clients): the log and CGI name the rightmost address that is not
+    /// itself trusted. Repeatable.
+    #[arg(long, value_name = "CIDR")]
+    trusted_proxy: Vec<staticd::proxy::TrustedProxy>,
+
     #[cfg(feature = "tls")]
     #[command(flatten)]
     https: HttpsArgs,
@@ -484,6 +497,8 @@ impl Cli {
             #[cfg(feature = "auth")]
             auth: self.auth,
             metrics: self.metrics,
+            proxy_protocol: self.proxy_protocol,
+            trusted_proxies: staticd::proxy::TrustedProxies(self.trusted_proxy),
             ..defaults
         }
     }
@@ -540,6 +555,10 @@ fn main() -> ExitCode {
     }
     if cfg.io_uring && cfg.https.is_some() {
         eprintln!("staticd: --io-uring does not serve HTTPS yet: leave out --io-uring or the --tls-* and --acme flags");
+        return ExitCode::from(2);
+    }
+    if cfg.io_uring && cfg.proxy_protocol {
+        eprintln!("staticd: --io-uring does not read PROXY headers yet: leave out --io-uring or --proxy-protocol");
         return ExitCode::from(2);
     }
     if !cfg.auth.is_empty() && cfg.https.is_none() {

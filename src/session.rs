@@ -260,6 +260,11 @@ impl Session {
         self.closing = !keep_alive;
     }
 
+    /// Names the connection's client as a PROXY protocol header did.
+    pub fn set_client(&mut self, client: String) {
+        self.client = client;
+    }
+
     /// The client's address, for the log.
     pub fn client(&self) -> &str {
         &self.client
@@ -311,8 +316,9 @@ pub fn sent(
     }
     let status = response.status.code();
     crate::metrics::request(request, status, kind == Kind::Https);
+    let trusted = &cfg.trusted_proxies;
     let entry = log::Entry {
-        client,
+        client: crate::proxy::forwarded::client_name(trusted, client, request),
         request,
         status,
         user: response.user.as_deref(),

@@ -105,6 +105,13 @@ pub fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
     Ok(rustix::io::read(fd, buf)?)
 }
 
+/// Reads what a socket has without taking it off the queue (MSG_PEEK):
+/// a reader that must stop at a boundary sees how far it can go.
+pub fn peek(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    let (read, _) = rustix::net::recv(fd, buf, rustix::net::RecvFlags::PEEK)?;
+    Ok(read)
+}
+
 /// Reads up to `max` bytes onto the end of `buf`; returns how many.
 pub fn read_append(fd: BorrowedFd<'_>, buf: &mut Vec<u8>, max: usize) -> io::Result<usize> {
     let start = buf.len();

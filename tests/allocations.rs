@@ -563,3 +563,30 @@ fn matching_header_and_redirect_rules_allocates_nothing() {
     }
     assert_eq!(allocations() - before, 0);
 }
+
+/// A request from a `--trusted-proxy` whose Forwarded and X-Forwarded-For name
+/// the client: the log line takes the address from the header in place.
+#[test]
+fn a_client_named_by_a_trusted_proxy_allocates_nothing() {
+    let mut f = Fixture::new(Features::default());
+    f.cfg.trusted_proxies = staticd::proxy::TrustedProxies(vec!["127.0.0.0/8".parse().unwrap()]);
+    let raw = get(
+        "/small.txt",
+        "X-Forwarded-For: 198.51.100.7, 203.0.113.9, 127.0.0.2\r\n\
+         Forwarded: for=\"[2001:db8::1]:4711\";proto=https, for=127.0.0.3\r\n",
+    );
+    let mut session = Session::new("127.0.0.1".to_string());
+    for _ in 0..20 {
+        assert_eq!(f.exchange(&mut session, &raw), 1);
+    }
+    let fewest = (0..6)
+        .map(|_| {
+            let before = allocations();
+            for _ in 0..100 {
+                f.exchange(&mut session, &raw);
+            }
+            allocations() - before
+        })
+        .min();
+    assert_eq!(fewest, Some(0));
+}

@@ -114,3 +114,13 @@ fn h2_connection_corpus() {
 fn htpasswd_corpus() {
     replay("htpasswd", checks::htpasswd);
 }
+
+#[test]
+fn proxy_header_corpus() {
+    replay("proxy_header", checks::proxy_header);
+}
+
+#[test]
+fn forwarded_corpus() {
+    replay("forwarded", checks::forwarded);
+}

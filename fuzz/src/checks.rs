@@ -903,3 +903,152 @@ dave:$5$rounds=1000$DWQbPs52b9HNQtym$OMOkfHeyfwV3wCFxNgAHFuaPHs7VLaEnE7a3yizsPdB
         assert!(user.len() <= MAX_USER_BYTES);
     }
 }
+
+/// `proxy_header`: the first bytes of a connection under `--proxy-protocol`,
+/// through `proxy::header::parse`.
+///
+/// * a header's length is within the input and the version's bound (107
+///   bytes for v1, `MAX_V2` for v2), and a v1 header ends with CRLF;
+/// * the header alone parses the same: bytes after it are never looked at;
+/// * every shorter prefix is `Incomplete`, and what it says is `needed`
+///   never reaches past the header's end;
+/// * a reader that takes exactly `needed` bytes at a time (as inetd mode
+///   does on a pipe) ends on the same verdict, never having taken a byte
+///   past the header;
+/// * once a prefix is `Invalid`, the whole input is;
+/// * a header's source and destination are of one address family.
+pub fn proxy_header(data: &[u8]) {
+    use staticd::proxy::header::{self, Parsed, MAX_LEN, MAX_V1, MAX_V2};
+    let whole = header::parse(data);
+    if let Parsed::Header { len, .. } | Parsed::Local { len } = whole {
+        assert!(len <= data.len() && len <= MAX_LEN);
+        if data.starts_with(b"PROXY ") {
+            assert!(len <= MAX_V1 && data[..len].ends_with(b"\r\n"));
+        } else {
+            assert!((16..=MAX_V2).contains(&len));
+        }
+        assert_eq!(header::parse(&data[..len]), whole, "the header alone");
+        for cut in 0..len {
+            match header::parse(&data[..cut]) {
+                Parsed::Incomplete { needed } => {
+                    assert!(
+                        needed >= 1 && cut + needed <= len,
+                        "needed {needed} at {cut} of {len}"
+                    )
+                }
+                other => panic!("a prefix of {cut} bytes of a {len}-byte header: {other:?}"),
+            }
+        }
+    }
+    if let Parsed::Header {
+        source,
+        destination,
+        ..
+    } = whole
+    {
+        assert_eq!(source.is_ipv4(), destination.is_ipv4());
+    }
+    if let Parsed::Incomplete { needed } = whole {
+        assert!(needed >= 1 && data.len() + needed <= MAX_LEN);
+    }
+    // Invalid stays invalid as more bytes come.
+    let checked = data.len().min(MAX_LEN + 1);
+    for cut in 0..checked {
+        if header::parse(&data[..cut]) == Parsed::Invalid {
+            assert_eq!(whole, Parsed::Invalid, "invalid at {cut} bytes, then not");
+            break;
+        }
+    }
+    // Reading exactly what is needed.
+    let mut taken = 0;
+    loop {
+        match header::parse(&data[..taken]) {
+            Parsed::Incomplete { needed } if taken + needed <= data.len() => taken += needed,
+            Parsed::Incomplete { .. } => {
+                assert!(matches!(whole, Parsed::Incomplete { .. } | Parsed::Invalid));
+                break;
+            }
+            done => {
+                if let Parsed::Header { len, .. } | Parsed::Local { len } = done {
+                    assert_eq!(len, taken, "read past the header");
+                }
+                assert_eq!(done, whole);
+                break;
+            }
+        }
+    }
+}
+
+/// `forwarded`: `PEER\nFORWARDED\nX-FORWARDED-FOR` through
+/// `proxy::forwarded::origin`, with 10.0.0.0/8, 2001:db8::/32 and Unix-socket
+/// peers trusted.
+///
+/// * an untrusted peer's headers are never believed;
+/// * a client found is a valid IP address written inside one of the two
+///   header values, free of anything but address characters;
+/// * for X-Forwarded-For alone, of plain addresses and garbage, the client
+///   is what a walk from the right gives: the first untrusted address;
+///   past garbage, the last trusted one (or none); all trusted, the leftmost.
+pub fn forwarded(data: &[u8]) {
+    use staticd::proxy::forwarded::origin;
+    use staticd::proxy::{TrustedProxies, TrustedProxy};
+    use std::net::IpAddr;
+    let text = String::from_utf8_lossy(data);
+    let mut parts = text.splitn(3, '\n');
+    let peer = parts.next().unwrap_or_default();
+    let fwd = parts.next().filter(|s| !s.is_empty());
+    let xff = parts.next();
+    let trusted = TrustedProxies(
+        ["10.0.0.0/8", "2001:db8::/32", "unix:"]
+            .iter()
+            .map(|s| s.parse::<TrustedProxy>().unwrap())
+            .collect(),
+    );
+    let found = origin(&trusted, peer, fwd, xff);
+    if !trusted.trusts_peer(peer) {
+        assert_eq!(found, None, "an untrusted peer believed");
+        return;
+    }
+    let Some(found) = found else {
+        return;
+    };
+    let ip: IpAddr = found.address.parse().expect("the client is an IP address");
+    assert!(found
+        .address
+        .bytes()
+        .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.'));
+    let inside = |outer: Option<&str>| {
+        outer.is_some_and(|o| {
+            let range = o.as_ptr() as usize..o.as_ptr() as usize + o.len();
+            range.contains(&(found.address.as_ptr() as usize))
+        })
+    };
+    assert!(
+        inside(fwd) || inside(xff),
+        "the client is not from the headers"
+    );
+    // The model, for X-Forwarded-For alone with entries it can judge.
+    let Some(xff) = xff.filter(|_| fwd.is_none()) else {
+        return;
+    };
+    let entries: Vec<Option<IpAddr>> = xff.split(',').map(|e| e.trim().parse().ok()).collect();
+    let judged = xff
+        .split(',')
+        .all(|e| e.trim().parse::<IpAddr>().is_ok() || !e.contains([':', '[']));
+    if !judged {
+        return;
+    }
+    let mut last_trusted = None;
+    let mut model = None;
+    for entry in entries.iter().rev() {
+        match entry {
+            Some(ip) if trusted.contains(*ip) => last_trusted = Some(*ip),
+            Some(ip) => {
+                model = Some(*ip);
+                break;
+            }
+            None => break,
+        }
+    }
+    assert_eq!(Some(ip), model.or(last_trusted));
+}

@@ -75,6 +75,8 @@ pub fn request<'a>(
             "user-agent" => out.user_agent = Some(Cow::Borrowed(value)),
             "referer" => out.referer = Some(Cow::Borrowed(value)),
             "authorization" => out.authorization = Some(Cow::Borrowed(value.trim())),
+            "forwarded" => append(&mut out.forwarded, value),
+            "x-forwarded-for" => append(&mut out.x_forwarded_for, value),
             _ => {}
         }
     }

@@ -73,6 +73,10 @@ pub struct Request<'a> {
     pub accept_encoding: Option<Cow<'a, str>>,
     /// Credentials for `--auth` areas (RFC 9110 §11.6.2).
     pub authorization: Option<Cow<'a, str>>,
+    /// `Forwarded` and `X-Forwarded-For`, each field line joined: read
+    /// only when the connection comes from a `--trusted-proxy`.
+    pub forwarded: Option<Cow<'a, str>>,
+    pub x_forwarded_for: Option<Cow<'a, str>>,
 }
 
 impl Request<'_> {
@@ -101,6 +105,8 @@ impl Request<'_> {
             accept: own(self.accept),
             accept_encoding: own(self.accept_encoding),
             authorization: own(self.authorization),
+            forwarded: own(self.forwarded),
+            x_forwarded_for: own(self.x_forwarded_for),
         }
     }
 }
@@ -361,6 +367,10 @@ fn build_request<'a>(req: &httparse::Request<'_, 'a>) -> Result<Request<'a>, Par
             out.referer = Some(Cow::Borrowed(value));
         } else if name.eq_ignore_ascii_case("authorization") {
             out.authorization = Some(Cow::Borrowed(value.trim()));
+        } else if name.eq_ignore_ascii_case("forwarded") {
+            append(&mut out.forwarded, value);
+        } else if name.eq_ignore_ascii_case("x-forwarded-for") {
+            append(&mut out.x_forwarded_for, value);
         }
     }
     if minor_version >= 1 && !host_seen {

@@ -169,6 +169,8 @@ fn exchange(
         .sockets
         .unwrap_or_else(|| (sys::peer_addr(io.input), sys::local_addr(io.input)));
     let (server_name, server_port) = server_identity(req, local);
+    // A trusted proxy's forwarding headers name the client instead.
+    let origin = crate::proxy::forwarded::request_origin(&cfg.trusted_proxies, client, req);
     let content_length = match req.framing {
         BodyFraming::Length(n) => Some(n),
         _ => None,
@@ -190,8 +192,8 @@ fn exchange(
         content_length,
         server_name: &server_name,
         server_port,
-        remote_addr: remote_addr(client),
-        remote_port: peer.map(|a| a.port()),
+        remote_addr: origin.map_or(remote_addr(client), |o| o.address),
+        remote_port: origin.map_or(peer.map(|a| a.port()), |o| o.port),
         https: job.https,
     };
     let script = match cgi::spawn(&params, cfg.cgi_timeout, permit) {
@@ -591,8 +593,9 @@ fn done(
     body_sent: u64,
     keep_alive: bool,
 ) -> bool {
+    let trusted = &cfg.trusted_proxies;
     let entry = log::Entry {
-        client,
+        client: crate::proxy::forwarded::client_name(trusted, client, Some(request)),
         request: Some(request),
         status,
         user,

@@ -20,6 +20,7 @@ use tokio::time::Sleep;
 
 use super::cgi_exchange::{self, ClientIo};
 use super::listen::{Listener, UNIX_CLIENT};
+use super::proxy_header;
 use super::writer::ResponseWriter;
 pub use super::Extras;
 use super::{linger_deadline, Got, Wire};
@@ -496,6 +497,24 @@ fn connection(
         let timer = tokio::time::sleep(Duration::ZERO);
         tokio::pin!(timer);
         let mut busy = Busy::new();
+        // --proxy-protocol: the header comes first, before TLS.
+        let source = match shared.cfg.proxy_protocol {
+            true => {
+                // Waiting for it is like waiting for a first request: it
+                // does not hold up a graceful stop.
+                busy.idle();
+                let deadline = Instant::now() + shared.cfg.read_timeout;
+                match within(proxy_header(&stream), deadline, timer.as_mut()).await {
+                    Ok(source) => {
+                        busy.resume();
+                        source
+                    }
+                    Err(_) => return,
+                }
+            }
+            false => None,
+        };
+        proxy_header::name_client(&mut session, source);
         // TCP_NODELAY is set before the first response that keeps the
         // connection open (a later small response must not wait for the
         // client's delayed ACK); a connection closed after one response
@@ -513,10 +532,7 @@ fn connection(
                             site: Arc::clone(&shared.site),
                             kind,
                             client: session.client().into(),
-                            sockets: (
-                                sys::peer_addr(stream.as_fd()),
-                                sys::local_addr(stream.as_fd()),
-                            ),
+                            sockets: proxy_header::sockets(stream.as_fd(), source),
                         };
                         let io = super::h2::WireIo::new(stream, wire, read);
                         let mut stop = shared.stop.clone();
@@ -585,9 +601,10 @@ fn connection(
                     }
                 }
                 Step::Cgi(_) => {
-                    let Step::Cgi(job) = std::mem::replace(&mut step, Step::Close) else {
+                    let Step::Cgi(mut job) = std::mem::replace(&mut step, Step::Close) else {
                         unreachable!("matched as Cgi just above")
                     };
+                    proxy_header::give_source(&mut job, stream.as_fd(), source);
                     let (cfg, site) = (&shared.cfg, &shared.site);
                     let io = (stream.as_fd(), &mut wire);
                     let keep_alive = run_cgi(io, &mut session, job, cfg, site).await;
@@ -606,6 +623,21 @@ fn connection(
                     return;
                 }
             }
+        }
+    }
+}
+
+/// Reads the PROXY protocol header (see `proxy_header`): the client it
+/// names, if any.
+async fn proxy_header(stream: &impl Socket) -> io::Result<Option<std::net::SocketAddr>> {
+    let mut reader = proxy_header::HeaderReader::new(true);
+    loop {
+        stream.readable().await?;
+        match stream.try_io(Interest::READABLE, || reader.advance(stream.as_fd())) {
+            Ok(Some(source)) => return Ok(source),
+            Ok(None) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod event_loop;
 pub mod h2;
 pub mod listen;
 pub mod notify;
+pub(crate) mod proxy_header;
 pub mod stdio;
 #[cfg(feature = "uring")]
 pub mod uring;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::cgi_exchange::{self, ClientIo};
+use super::proxy_header;
 use super::writer::{send_blocking, ResponseWriter};
 use super::{linger_deadline, Extras, Got, Wire};
 use crate::cgi;
@@ -52,6 +53,15 @@ fn serve(cfg: &Arc<Config>, site: &Arc<Site>, extras: Extras) -> io::Result<()> 
     let mut sniffing = cfg.http2.is_some();
     let wire = RefCell::new(wire);
     let mut session = Session::with_kind(client_address(input), kind);
+    // --proxy-protocol: the header comes first, before TLS.
+    let source = match cfg.proxy_protocol {
+        true => match proxy_header::read_blocking(input, cfg.read_timeout) {
+            Ok(source) => source,
+            Err(_) => return Ok(()),
+        },
+        false => None,
+    };
+    proxy_header::name_client(&mut session, source);
     loop {
         #[cfg(feature = "http2")]
         if sniffing && !session.input().is_empty() {
@@ -63,7 +73,7 @@ fn serve(cfg: &Arc<Config>, site: &Arc<Site>, extras: Extras) -> io::Result<()> 
                         site: Arc::clone(site),
                         kind,
                         client: session.client().into(),
-                        sockets: (sys::peer_addr(input), sys::local_addr(input)),
+                        sockets: proxy_header::sockets(input, source),
                     };
                     let read = std::mem::take(session.input());
                     return h2::serve_stdio(served, wire.into_inner(), read, (input, output));
@@ -107,7 +117,8 @@ fn serve(cfg: &Arc<Config>, site: &Arc<Site>, extras: Extras) -> io::Result<()> 
                     return Ok(());
                 }
             }
-            Step::Cgi(job) => {
+            Step::Cgi(mut job) => {
+                proxy_header::give_source(&mut job, input, source);
                 let io = ClientIo {
                     input,
                     output,
