@@ -19,7 +19,7 @@ use std::fs;
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -162,13 +162,8 @@ impl Staticd {
     /// Starts staticd and waits for its `listening on` line.
     fn start(args: &[OsString], pebble: &Pebble) -> Staticd {
         let mut cmd = Command::new(staticd_bin());
-        cmd.args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = ChildGuard::new(cmd.spawn().expect("spawn staticd"));
-        let stderr = Lines::default();
-        stderr.drain(child.take_stderr().unwrap());
+        cmd.args(args);
+        let (child, stderr) = spawn_with_stderr(&mut cmd);
         let mut started = Staticd {
             child,
             stderr,

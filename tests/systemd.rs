@@ -10,7 +10,7 @@ use std::net::{TcpStream, UdpSocket};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -40,15 +40,8 @@ fn activate(
             let l = l.replace("PORT2", &ports[1].to_string());
             cmd.arg("-l").arg(l.replace("PORT", &ports[0].to_string()));
         }
-        cmd.args(extra)
-            .arg(staticd_bin())
-            .args(staticd_args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = ChildGuard::new(cmd.spawn().expect("spawn systemd-socket-activate"));
-        let stderr = Lines::default();
-        stderr.drain(child.take_stderr().unwrap());
+        cmd.args(extra).arg(staticd_bin()).args(staticd_args);
+        let (mut child, stderr) = spawn_with_stderr(&mut cmd);
         let ready = stderr.wait_for(IO_TIMEOUT, |lines| {
             lines
                 .iter()

@@ -877,13 +877,8 @@ fn redirect_to_port_443_names_no_port() {
         .arg(root.path())
         .args(["--port", "443", "--bind", ip, "--log-format", "off"])
         .args(["--redirect-http", &port.to_string()])
-        .args(localhost_files().args())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut child = ChildGuard::new(cmd.spawn().expect("spawn staticd"));
-    let stderr = Lines::default();
-    stderr.drain(child.take_stderr().unwrap());
+        .args(localhost_files().args());
+    let (_child, stderr) = spawn_with_stderr(&mut cmd);
     let line = stderr.wait_line(|l| l.starts_with("staticd: redirecting to https on "));
     let addr: SocketAddr = line
         .trim_start_matches("staticd: redirecting to https on ")

@@ -772,13 +772,19 @@ fn not_found_is_cached_briefly() {
     assert_miss(&stack.get("/new.txt", &[]));
     assert_hit(&stack.get("/new.txt", &[]));
     // The file appears: once the 404 has expired, it is served.
-    stack.root.file("new.txt", "new\n");
+    assert_served_once_created(&stack, "/new.txt", "new\n");
+}
+
+/// Creates the file at `path` (whose 404 Varnish holds) and checks that Varnish serves
+/// it within 5 s: the 404 expired.
+fn assert_served_once_created(stack: &Stack, path: &str, body: &str) {
+    stack.root.file(path.trim_start_matches('/'), body);
     let served = eventually(Duration::from_secs(5), || {
-        let resp = stack.get("/new.txt", &[]);
+        let resp = stack.get(path, &[]);
         (resp.status == 200).then_some(resp)
     })
-    .expect("the new file was not served within 5 s of its 404");
-    assert_eq!(served.body, b"new\n");
+    .unwrap_or_else(|| panic!("{path} was not served within 5 s of its 404"));
+    assert_eq!(served.body, body.as_bytes());
 }
 
 #[test]
@@ -803,13 +809,7 @@ fn an_error_is_not_kept_for_a_lifetime_meant_for_files() {
     // The rule's lifetime is for the files: staticd keeps it off the 404.
     assert_eq!(missing.header("cache-control"), None);
     assert_hit(&stack.get("/assets/app.js", &[]));
-    stack.root.file("assets/app.js", "deployed();\n");
-    let served = eventually(Duration::from_secs(5), || {
-        let resp = stack.get("/assets/app.js", &[]);
-        (resp.status == 200).then_some(resp)
-    })
-    .expect("the deployed asset was not served within 5 s of its 404");
-    assert_eq!(served.body, b"deployed();\n");
+    assert_served_once_created(&stack, "/assets/app.js", "deployed();\n");
 }
 
 #[test]

@@ -30,13 +30,8 @@ fn start(root: &Path, port: u16, log: &Path, extra: &[&str]) -> (ChildGuard, Lin
         ])
         .arg("--log-file")
         .arg(log)
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut child = ChildGuard::new(cmd.spawn().expect("spawn staticd"));
-    let stderr = Lines::default();
-    stderr.drain(child.take_stderr().unwrap());
+        .args(extra);
+    let (child, stderr) = spawn_with_stderr(&mut cmd);
     stderr.wait_line(|l| l.starts_with("staticd: listening on 127.0.0.1:"));
     (child, stderr)
 }

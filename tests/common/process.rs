@@ -74,6 +74,22 @@ impl Lines {
 }
 
 /// A child process that is killed and reaped when dropped.
+/// Spawns `cmd` with stdin and stdout on /dev/null and its stderr collected line by line:
+/// the child (killed on drop) and those lines.
+pub fn spawn_with_stderr(cmd: &mut Command) -> (ChildGuard, Lines) {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {program}: {e}"));
+    let mut child = ChildGuard::new(child);
+    let stderr = Lines::default();
+    stderr.drain(child.take_stderr().unwrap());
+    (child, stderr)
+}
+
 pub struct ChildGuard {
     child: Child,
     status: Option<ExitStatus>,
