@@ -7,9 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use crate::tls::Loaded;
 use instant_acme::{Account, AccountCredentials, CertificateIdentifier, NewAccount};
-use rustls::pki_types::CertificateDer;
-use rustls::sign::CertifiedKey;
 
 use super::client::Clients;
 use super::order::{self, Failed};
@@ -70,6 +69,20 @@ struct Served {
     not_before: SystemTime,
     not_after: SystemTime,
     id: Option<CertificateIdentifier<'static>>,
+}
+
+impl Served {
+    /// What the schedule needs of a loaded certificate; None when its
+    /// validity cannot be read.
+    fn of(loaded: &Loaded) -> Option<Served> {
+        Some(Served {
+            not_before: loaded.not_before?,
+            not_after: loaded.not_after?,
+            id: CertificateIdentifier::try_from(&loaded.key.cert[0])
+                .ok()
+                .map(CertificateIdentifier::into_owned),
+        })
+    }
 }
 
 impl Slot {
@@ -190,22 +203,29 @@ impl Manager {
         }
         self.slots[i].version = version;
         match load(&live) {
-            Ok((key, served)) => self.serve(
-                i,
-                key,
-                served,
-                &format!("certificate from {}", live.display()),
-            ),
+            Ok(loaded) => self.serve(i, loaded, &format!("certificate from {}", live.display())),
             Err(failed) => say(&name, format_args!("{}: {}", live.display(), failed.why)),
         }
     }
 
-    /// Serves `key` for slot `i` from now on, schedules its renewal, and
-    /// says so in a line that begins with `what`.
-    fn serve(&mut self, i: usize, key: Arc<CertifiedKey>, served: Served, what: &str) {
+    /// Serves `loaded` for slot `i` from now on, schedules its renewal,
+    /// and says so in a line that begins with `what`.
+    fn serve(&mut self, i: usize, loaded: Loaded, what: &str) {
         let slot = &mut self.slots[i];
+        let Some(served) = Served::of(&loaded) else {
+            say(
+                &slot.name,
+                format_args!("{what}: the certificate has no readable validity"),
+            );
+            return;
+        };
+        let key = loaded.key;
         slot.due = schedule::renewal_due(served.not_before, served.not_after);
-        if !key_names(&key).contains(&slot.name) {
+        if !loaded
+            .names
+            .iter()
+            .any(|n| n.eq_ignore_ascii_case(&slot.name))
+        {
             // Not for this name (copied in by hand): order one.
             slot.due = SystemTime::now();
         }
@@ -338,18 +358,21 @@ impl Manager {
         let name = self.slots[i].name.clone();
         // Checked before it is stored: a chain that does not load is
         // never left for the next start (or another process) to serve.
-        crate::tls::certified_from_pem(obtained.chain_pem.as_bytes(), obtained.key_pem.as_bytes())
-            .map_err(|why| format!("the CA's certificate: {why}"))?;
+        let loaded =
+            crate::tls::loaded_from_pem(obtained.chain_pem.as_bytes(), obtained.key_pem.as_bytes())
+                .map_err(|why| format!("the CA's certificate: {why}"))?;
+        if Served::of(&loaded).is_none() {
+            return Err("the CA's certificate has no readable validity".into());
+        }
         let live = self.state.live(&name);
         self.state
             .store(&name, &obtained.chain_pem, &obtained.key_pem)
             .map_err(|e| format!("{}: {}", live.display(), describe(&e)))?;
-        let (key, served) = load(&live)?;
         self.slots[i].version = current_version(&live);
         let how = obtained
             .challenge
             .map_or("authorization reused", Challenge::as_str);
-        self.serve(i, key, served, &format!("certificate issued ({how})"));
+        self.serve(i, loaded, &format!("certificate issued ({how})"));
         Ok(())
     }
 
@@ -451,55 +474,12 @@ fn current_version(live: &std::path::Path) -> Option<(PathBuf, SystemTime)> {
     Some((target, written))
 }
 
-/// Reads a certificate and key from `dir` and what the schedule needs.
-fn load(dir: &std::path::Path) -> Result<(Arc<CertifiedKey>, Served), Failed> {
-    let read = |file: &str| {
-        let path = dir.join(file);
-        std::fs::read(&path).map_err(|e| format!("{}: {}", path.display(), describe(&e)))
-    };
-    let key = crate::tls::certified_from_pem(&read("fullchain.pem")?, &read("privkey.pem")?)?;
-    let leaf = &key.cert[0];
-    let (not_before, not_after) =
-        validity(leaf).ok_or("the certificate has no readable validity")?;
-    let served = Served {
-        not_before,
-        not_after,
-        id: CertificateIdentifier::try_from(leaf)
-            .ok()
-            .map(CertificateIdentifier::into_owned),
-    };
-    Ok((Arc::new(key), served))
-}
-
-fn validity(der: &CertificateDer<'_>) -> Option<(SystemTime, SystemTime)> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-    let at = |t: x509_parser::time::ASN1Time| {
-        let secs = u64::try_from(t.timestamp()).ok()?;
-        Some(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))
-    };
-    Some((
-        at(cert.validity().not_before)?,
-        at(cert.validity().not_after)?,
-    ))
-}
-
-/// The DNS names a served certificate holds.
-fn key_names(key: &CertifiedKey) -> Vec<String> {
-    use x509_parser::extensions::GeneralName;
-    let Ok((_, cert)) = x509_parser::parse_x509_certificate(&key.cert[0]) else {
-        return Vec::new();
-    };
-    let Ok(Some(san)) = cert.subject_alternative_name() else {
-        return Vec::new();
-    };
-    san.value
-        .general_names
-        .iter()
-        .filter_map(|n| match n {
-            GeneralName::DNSName(dns) => Some(dns.to_ascii_lowercase()),
-            _ => None,
-        })
-        .collect()
+/// Reads the certificate and key in `dir`.
+fn load(dir: &std::path::Path) -> Result<Loaded, Failed> {
+    Ok(crate::tls::load_files(
+        &dir.join("fullchain.pem"),
+        &dir.join("privkey.pem"),
+    )?)
 }
 
 fn date(t: SystemTime) -> String {

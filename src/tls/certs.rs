@@ -27,10 +27,12 @@ pub struct Store {
     fallback: Option<Arc<CertifiedKey>>,
 }
 
-/// A certificate file and what was found in it, for warnings.
+/// A certificate file and what was found in it, for warnings (and for
+/// ACME's renewal schedule).
 pub struct Loaded {
     pub key: Arc<CertifiedKey>,
     pub names: Vec<String>,
+    pub not_before: Option<SystemTime>,
     pub not_after: Option<SystemTime>,
 }
 
@@ -159,12 +161,18 @@ pub fn load_pair(cert: &Path, key: &Path, provider: &CryptoProvider) -> Result<L
     let key_der = parse_key(&read(key)?).map_err(|why| in_file(key, why))?;
     let certified = certify(chain, key_der, provider)
         .map_err(|why| format!("{}: {why} in {}", key.display(), cert.display()))?;
-    let (names, not_after) = describe_leaf(&certified.cert[0]);
-    Ok(Loaded {
+    Ok(described(certified))
+}
+
+/// A checked pair with what its leaf says.
+pub fn described(certified: CertifiedKey) -> Loaded {
+    let leaf = describe_leaf(&certified.cert[0]);
+    Loaded {
         key: Arc::new(certified),
-        names,
-        not_after,
-    })
+        names: leaf.names,
+        not_before: leaf.not_before,
+        not_after: leaf.not_after,
+    }
 }
 
 /// A chain and its key, checked to belong together.
@@ -214,12 +222,23 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
 
-/// The DNS names a certificate is for, and when it expires. A certificate
+/// What a leaf certificate says of itself.
+struct Leaf {
+    names: Vec<String>,
+    not_before: Option<SystemTime>,
+    not_after: Option<SystemTime>,
+}
+
+/// The DNS names a certificate is for, and when it is valid. A certificate
 /// x509-parser cannot read still serves as a fallback; it just names nothing.
-fn describe_leaf(der: &CertificateDer<'_>) -> (Vec<String>, Option<SystemTime>) {
+fn describe_leaf(der: &CertificateDer<'_>) -> Leaf {
     use x509_parser::extensions::GeneralName;
     let Ok((_, cert)) = x509_parser::parse_x509_certificate(der) else {
-        return (Vec::new(), None);
+        return Leaf {
+            names: Vec::new(),
+            not_before: None,
+            not_after: None,
+        };
     };
     let mut names = Vec::new();
     if let Ok(Some(san)) = cert.subject_alternative_name() {
@@ -229,10 +248,15 @@ fn describe_leaf(der: &CertificateDer<'_>) -> (Vec<String>, Option<SystemTime>) 
             }
         }
     }
-    let not_after = u64::try_from(cert.validity().not_after.timestamp())
-        .ok()
-        .map(|secs| SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs));
-    (names, not_after)
+    let at = |t: x509_parser::time::ASN1Time| {
+        let secs = u64::try_from(t.timestamp()).ok()?;
+        Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+    };
+    Leaf {
+        names,
+        not_before: at(cert.validity().not_before),
+        not_after: at(cert.validity().not_after),
+    }
 }
 
 /// Certificates kept by something other than the files the operator
@@ -324,6 +348,7 @@ mod tests {
         Loaded {
             key: Arc::clone(key),
             names: names.iter().map(|s| s.to_string()).collect(),
+            not_before: None,
             not_after: None,
         }
     }

@@ -15,7 +15,7 @@ use rustls::crypto::CryptoProvider;
 use rustls::server::{ProducesTickets, ServerSessionMemoryCache};
 use rustls::ServerConfig;
 
-pub use certs::Managed;
+pub use certs::{Loaded, Managed};
 pub use connection::{Connection, Received};
 
 use crate::config::Https;
@@ -31,6 +31,17 @@ pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
 /// checked to belong together, with the provider every acceptor uses.
 pub fn certified_from_pem(chain: &[u8], key: &[u8]) -> Result<rustls::sign::CertifiedKey, String> {
     certs::certified_from_pem(chain, key, &rustls::crypto::aws_lc_rs::default_provider())
+}
+
+/// `certified_from_pem`, with what the leaf says (names, validity).
+pub fn loaded_from_pem(chain: &[u8], key: &[u8]) -> Result<Loaded, String> {
+    certified_from_pem(chain, key).map(certs::described)
+}
+
+/// A chain and key from files, checked to belong together, with what the
+/// leaf says; errors name the file.
+pub fn load_files(chain: &std::path::Path, key: &std::path::Path) -> Result<Loaded, String> {
+    certs::load_pair(chain, key, &rustls::crypto::aws_lc_rs::default_provider())
 }
 
 /// A TLS-ALPN-01 challenge certificate and its key, both in `pem`. Not
