@@ -5,11 +5,13 @@
 //! chart.svg}. See benches/README.md.
 
 mod ceiling;
+mod chart;
 mod compressed;
 mod docroot;
 mod h2;
 mod idle;
 mod load;
+mod machine;
 mod procstat;
 mod reaper;
 mod report;
@@ -23,26 +25,39 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use load::{Mode, Run, Tool};
-use report::{Host, Measurement, Report, Settings, Skipped};
+use report::{Measurement, Report, Settings, Skipped};
 use servers::{Kind, Proto, Server, Setup};
 
 const USAGE: &str = "\
 cargo bench --bench compare [-- OPTIONS]
 
+A full run (about 45-50 minutes on 2 cores): 1 B, 1 KB, 10 KB, 100 KB, 1 MB
+and 10 MB; keep-alive and close at 50 connections, keep-alive at 2,000, and
+at 10,000 for 1 KB and 100 KB; 3 s cells (scaled by connections), each run
+in 3 interleaved rounds; HTTPS and HTTP/2 cells as below; idle memory and
+start-up. The estimate is printed at the start and checked at the end.
+
   --quick                 reduced matrix: 1 KB, 100 KB, 1 MB; 50 connections;
-                          keep-alive and close; 2 s cells; no ab; no 10,000
-                          connections; idle memory and start-up as in a full run
-  --sizes LIST            e.g. 1,1k,28k,1m (default: all ten sizes)
-  --connections LIST      e.g. 1,50 (default: 1,50,500,2000,10000); 5,000 and
+                          keep-alive and close; 2 s cells; 1 round; no 10,000
+                          connections; idle memory and start-up as in a full
+                          run (about 3 minutes, plus the HTTPS and h2 parts)
+  --rounds N              rounds per cell (default 3; quick 1): in round r
+                          every server runs the cell once, in an order that
+                          rotates per round and per cell; tables show the
+                          median of the rounds and their spread
+  --sizes LIST            e.g. 1,1k,28k,1m (default: 1,1k,10k,100k,1m,10m;
+                          all: those and 5k,28k,50k,500k)
+  --connections LIST      e.g. 1,50,500 (default: 50,2000,10000); 5,000 and
                           more: keep-alive only, and (unless --sizes is given)
-                          only 1 KB and 100 KB
+                          only 1 KB and 100 KB; 1,000 and more: close only
+                          when --connections is given
   --modes LIST            keep-alive,close (default: both)
-  --duration SECS         measured seconds per cell at 50 connections (default 1;
+  --duration SECS         measured seconds per cell at 50 connections (default 3;
                           quick 2); x0.5 below 10 connections, x1.25 up to 1000,
-                          x1.5 up to 5000, x3 above (more connections take
+                          x1.5 up to 5000, x2 above (more connections take
                           longer to connect and settle)
-  --warmup SECS           warm-up seconds before each cell (default 0.2; quick 0.5;
-                          at least 1 at 5,000 connections and more)
+  --warmup SECS           warm-up seconds before each run (default 0.5; at
+                          least 1 at 5,000 connections and more)
   --idle-connections N    idle keep-alive connections for the memory-per-connection
                           measurement (default 10000; staticd-inetd at most
                           1000, over HTTPS 100;
@@ -52,34 +67,39 @@ cargo bench --bench compare [-- OPTIONS]
   --no-matrix             only the idle-memory and start-up measurements
   --client-threads N      wrk threads (default: number of cores)
   --servers LIST          only these, e.g. staticd,nginx,ceiling
-  --ab / --no-ab          ab pass (default: on, off with --quick)
+  --ab / --no-ab          ab pass (default: off; --seed-tables has ab's
+                          classic tables)
   --ab-connections N      ab concurrency (default 50)
   --ab-duration SECS      ab seconds per cell (default 0.5)
   --out DIR               output directory (default: <target>/compare)
 
 HTTPS (every server given the same ECDSA P-256 certificate, 50 connections):
-wrk keep-alive 1 KB, 100 KB and 1 MB (quick: 1 KB and 1 MB), wrk
-Connection: close 1 KB (a full handshake per request), resumed handshakes
-1 KB (the harness's rustls client), and idle memory per TLS connection.
-Sizes not in --sizes and modes not in --modes are left out (close covers
-the resumed cell).
+wrk keep-alive 1 KB and 1 MB, wrk Connection: close 1 KB (a full handshake
+per request), resumed handshakes 1 KB (the harness's rustls client), and
+idle memory per TLS connection. Sizes not in --sizes and modes not in
+--modes are left out (close covers the resumed cell).
   --no-https              no HTTPS servers or cells
   --https-only            only the HTTPS servers and cells (no cleartext
                           cells, no start-up series)
 
 HTTP/2 (h2load, needs nghttp2-client; staticd, staticd-inetd, nginx,
 lighttpd and h2o, each with an h2 instance on the HTTPS certificate, ALPN,
-and an h2c one, prior knowledge): 50 connections with 10 streams each and
-with 1, 1 KB, 100 KB and 1 MB (quick: 10 streams, 1 KB and 1 MB), over TLS
-and in the clear; then memory per connection with 10 streams open.
+and an h2c one, prior knowledge): 50 connections with 10 streams each at
+1 KB and 1 MB, over TLS and in the clear; then memory per connection with
+10 streams open.
   --no-h2                 no HTTP/2 servers or cells
   --h2-only               only the HTTP/2 servers and cells (with
                           --https-only: both parts)
+  --h2-streams LIST       streams per connection of the h2load cells, e.g.
+                          10,1 (default 10)
   --h2-connections N      connections for the memory-with-open-streams
                           measurement (default 1000; staticd-inetd at most
                           100; 0: skip it)
   --h2-open-streams N     streams each of them holds open (default 10; 0:
                           the connection alone)
+
+Outputs: table.txt (also printed), results.json (every round, per-cell
+summaries, the machine) and chart-{http1-keepalive,http1-close,https,h2}.svg.
 
 Unknown arguments (cargo passes --bench) are ignored.";
 
@@ -90,9 +110,12 @@ struct Options {
     modes: Vec<Mode>,
     duration: Duration,
     warmup: Duration,
+    /// Rounds per cell, each running every server once.
+    rounds: u32,
     client_threads: u32,
     servers: Option<Vec<String>>,
     sizes_given: bool,
+    connections_given: bool,
     idle_connections: u32,
     startup_runs: u32,
     matrix: bool,
@@ -104,6 +127,7 @@ struct Options {
     https_only: bool,
     h2: bool,
     h2_only: bool,
+    h2_streams: Vec<u32>,
     h2_connections: u32,
     h2_open_streams: u32,
 }
@@ -137,23 +161,25 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
         sizes: if quick {
             docroot::QUICK_SIZES.to_vec()
         } else {
-            docroot::ALL_SIZES.to_vec()
+            FULL_SIZES.to_vec()
         },
         connections: if quick {
             vec![50]
         } else {
-            vec![1, 50, 500, 2000, 10_000]
+            FULL_CONNECTIONS.to_vec()
         },
         modes: vec![Mode::KeepAlive, Mode::Close],
-        duration: Duration::from_secs_f64(if quick { 2.0 } else { 1.0 }),
-        warmup: Duration::from_secs_f64(if quick { 0.5 } else { 0.2 }),
+        duration: Duration::from_secs_f64(if quick { 2.0 } else { 3.0 }),
+        warmup: Duration::from_secs_f64(0.5),
+        rounds: if quick { 1 } else { 3 },
         client_threads: cores() as u32,
         servers: None,
         sizes_given: false,
+        connections_given: false,
         idle_connections: 10_000,
         startup_runs: 200,
         matrix: true,
-        ab: !quick,
+        ab: false,
         ab_connections: 50,
         ab_duration: Duration::from_secs_f64(0.5),
         // The target directory is the parent of CARGO_TARGET_TMPDIR.
@@ -165,6 +191,7 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
         https_only: false,
         h2: true,
         h2_only: false,
+        h2_streams: vec![H2_STREAMS],
         h2_connections: 1000,
         h2_open_streams: 10,
     };
@@ -190,6 +217,8 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
             "--out",
             "--h2-connections",
             "--h2-open-streams",
+            "--h2-streams",
+            "--rounds",
         ]
         .contains(&flag.as_str());
         let value = if takes_value {
@@ -226,12 +255,17 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
                 std::process::exit(0);
             }
             "--sizes" => {
-                o.sizes = list(&value)
-                    .iter()
-                    .map(|s| {
-                        docroot::parse_size(s).ok_or_else(|| format!("--sizes: not a size: {s}"))
-                    })
-                    .collect::<Result<_, _>>()?;
+                o.sizes = if value == "all" {
+                    docroot::ALL_SIZES.to_vec()
+                } else {
+                    list(&value)
+                        .iter()
+                        .map(|s| {
+                            docroot::parse_size(s)
+                                .ok_or_else(|| format!("--sizes: not a size: {s}"))
+                        })
+                        .collect::<Result<_, _>>()?
+                };
                 o.sizes.sort_unstable();
                 o.sizes.dedup();
                 o.sizes_given = true;
@@ -257,6 +291,21 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
                     .map(|s| s.parse::<u32>().ok().filter(|&n| (1..=10_000).contains(&n)))
                     .collect::<Option<_>>()
                     .ok_or_else(|| format!("{flag}: not a list of 1..10000: {value}"))?;
+                o.connections_given = true;
+            }
+            "--rounds" => {
+                o.rounds = value
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=99).contains(n))
+                    .ok_or("--rounds: a number from 1 to 99")?
+            }
+            "--h2-streams" => {
+                o.h2_streams = list(&value)
+                    .iter()
+                    .map(|s| s.parse::<u32>().ok().filter(|&n| (1..=500).contains(&n)))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| format!("--h2-streams: not a list of 1..500: {value}"))?;
             }
             "--modes" => {
                 o.modes = list(&value)
@@ -320,7 +369,11 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
         }
         i += 1;
     }
-    if o.sizes.is_empty() || o.connections.is_empty() || o.modes.is_empty() {
+    if o.sizes.is_empty()
+        || o.connections.is_empty()
+        || o.modes.is_empty()
+        || o.h2_streams.is_empty()
+    {
         return Err("nothing to measure: empty --sizes, --connections or --modes".into());
     }
     if o.https_only && !o.https {
@@ -393,27 +446,6 @@ fn raise_fd_limit() -> u64 {
     }
 }
 
-fn host() -> Host {
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .unwrap_or_default()
-        .trim()
-        .to_string();
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| {
-                l.strip_prefix("model name")
-                    .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
-            })
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    Host {
-        cores: cores(),
-        kernel,
-        cpu,
-    }
-}
-
 fn compact(rps: f64) -> String {
     if rps >= 10_000.0 {
         format!("{:.1}k", rps / 1000.0)
@@ -441,17 +473,29 @@ struct Cell {
     streams: u32,
 }
 
-/// The HTTPS cells: keep-alive at these sizes (fewer in a quick run),
-/// Connection: close and resumed handshakes at 1 KB, all at 50 connections.
-const HTTPS_SIZES: [u64; 3] = [1_000, 100_000, 1_000_000];
-const HTTPS_QUICK_SIZES: [u64; 2] = [1_000, 1_000_000];
+/// The sizes of a full run: a decade apart, so that every round of every
+/// cell fits in 45-50 minutes on two cores (the others stay available
+/// with --sizes).
+const FULL_SIZES: [u64; 6] = [1, 1_000, 10_000, 100_000, 1_000_000, 10_000_000];
+
+/// The connection counts of a full run (1 and 500 with --connections).
+const FULL_CONNECTIONS: [u32; 3] = [50, 2000, 10_000];
+
+/// From this many connections on, the default matrix is keep-alive only:
+/// a closing client at 2,000 connections measures mostly connection set-up,
+/// which the close cells at 50 connections already do. --connections
+/// brings them back.
+const MANY: u32 = 1000;
+
+/// The HTTPS cells: keep-alive at these sizes, Connection: close and
+/// resumed handshakes at 1 KB, all at 50 connections.
+const HTTPS_SIZES: [u64; 2] = [1_000, 1_000_000];
 const HTTPS_CONNECTIONS: u32 = 50;
 
-/// The HTTP/2 cells: h2load at 50 connections with each of these many
-/// streams (quick: the first), at these sizes, over TLS and in the clear.
-const H2_STREAMS: [u32; 2] = [10, 1];
-const H2_SIZES: [u64; 3] = [1_000, 100_000, 1_000_000];
-const H2_QUICK_SIZES: [u64; 2] = [1_000, 1_000_000];
+/// The HTTP/2 cells: h2load at 50 connections with this many streams each
+/// (others with --h2-streams), at these sizes, over TLS and in the clear.
+const H2_STREAMS: u32 = 10;
+const H2_SIZES: [u64; 2] = [1_000, 1_000_000];
 const H2_CONNECTIONS: u32 = 50;
 /// h2load's warm-up is part of its run and makes the connections (TLS
 /// handshakes too): at least this long, so that a 1 MB cell with 500
@@ -470,7 +514,7 @@ fn duration_scale(connections: u32) -> f64 {
         10..=100 => 1.0,
         101..=1000 => 1.25,
         1001..HUGE => 1.5,
-        _ => 3.0,
+        _ => 2.0,
     }
 }
 
@@ -513,6 +557,7 @@ fn measure(
         server_cpu_seconds: 0.0,
         cpu_us_per_request: None,
         client_cpu_seconds: 0.0,
+        round: 1,
     };
     if let Some(why) = server.exited() {
         m.error = Some(format!("server {why}"));
@@ -612,6 +657,86 @@ fn measure(
         m.error = Some(format!("server {why}"));
     }
     m
+}
+
+/// What a run costs beyond its warm-up and measured time: starting the
+/// client, the settle, reaping, reading /proc. Measured in short runs here.
+const PER_RUN_MS: u64 = 120;
+/// The same at 10,000 connections: connecting and closing them (and the
+/// settle after the warm-up) takes about a second more.
+const HUGE_PER_RUN_MS: u64 = 1200;
+
+/// How long the rest of the run will take: the matrix (every round of
+/// every cell on every server that holds it), the memory measurements,
+/// the start-up series and the compression cell.
+fn estimate(opts: &Options, cells: &[Cell], running: &[Server]) -> Duration {
+    let per_run = |c: &Cell| {
+        let extra = if c.connections >= HUGE {
+            HUGE_PER_RUN_MS
+        } else {
+            PER_RUN_MS
+        };
+        c.duration + c.warmup.unwrap_or_default() + Duration::from_millis(extra)
+    };
+    let holding = |c: &Cell| {
+        running
+            .iter()
+            .filter(|s| s.proto == c.proto && s.kind.holds(c.connections))
+            .count() as u32
+    };
+    let mut estimate: Duration = cells
+        .iter()
+        .map(|c| per_run(c) * holding(c) * opts.rounds)
+        .sum();
+    // Opening them one by one (staticd-inetd: a process each), the idle
+    // second, RSS readings, settling.
+    for s in running.iter().filter(|s| s.proto.http2()) {
+        if opts.h2_connections > 0 {
+            let (n, each_us) = match (s.kind, s.https()) {
+                (Kind::StaticdInetd, true) => {
+                    (opts.h2_connections.min(h2::INETD_CONNECTIONS), 60_000)
+                }
+                (Kind::StaticdInetd, false) => {
+                    (opts.h2_connections.min(h2::INETD_CONNECTIONS), 5_000)
+                }
+                (_, true) => (opts.h2_connections, 1_500),
+                (_, false) => (opts.h2_connections, 700),
+            };
+            estimate += Duration::from_micros(u64::from(n) * each_us) + Duration::from_secs(2);
+        }
+    }
+    if opts.idle_connections > 0 {
+        for s in running.iter().filter(|s| !s.proto.http2()) {
+            let (n, each_us) = match (s.kind, s.https()) {
+                (Kind::StaticdInetd, false) => {
+                    (opts.idle_connections.min(idle::INETD_CONNECTIONS), 3000)
+                }
+                (Kind::StaticdInetd, true) => (
+                    opts.idle_connections.min(idle::INETD_TLS_CONNECTIONS),
+                    60_000,
+                ),
+                // A full handshake each.
+                (_, true) => (opts.idle_connections, 600),
+                _ => (opts.idle_connections, 150),
+            };
+            estimate += Duration::from_micros(u64::from(n) * each_us) + Duration::from_secs(2);
+        }
+    }
+    // Four series of runs of a few milliseconds each.
+    if opts.cleartext() {
+        estimate += Duration::from_millis(u64::from(opts.startup_runs) * 8);
+    }
+    // The compression cell: one run per cleartext server but the ceiling.
+    if opts.matrix && opts.cleartext() {
+        let each = opts
+            .duration
+            .mul_f64(duration_scale(compressed::CONNECTIONS))
+            + opts.warmup
+            + Duration::from_millis(PER_RUN_MS);
+        let n = running.iter().filter(|s| compressed::runs_on(s)).count() as u32;
+        estimate += each * n;
+    }
+    estimate
 }
 
 fn run(opts: &Options) -> Result<(), String> {
@@ -774,7 +899,8 @@ fn run(opts: &Options) -> Result<(), String> {
                 continue;
             }
             for &mode in &opts.modes {
-                if huge && mode != Mode::KeepAlive {
+                let many = connections >= MANY && !opts.connections_given;
+                if (huge || many) && mode != Mode::KeepAlive {
                     continue;
                 }
                 let warmup = if huge {
@@ -812,11 +938,6 @@ fn run(opts: &Options) -> Result<(), String> {
         }
     }
     if opts.https_part() && opts.matrix {
-        let https_sizes: &[u64] = if opts.quick {
-            &HTTPS_QUICK_SIZES
-        } else {
-            &HTTPS_SIZES
-        };
         let cell = |tool, size, mode| Cell {
             tool,
             size,
@@ -828,7 +949,7 @@ fn run(opts: &Options) -> Result<(), String> {
             streams: 1,
         };
         if opts.modes.contains(&Mode::KeepAlive) {
-            for &size in https_sizes.iter().filter(|s| opts.sizes.contains(s)) {
+            for &size in HTTPS_SIZES.iter().filter(|s| opts.sizes.contains(s)) {
                 cells.push(cell(Tool::Wrk, size, Mode::KeepAlive));
             }
         }
@@ -838,14 +959,9 @@ fn run(opts: &Options) -> Result<(), String> {
         }
     }
     if h2load && opts.matrix && opts.modes.contains(&Mode::KeepAlive) {
-        let (sizes, streams): (&[u64], &[u32]) = if opts.quick {
-            (&H2_QUICK_SIZES, &H2_STREAMS[..1])
-        } else {
-            (&H2_SIZES, &H2_STREAMS)
-        };
         for proto in [Proto::H2, Proto::H2c] {
-            for &m in streams {
-                for &size in sizes.iter().filter(|s| opts.sizes.contains(s)) {
+            for &m in &opts.h2_streams {
+                for &size in H2_SIZES.iter().filter(|s| opts.sizes.contains(s)) {
                     cells.push(Cell {
                         tool: Tool::H2load,
                         size,
@@ -860,58 +976,11 @@ fn run(opts: &Options) -> Result<(), String> {
             }
         }
     }
-    // Connecting and closing 10,000 connections (and the settle after
-    // the warm-up) takes about a second more per run.
-    let per_run = |c: &Cell| {
-        let extra = if c.connections >= HUGE { 1200 } else { 120 };
-        c.duration + c.warmup.unwrap_or_default() + Duration::from_millis(extra)
-    };
-    let holding = |c: &Cell| {
-        running
-            .iter()
-            .filter(|s| s.proto == c.proto && s.kind.holds(c.connections))
-            .count() as u32
-    };
-    let mut estimate: Duration = cells.iter().map(|c| per_run(c) * holding(c)).sum();
-    // Opening them one by one (staticd-inetd: a process each), the idle
-    // second, RSS readings, settling.
-    for s in running.iter().filter(|s| s.proto.http2()) {
-        if opts.h2_connections > 0 {
-            let (n, each_us) = match (s.kind, s.https()) {
-                (Kind::StaticdInetd, true) => {
-                    (opts.h2_connections.min(h2::INETD_CONNECTIONS), 60_000)
-                }
-                (Kind::StaticdInetd, false) => {
-                    (opts.h2_connections.min(h2::INETD_CONNECTIONS), 5_000)
-                }
-                (_, true) => (opts.h2_connections, 1_500),
-                (_, false) => (opts.h2_connections, 700),
-            };
-            estimate += Duration::from_micros(u64::from(n) * each_us) + Duration::from_secs(2);
-        }
-    }
-    if opts.idle_connections > 0 {
-        for s in running.iter().filter(|s| !s.proto.http2()) {
-            let (n, each_us) = match (s.kind, s.https()) {
-                (Kind::StaticdInetd, false) => {
-                    (opts.idle_connections.min(idle::INETD_CONNECTIONS), 3000)
-                }
-                (Kind::StaticdInetd, true) => (
-                    opts.idle_connections.min(idle::INETD_TLS_CONNECTIONS),
-                    60_000,
-                ),
-                // A full handshake each.
-                (_, true) => (opts.idle_connections, 600),
-                _ => (opts.idle_connections, 150),
-            };
-            estimate += Duration::from_micros(u64::from(n) * each_us) + Duration::from_secs(2);
-        }
-    }
-    // Four series of runs of a few milliseconds each.
-    estimate += Duration::from_millis(u64::from(opts.startup_runs) * 8);
+    let estimate = started.elapsed() + estimate(opts, &cells, &running);
     println!(
-        "compare: {} cell(s) x {} server(s), plus idle memory and start-up, about {} (started servers stay up, idle, while the others are measured)",
+        "compare: {} cell(s) x {} round(s) x {} server(s), plus idle memory and start-up: about {} in all, estimated (started servers stay up, idle, while the others are measured)",
         cells.len(),
+        opts.rounds,
         running.len(),
         clock(estimate)
     );
@@ -1056,12 +1125,10 @@ fn run(opts: &Options) -> Result<(), String> {
 
     let mut measurements = Vec::new();
     let mut interrupted = false;
-    let n = running.len();
+    let rounds = opts.rounds as usize;
     'cells: for (i, cell) in cells.iter().enumerate() {
-        let mut line = format!(
-            "[{:>3}/{}] {:<3}{} {:>6} c={:<4} {:<10}",
-            i + 1,
-            cells.len(),
+        let what = format!(
+            "{:<3}{} {:>6} c={:<4} {:<10}",
             match cell.tool {
                 Tool::Wrk => "wrk",
                 Tool::Ab => "ab",
@@ -1081,31 +1148,44 @@ fn run(opts: &Options) -> Result<(), String> {
             cell.connections,
             cell.mode.label()
         );
-        // A different server goes first in each cell, so drift spreads evenly.
-        let mut results = Vec::new();
-        for k in 0..n {
-            if STOP.load(Ordering::SeqCst) {
-                interrupted = true;
-                break 'cells;
+        let holding: Vec<usize> = (0..running.len())
+            .filter(|&j| running[j].proto == cell.proto && running[j].kind.holds(cell.connections))
+            .collect();
+        // Round r runs every server once before round r + 1 starts, so
+        // that each server's rounds are spread over the cell's time; who
+        // goes first rotates per round and per cell, so drift of the
+        // machine hits every server alike.
+        for round in 0..rounds {
+            let mut line = format!("[{:>3}/{}] ", i + 1, cells.len());
+            if rounds > 1 {
+                line.push_str(&format!("r{}/{rounds} ", round + 1));
             }
-            let server = &mut running[(i + k) % n];
-            if server.proto != cell.proto || !server.kind.holds(cell.connections) {
-                continue;
+            line.push_str(&what);
+            let mut results = Vec::new();
+            for k in 0..holding.len() {
+                if STOP.load(Ordering::SeqCst) {
+                    interrupted = true;
+                    break 'cells;
+                }
+                let server = &mut running[holding[(i * rounds + round + k) % holding.len()]];
+                let mut m = measure(server, cell, opts, tls_files.as_ref());
+                m.round = round as u32 + 1;
+                results.push(m);
             }
-            let m = measure(server, cell, opts, tls_files.as_ref());
-            results.push(m);
+            results.sort_by_key(|m| servers::ALL.iter().position(|k| k.name() == m.server));
+            for m in &results {
+                let shown = match &m.outcome {
+                    Some(o) if o.error_count() > 0 => {
+                        format!("{}!", compact(o.requests_per_second))
+                    }
+                    Some(o) => compact(o.requests_per_second),
+                    None => "failed".into(),
+                };
+                line.push_str(&format!("  {} {}", m.server, shown));
+            }
+            println!("{line}  [{}]", clock(started.elapsed()));
+            measurements.extend(results);
         }
-        results.sort_by_key(|m| servers::ALL.iter().position(|k| k.name() == m.server));
-        for m in &results {
-            let shown = match &m.outcome {
-                Some(o) if o.error_count() > 0 => format!("{}!", compact(o.requests_per_second)),
-                Some(o) => compact(o.requests_per_second),
-                None => "failed".into(),
-            };
-            line.push_str(&format!("  {} {}", m.server, shown));
-        }
-        println!("{line}  [{}]", clock(started.elapsed()));
-        measurements.extend(results);
     }
     let mut compressed_cells = Vec::new();
     if opts.matrix && opts.cleartext() && !interrupted {
@@ -1151,7 +1231,8 @@ fn run(opts: &Options) -> Result<(), String> {
         started_unix,
         total_seconds: started.elapsed().as_secs_f64(),
         interrupted,
-        host: host(),
+        host: machine::host(),
+        software: machine::software(&std::env::args().skip(1).collect::<Vec<_>>()),
         settings: Settings {
             quick: opts.quick,
             sizes: opts.sizes.clone(),
@@ -1159,6 +1240,8 @@ fn run(opts: &Options) -> Result<(), String> {
             modes: opts.modes.clone(),
             duration_seconds: opts.duration.as_secs_f64(),
             warmup_seconds: opts.warmup.as_secs_f64(),
+            rounds: opts.rounds,
+            estimated_seconds: estimate.as_secs_f64(),
             client_threads: opts.client_threads,
             ab,
             ab_connections: opts.ab_connections,
@@ -1170,12 +1253,14 @@ fn run(opts: &Options) -> Result<(), String> {
             https_only: opts.https_only,
             h2: opts.h2_part(),
             h2_only: opts.h2_only,
+            h2_streams: opts.h2_streams.clone(),
             h2_connections: opts.h2_connections,
             h2_open_streams: opts.h2_open_streams,
             certificate: tls_files.as_ref().map(|t| t.about.clone()),
         },
         servers: descriptions,
         skipped,
+        summaries: report::summarize(&measurements),
         measurements,
         idle_memory,
         startup: start_up,
@@ -1186,16 +1271,20 @@ fn run(opts: &Options) -> Result<(), String> {
     let table_path = opts.out.join("table.txt");
     std::fs::write(&table_path, &table).map_err(|e| format!("{}: {e}", table_path.display()))?;
     report.write_json(&opts.out.join("results.json"))?;
-    let chart_path = opts.out.join("chart.svg");
-    if let Err(e) = report.write_chart(&chart_path) {
+    let charts = report.write_charts(&opts.out).unwrap_or_else(|e| {
         eprintln!("compare: chart: {e}");
-    }
+        Vec::new()
+    });
     println!("\n{table}");
+    let mut written = vec!["table.txt".to_string(), "results.json".to_string()];
+    written.extend(charts);
     println!(
-        "compare: {} in {}; wrote {}/{{table.txt,results.json,chart.svg}}",
+        "compare: {} in {} (estimated {}); wrote {}/{{{}}}",
         if interrupted { "interrupted" } else { "done" },
         clock(started.elapsed()),
-        opts.out.display()
+        clock(estimate),
+        opts.out.display(),
+        written.join(",")
     );
     if interrupted {
         return Err("interrupted".into());

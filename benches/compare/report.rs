@@ -1,16 +1,17 @@
-//! What a run produced: the records, the text table, results.json and the
-//! SVG chart.
+//! What a run produced: the records (every round), their per-cell
+//! summaries (median and spread of the rounds), the text table and
+//! results.json. The charts are in chart.rs.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
-use plotters::prelude::*;
 use serde::Serialize;
 
 use crate::compressed::{self, Compressed};
 use crate::docroot::label;
 use crate::idle::IdleMemory;
 use crate::load::{Mode, Outcome, Tool};
+use crate::machine::{Host, Software};
 use crate::servers::{Description, Kind, Proto, PROTOS};
 use crate::startup::Startup;
 
@@ -45,6 +46,8 @@ pub struct Measurement {
     pub cpu_us_per_request: Option<f64>,
     /// CPU used by the load client (it shares the machine).
     pub client_cpu_seconds: f64,
+    /// Which round of the cell, from 1.
+    pub round: u32,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -61,6 +64,10 @@ pub struct Settings {
     pub modes: Vec<Mode>,
     pub duration_seconds: f64,
     pub warmup_seconds: f64,
+    /// Rounds per cell: each runs every server once.
+    pub rounds: u32,
+    /// What the harness estimated at the start for the whole run.
+    pub estimated_seconds: f64,
     pub client_threads: u32,
     pub ab: bool,
     pub ab_connections: u32,
@@ -80,18 +87,13 @@ pub struct Settings {
     /// those and the HTTPS ones).
     pub h2: bool,
     pub h2_only: bool,
+    /// Streams per connection of the h2load cells.
+    pub h2_streams: Vec<u32>,
     /// Connections for the memory-with-open-streams measurement.
     pub h2_connections: u32,
     /// Streams each of them holds open (at most; fewer if a server allows
     /// fewer at once).
     pub h2_open_streams: u32,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct Host {
-    pub cores: usize,
-    pub kernel: String,
-    pub cpu: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -101,9 +103,13 @@ pub struct Report {
     pub total_seconds: f64,
     pub interrupted: bool,
     pub host: Host,
+    pub software: Software,
     pub settings: Settings,
     pub servers: Vec<Description>,
     pub skipped: Vec<Skipped>,
+    /// One per (cell, server): the median and range of its rounds.
+    pub summaries: Vec<Summary>,
+    /// One per (cell, server, round).
     pub measurements: Vec<Measurement>,
     /// Memory per idle keep-alive connection, one record per server.
     pub idle_memory: Vec<IdleMemory>,
@@ -113,44 +119,178 @@ pub struct Report {
     pub compressed: Vec<Compressed>,
 }
 
+/// The median and the range of one quantity over a cell's rounds.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    /// None without values. The median of an even number of rounds is
+    /// the mean of the middle two.
+    fn of(values: impl IntoIterator<Item = f64>) -> Option<Spread> {
+        let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = match n {
+            0 => return None,
+            n if n % 2 == 1 => v[n / 2],
+            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+        };
+        Some(Spread {
+            median,
+            min: v[0],
+            max: v[n - 1],
+        })
+    }
+
+    /// How far the farthest round is from the median, in percent of it:
+    /// every round lies within ± this.
+    pub fn percent(&self) -> Option<f64> {
+        (self.median > 0.0)
+            .then(|| (self.max - self.median).max(self.median - self.min) / self.median * 100.0)
+    }
+}
+
+/// One server in one cell over all its rounds: what the tables show.
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    pub tool: Tool,
+    pub https: bool,
+    #[serde(skip_serializing_if = "Proto::is_http1")]
+    pub proto: Proto,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub streams: Option<u32>,
+    pub server: String,
+    pub size: u64,
+    pub connections: u32,
+    pub mode: Mode,
+    /// Rounds run, and how many of them the client reported on.
+    pub rounds: u32,
+    pub measured: u32,
+    pub requests_per_second: Option<Spread>,
+    /// Over the rounds that completed a response.
+    pub p50_us: Option<Spread>,
+    pub p99_us: Option<Spread>,
+    /// h2load's mean and standard deviation of the time per request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_us: Option<Spread>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sd_us: Option<Spread>,
+    pub cpu_us_per_request: Option<Spread>,
+    pub rss_kib: Option<Spread>,
+    /// Completed requests, and errors of every kind, summed over the rounds.
+    pub requests: u64,
+    pub errors: u64,
+    /// The resuming client: handshakes made in full, summed.
+    pub not_resumed: u64,
+}
+
+/// A summary per (cell, server), in the order the measurements came.
+pub fn summarize(measurements: &[Measurement]) -> Vec<Summary> {
+    let mut out: Vec<Summary> = Vec::new();
+    for m in measurements {
+        if out
+            .iter()
+            .any(|s| s.block() == m.block() && s.size == m.size && s.server == m.server)
+        {
+            continue;
+        }
+        let rounds: Vec<&Measurement> = measurements
+            .iter()
+            .filter(|r| r.block() == m.block() && r.size == m.size && r.server == m.server)
+            .collect();
+        let outcomes: Vec<_> = rounds.iter().filter_map(|r| r.outcome.as_ref()).collect();
+        let done: Vec<_> = outcomes.iter().filter(|o| o.requests > 0).collect();
+        out.push(Summary {
+            tool: m.tool,
+            https: m.https,
+            proto: m.proto,
+            streams: m.streams,
+            server: m.server.clone(),
+            size: m.size,
+            connections: m.connections,
+            mode: m.mode,
+            rounds: rounds.len() as u32,
+            measured: outcomes.len() as u32,
+            requests_per_second: Spread::of(outcomes.iter().map(|o| o.requests_per_second)),
+            p50_us: Spread::of(done.iter().filter_map(|o| o.p50_us)),
+            p99_us: Spread::of(done.iter().filter_map(|o| o.p99_us)),
+            mean_us: Spread::of(done.iter().filter_map(|o| o.mean_us)),
+            sd_us: Spread::of(done.iter().filter_map(|o| o.sd_us)),
+            cpu_us_per_request: Spread::of(rounds.iter().filter_map(|r| r.cpu_us_per_request)),
+            rss_kib: Spread::of(
+                rounds
+                    .iter()
+                    .filter(|r| r.outcome.is_some())
+                    .map(|r| r.rss_kib as f64),
+            ),
+            requests: outcomes.iter().map(|o| o.requests).sum(),
+            errors: outcomes.iter().map(|o| o.error_count()).sum(),
+            not_resumed: outcomes.iter().map(|o| o.not_resumed).sum(),
+        });
+    }
+    out
+}
+
 /// A table of the report: the cells of one client, mode, connection count,
 /// protocol and (HTTP/2) streams per connection.
-type Block = (Tool, Mode, u32, Proto, u32);
+pub(crate) type Block = (Tool, Mode, u32, Proto, u32);
 
-fn block_of(m: &Measurement) -> Block {
-    (
-        m.tool,
-        m.mode,
-        m.connections,
-        m.proto_of(),
-        m.streams.unwrap_or(1),
-    )
+/// The instance a record is of (`proto` says only which HTTP/2 one).
+fn instance(proto: Proto, https: bool) -> Proto {
+    match (proto, https) {
+        (Proto::H2 | Proto::H2c, _) => proto,
+        (_, true) => Proto::Https,
+        (_, false) => Proto::Http,
+    }
 }
 
 impl Measurement {
-    /// The instance it ran on (`proto` says only which HTTP/2 one).
-    fn proto_of(&self) -> Proto {
-        match (self.proto, self.https) {
-            (Proto::H2 | Proto::H2c, _) => self.proto,
-            (_, true) => Proto::Https,
-            (_, false) => Proto::Http,
-        }
+    fn block(&self) -> Block {
+        (
+            self.tool,
+            self.mode,
+            self.connections,
+            instance(self.proto, self.https),
+            self.streams.unwrap_or(1),
+        )
+    }
+}
+
+impl Summary {
+    pub(crate) fn block(&self) -> Block {
+        (
+            self.tool,
+            self.mode,
+            self.connections,
+            instance(self.proto, self.https),
+            self.streams.unwrap_or(1),
+        )
+    }
+
+    /// The median requests/s, if any round was measured.
+    pub(crate) fn rps(&self) -> Option<f64> {
+        self.requests_per_second.map(|s| s.median)
     }
 }
 
 impl Report {
     /// The blocks that have results, in table order: the cleartext ones,
     /// the HTTPS ones, then h2 and h2c (more streams first).
-    fn blocks(&self) -> Vec<Block> {
+    pub(crate) fn blocks(&self) -> Vec<Block> {
         let mut out: Vec<Block> = Vec::new();
         for proto in PROTOS {
             for tool in [Tool::Wrk, Tool::Ab, Tool::Resume, Tool::H2load] {
                 for &mode in &[Mode::KeepAlive, Mode::Close] {
                     let mut keys: Vec<(u32, u32)> = self
-                        .measurements
+                        .summaries
                         .iter()
-                        .filter(|m| m.tool == tool && m.mode == mode && m.proto_of() == proto)
-                        .map(|m| (m.connections, m.streams.unwrap_or(1)))
+                        .map(Summary::block)
+                        .filter(|b| b.0 == tool && b.1 == mode && b.3 == proto)
+                        .map(|b| (b.2, b.4))
                         .collect();
                     keys.sort_unstable_by_key(|&(c, s)| (c, std::cmp::Reverse(s)));
                     keys.dedup();
@@ -178,34 +318,46 @@ impl Report {
     /// always), only those measured in it for HTTPS, and for HTTP/2 those
     /// measured in any HTTP/2 cell (n/a where one has no instance for the
     /// block's protocol).
-    fn block_names(&self, block: Block) -> Vec<String> {
+    pub(crate) fn block_names(&self, block: Block) -> Vec<String> {
         self.server_names()
             .into_iter()
             .filter(|n| match block.3 {
                 Proto::Http => true,
                 Proto::Https => self
-                    .measurements
+                    .summaries
                     .iter()
-                    .any(|m| block_of(m) == block && &m.server == n),
+                    .any(|m| m.block() == block && &m.server == n),
                 Proto::H2 | Proto::H2c => self
-                    .measurements
+                    .summaries
                     .iter()
-                    .any(|m| m.proto_of().http2() && &m.server == n),
+                    .any(|m| m.block().3.http2() && &m.server == n),
             })
             .collect()
     }
 
-    fn find(&self, block: Block, size: u64, server: &str) -> Option<&Measurement> {
-        self.measurements
+    pub(crate) fn find(&self, block: Block, size: u64, server: &str) -> Option<&Summary> {
+        self.summaries
             .iter()
-            .find(|m| block_of(m) == block && m.size == size && m.server == server)
+            .find(|m| m.block() == block && m.size == size && m.server == server)
     }
 
-    fn sizes(&self, block: Block) -> Vec<u64> {
-        let mut sizes: Vec<u64> = self
-            .measurements
+    /// The rounds of one server in one cell, in order.
+    fn rounds_of<'a>(
+        &'a self,
+        block: Block,
+        size: u64,
+        server: &'a str,
+    ) -> impl Iterator<Item = &'a Measurement> + 'a {
+        self.measurements
             .iter()
-            .filter(|m| block_of(m) == block)
+            .filter(move |m| m.block() == block && m.size == size && m.server == server)
+    }
+
+    pub(crate) fn sizes(&self, block: Block) -> Vec<u64> {
+        let mut sizes: Vec<u64> = self
+            .summaries
+            .iter()
+            .filter(|m| m.block() == block)
             .map(|m| m.size)
             .collect();
         sizes.sort_unstable();
@@ -213,40 +365,44 @@ impl Report {
         sizes
     }
 
-    /// The best requests/s among the peers (not staticd, not the ceiling).
-    /// In the resumed-handshake cells, among the peers that resumed every
-    /// handshake, if any did: a peer that made some in full (it sends no new
-    /// ticket on a resumed handshake, and the client uses each ticket once)
-    /// measured something else.
+    /// The best median requests/s among the peers (not staticd, not the
+    /// ceiling). In the resumed-handshake cells, among the peers that
+    /// resumed every handshake in every round, if any did: a peer that made
+    /// some in full (it sends no new ticket on a resumed handshake, and the
+    /// client uses each ticket once) measured something else.
     fn best_peer(&self, block: Block, size: u64) -> Option<(f64, String)> {
-        let peers: Vec<(&Outcome, String)> = self
-            .measurements
+        let peers: Vec<(&Summary, f64)> = self
+            .summaries
             .iter()
-            .filter(|m| block_of(m) == block && m.size == size)
+            .filter(|m| m.block() == block && m.size == size)
             .filter(|m| kind_of(&m.server).is_some_and(Kind::is_peer))
-            .filter_map(|m| Some((m.outcome.as_ref()?, m.server.clone())))
+            .filter_map(|m| Some((m, m.rps()?)))
             .collect();
-        let all_resumed = peers.iter().any(|(o, _)| o.not_resumed == 0);
+        let some_resumed_all = peers.iter().any(|(m, _)| m.not_resumed == 0);
         peers
             .into_iter()
-            .filter(|(o, _)| block.0 != Tool::Resume || !all_resumed || o.not_resumed == 0)
-            .map(|(o, name)| (o.requests_per_second, name))
+            .filter(|(m, _)| block.0 != Tool::Resume || !some_resumed_all || m.not_resumed == 0)
+            .map(|(m, rps)| (rps, m.server.clone()))
             .max_by(|a, b| a.0.total_cmp(&b.0))
     }
 
     pub fn table(&self) -> String {
         let mut out = String::new();
         let s = &self.settings;
+        self.machine(&mut out);
         let _ = writeln!(
             out,
-            "staticd comparison: {} core(s), {}; kernel {}",
-            self.host.cores, self.host.cpu, self.host.kernel
-        );
-        let _ = writeln!(
-            out,
-            "cells: {:.2} s at 50 connections, scaled by connections, each after a {:.2} s warm-up; wrk with {} thread(s); load client and servers share the machine{}",
+            "cells: {:.2} s at 50 connections, scaled by connections, each run after a {:.2} s warm-up; {}; wrk with {} thread(s); load client and servers share the machine{}",
             s.duration_seconds,
             s.warmup_seconds,
+            if s.rounds > 1 {
+                format!(
+                    "{} interleaved rounds per cell (every server once per round, the order rotated), tables show the median of the rounds and ratios are of medians; the ± rows: every round lies within that much of the median",
+                    s.rounds
+                )
+            } else {
+                "1 round per cell".to_string()
+            },
             s.client_threads,
             if self.interrupted { "; INTERRUPTED: partial results" } else { "" }
         );
@@ -291,8 +447,15 @@ impl Report {
             let secs = self
                 .measurements
                 .iter()
-                .find(|m| block_of(m) == block)
+                .find(|m| m.block() == block)
                 .map_or(0.0, |m| m.cell_seconds);
+            let rounds = self
+                .summaries
+                .iter()
+                .filter(|m| m.block() == block)
+                .map(|m| m.rounds)
+                .max()
+                .unwrap_or(0);
             let mut notes = Vec::new();
 
             let mut rows = Vec::new();
@@ -300,54 +463,66 @@ impl Report {
             for &size in &sizes {
                 let best = self.best_peer(block, size);
                 let mut row = vec![label(size)];
+                let mut spread = vec![String::new()];
                 for name in &names {
-                    let cell = match self.find(block, size, name) {
-                        None => absent.to_string(),
-                        Some(m) => match &m.outcome {
-                            None => {
-                                notes.push(format!(
-                                    "{name} {}: {}",
-                                    label(size),
-                                    m.error.as_deref().unwrap_or("failed")
-                                ));
-                                "failed".to_string()
-                            }
-                            Some(o) => {
-                                let mut c = format!("{:.0}", o.requests_per_second);
-                                let is_staticd = kind_of(name).is_some_and(Kind::is_staticd);
-                                if let (true, Some((b, _))) = (is_staticd, &best) {
-                                    if *b > 0.0 {
-                                        let _ = write!(c, " x{:.2}", o.requests_per_second / b);
-                                    }
-                                }
-                                if o.error_count() > 0 {
-                                    c.push('!');
-                                    notes.push(format!(
-                                        "{name} {}: {}",
-                                        label(size),
-                                        o.describe_errors()
-                                    ));
-                                }
-                                c
-                            }
-                        },
+                    for r in self.rounds_of(block, size, name) {
+                        let why = match &r.outcome {
+                            None => r.error.clone().unwrap_or_else(|| "failed".into()),
+                            Some(o) if o.error_count() > 0 => o.describe_errors(),
+                            Some(_) => continue,
+                        };
+                        let round = if rounds > 1 {
+                            format!(" round {}", r.round)
+                        } else {
+                            String::new()
+                        };
+                        notes.push(format!("{name} {}{round}: {why}", label(size)));
+                    }
+                    let Some(m) = self.find(block, size, name) else {
+                        row.push(absent.to_string());
+                        spread.push(String::new());
+                        continue;
                     };
-                    row.push(cell);
+                    let Some(rps) = m.requests_per_second else {
+                        row.push("failed".to_string());
+                        spread.push(String::new());
+                        continue;
+                    };
+                    let mut c = format!("{:.0}", rps.median);
+                    let is_staticd = kind_of(name).is_some_and(Kind::is_staticd);
+                    if let (true, Some((b, _))) = (is_staticd, &best) {
+                        if *b > 0.0 {
+                            let _ = write!(c, " x{:.2}", rps.median / b);
+                        }
+                    }
+                    if m.errors > 0 {
+                        c.push('!');
+                    }
+                    row.push(c);
+                    spread.push(percent(&rps, m.measured));
                 }
                 let best_name = best.map_or("-".to_string(), |(_, n)| n);
                 row.push(best_name);
                 rows.push(row);
+                if rounds > 1 {
+                    rows.push(spread);
+                }
             }
             let mut header = vec!["size".to_string()];
             header.extend(names.iter().cloned());
             header.push("best peer".into());
             let _ = writeln!(
                 out,
-                "\n== {title}, {secs:.2} s cells: requests/s (staticd: xN = ratio to the best peer) =="
+                "\n== {title}, {secs:.2} s cells{}: requests/s (staticd: xN = ratio to the best peer) ==",
+                if rounds > 1 {
+                    format!(", median of {rounds} rounds")
+                } else {
+                    String::new()
+                }
             );
             render(&mut out, &header, &rows);
 
-            let metric = |f: &dyn Fn(&Measurement) -> String| -> Vec<Vec<String>> {
+            let metric = |f: &dyn Fn(&Summary) -> String| -> Vec<Vec<String>> {
                 sizes
                     .iter()
                     .map(|&size| {
@@ -366,51 +541,74 @@ impl Report {
             if block.0 == Tool::H2load {
                 let _ = writeln!(
                     out,
-                    "-- {title}: time per request, mean / sd (h2load has no percentiles) --"
+                    "-- {title}: time per request, mean / sd (h2load has no percentiles){} --",
+                    if rounds > 1 {
+                        "; medians of the rounds"
+                    } else {
+                        ""
+                    }
                 );
                 render(
                     &mut out,
                     &header,
-                    &metric(&|m| match &m.outcome {
-                        Some(o) => format!("{} / {}", latency(o.mean_us), latency(o.sd_us)),
-                        None => "-".into(),
+                    &metric(&|m| {
+                        format!(
+                            "{} / {}",
+                            latency(median(m.mean_us)),
+                            latency(median(m.sd_us))
+                        )
                     }),
                 );
             } else {
-                let _ = writeln!(out, "-- {title}: latency p50 / p99 --");
+                let _ = writeln!(
+                    out,
+                    "-- {title}: latency p50 / p99{} --",
+                    if rounds > 1 {
+                        " (medians of the rounds)"
+                    } else {
+                        ""
+                    }
+                );
                 render(
                     &mut out,
                     &header,
-                    &metric(&|m| match &m.outcome {
-                        Some(o) => format!("{} / {}", latency(o.p50_us), latency(o.p99_us)),
-                        None => "-".into(),
+                    &metric(&|m| {
+                        format!(
+                            "{} / {}",
+                            latency(median(m.p50_us)),
+                            latency(median(m.p99_us))
+                        )
                     }),
                 );
             }
             let _ = writeln!(
                 out,
-                "-- {title}: server RSS, MB (VmRSS summed over its processes, max while loaded) --"
-            );
-            render(
-                &mut out,
-                &header,
-                &metric(&|m| format!("{:.1}", m.rss_kib as f64 / 1024.0)),
-            );
-            let _ = writeln!(
-                out,
-                "-- {title}: server CPU time per request, us (utime+stime of its processes{}) --",
-                if block.0 == Tool::H2load {
-                    ", over h2load's measured part"
-                } else {
-                    ""
-                }
+                "-- {title}: server RSS, MB (VmRSS summed over its processes, max while loaded{}) --",
+                if rounds > 1 { "; median of the rounds" } else { "" }
             );
             render(
                 &mut out,
                 &header,
                 &metric(&|m| {
-                    m.cpu_us_per_request
-                        .map_or("-".into(), |us| format!("{us:.1}"))
+                    median(m.rss_kib).map_or("-".into(), |k| format!("{:.1}", k / 1024.0))
+                }),
+            );
+            let _ =
+                writeln!(
+                out,
+                "-- {title}: server CPU time per request, us (utime+stime of its processes{}{}) --",
+                if block.0 == Tool::H2load {
+                    ", over h2load's measured part"
+                } else {
+                    ""
+                },
+                if rounds > 1 { "; median of the rounds" } else { "" }
+            );
+            render(
+                &mut out,
+                &header,
+                &metric(&|m| {
+                    median(m.cpu_us_per_request).map_or("-".into(), |us| format!("{us:.1}"))
                 }),
             );
             if !notes.is_empty() {
@@ -447,14 +645,14 @@ impl Report {
             .server_names()
             .into_iter()
             .filter(|n| {
-                self.measurements
+                self.summaries
                     .iter()
-                    .any(|m| &m.server == n && blocks.contains(&block_of(m)))
+                    .any(|m| &m.server == n && blocks.contains(&m.block()))
             })
             .collect();
         let _ = writeln!(
             out,
-            "\n== wrk, keep-alive, 2,000 connections and more: p99 latency / errors (staticd: xN = its p99 over the best peer's; goal: 0 errors, x1.00 or less) =="
+            "\n== wrk, keep-alive, 2,000 connections and more: p99 latency (median of the rounds) / errors (all rounds) (staticd: xN = its p99 over the best peer's; goal: 0 errors, x1.00 or less) =="
         );
         let mut header = vec!["conns".to_string(), "size".to_string()];
         header.extend(names.iter().cloned());
@@ -462,14 +660,10 @@ impl Report {
         let mut rows = Vec::new();
         for block in blocks {
             for size in self.sizes(block) {
-                // A cell where no response completed has no latency to compare.
-                let p99 = |m: &Measurement| {
-                    m.outcome
-                        .as_ref()
-                        .filter(|o| o.requests > 0)
-                        .and_then(|o| o.p99_us)
-                };
-                let peers: Vec<(&Measurement, f64)> = names
+                // A cell where no response completed has no latency to
+                // compare (the median is over the rounds that completed one).
+                let p99 = |m: &Summary| median(m.p99_us);
+                let peers: Vec<(&Summary, f64)> = names
                     .iter()
                     .filter(|n| kind_of(n).is_some_and(Kind::is_peer))
                     .filter_map(|n| self.find(block, size, n))
@@ -477,7 +671,7 @@ impl Report {
                     .collect();
                 let clean: Vec<_> = peers
                     .iter()
-                    .filter(|(m, _)| m.outcome.as_ref().is_some_and(|o| o.error_count() == 0))
+                    .filter(|(m, _)| m.errors == 0)
                     .copied()
                     .collect();
                 let best = if clean.is_empty() { &peers } else { &clean }
@@ -488,17 +682,13 @@ impl Report {
                 for name in &names {
                     let cell = match self.find(block, size, name) {
                         None => "-".to_string(),
-                        Some(m) => match &m.outcome {
-                            None => "failed".to_string(),
-                            Some(o) if o.requests == 0 => {
-                                format!("none done / {}", o.error_count())
-                            }
-                            Some(o) => {
-                                let mut c = format!("{} / {}", latency(o.p99_us), o.error_count());
+                        Some(m) if m.measured == 0 => "failed".to_string(),
+                        Some(m) => match p99(m) {
+                            None => format!("none done / {}", m.errors),
+                            Some(us) => {
+                                let mut c = format!("{} / {}", latency(Some(us)), m.errors);
                                 let is_staticd = kind_of(name).is_some_and(Kind::is_staticd);
-                                if let (true, Some(us), Some((_, b))) =
-                                    (is_staticd, o.p99_us, &best)
-                                {
+                                if let (true, Some((_, b))) = (is_staticd, &best) {
                                     if *b > 0.0 {
                                         let _ = write!(c, " x{:.2}", us / b);
                                     }
@@ -574,8 +764,8 @@ impl Report {
         .map(String::from)
         .to_vec();
         let mut rows = Vec::new();
-        let us = |m: Option<&Measurement>| {
-            m.and_then(|m| m.cpu_us_per_request)
+        let us = |m: Option<&Summary>| {
+            m.and_then(|m| median(m.cpu_us_per_request))
                 .map_or("-".into(), |u| format!("{u:.1}"))
         };
         for block in blocks {
@@ -588,17 +778,15 @@ impl Report {
                     label(size)
                 );
                 let mine = self.find(block, size, staticd);
-                let rps = mine
-                    .and_then(|m| m.outcome.as_ref())
-                    .map(|o| o.requests_per_second);
+                let rps = mine.and_then(Summary::rps);
                 let best = self.best_peer(block, size);
                 let best_m = best.as_ref().and_then(|(_, n)| self.find(block, size, n));
                 let lowest = self
-                    .measurements
+                    .summaries
                     .iter()
-                    .filter(|m| block_of(m) == block && m.size == size)
+                    .filter(|m| m.block() == block && m.size == size)
                     .filter(|m| kind_of(&m.server).is_some_and(Kind::is_peer))
-                    .filter_map(|m| Some((m.cpu_us_per_request?, m.server.clone())))
+                    .filter_map(|m| Some((median(m.cpu_us_per_request)?, m.server.clone())))
                     .min_by(|a, b| a.0.total_cmp(&b.0));
                 rows.push(vec![
                     cell,
@@ -706,6 +894,43 @@ fn idle_rows(out: &mut String, records: &[&IdleMemory]) {
 }
 
 impl Report {
+    /// The first lines of the table: what a reader needs to reproduce it.
+    fn machine(&self, out: &mut String) {
+        let h = &self.host;
+        let _ = writeln!(
+            out,
+            "staticd comparison: {} core(s), {}, {:.1} GiB memory, Linux {}",
+            h.cores,
+            h.cpu,
+            h.memory_mib as f64 / 1024.0,
+            h.kernel
+        );
+        let sw = &self.software;
+        let _ = writeln!(
+            out,
+            "staticd {}: {}",
+            match (&sw.staticd_commit, sw.staticd_dirty) {
+                (Some(c), Some(true)) => format!("commit {c} with uncommitted changes"),
+                (Some(c), _) => format!("commit {c}"),
+                (None, _) => "(no git commit known)".into(),
+            },
+            sw.command_line
+        );
+        let _ = writeln!(out, "versions:");
+        let mut seen: Vec<&str> = Vec::new();
+        for d in &self.servers {
+            if !seen.contains(&d.name.as_str()) {
+                seen.push(&d.name);
+                let _ = writeln!(out, "  {:<14} {}", d.name, d.version);
+            }
+        }
+        for t in &sw.tools {
+            // wrk follows its version with a copyright.
+            let v = t.version.split(" Copyright").next().unwrap_or(&t.version);
+            let _ = writeln!(out, "  {:<14} {v}", t.name);
+        }
+    }
+
     fn startup_table(&self, out: &mut String) {
         if self.startup.is_empty() {
             return;
@@ -745,112 +970,11 @@ impl Report {
         let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
         std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))
     }
-
-    /// Requests/s against file size, one line per server, a panel per block.
-    pub fn write_chart(&self, path: &Path) -> Result<(), String> {
-        let blocks = self.blocks();
-        if blocks.is_empty() {
-            return Ok(());
-        }
-        let cols = if blocks.len() > 1 { 2 } else { 1 };
-        let rows = blocks.len().div_ceil(cols);
-        let (w, h) = (720u32, 460u32);
-        let root = SVGBackend::new(path, (w * cols as u32, h * rows as u32)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let areas = root.split_evenly((rows, cols));
-        for (block, area) in blocks.iter().zip(areas.iter()) {
-            self.panel(*block, area, &self.block_names(*block))
-                .map_err(|e| e.to_string())?;
-        }
-        root.present().map_err(|e| e.to_string())
-    }
-
-    fn panel(
-        &self,
-        block: Block,
-        area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
-        names: &[String],
-    ) -> Result<(), Box<dyn std::error::Error + '_>> {
-        let series: Vec<(usize, &String, Points)> = names
-            .iter()
-            .enumerate()
-            .map(|(i, name)| {
-                let pts = self
-                    .sizes(block)
-                    .into_iter()
-                    .filter_map(|size| {
-                        let rps = self
-                            .find(block, size, name)?
-                            .outcome
-                            .as_ref()?
-                            .requests_per_second;
-                        (rps > 0.0).then_some((size as f64, rps))
-                    })
-                    .collect();
-                (i, name, pts)
-            })
-            .collect();
-        let all = series.iter().flat_map(|(_, _, p)| p.iter().copied());
-        let (mut xmin, mut xmax, mut ymin, mut ymax) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-        for (x, y) in all {
-            xmin = xmin.min(x);
-            xmax = xmax.max(x);
-            ymin = ymin.min(y);
-            ymax = ymax.max(y);
-        }
-        if xmin > xmax {
-            return Ok(());
-        }
-        let mut chart = ChartBuilder::on(area)
-            .caption(block_title(block), ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(
-                (xmin / 2.0..xmax * 2.0).log_scale(),
-                (ymin / 20.0..ymax * 2.0).log_scale(),
-            )?;
-        chart
-            .configure_mesh()
-            .x_desc("file size")
-            .y_desc("requests/s")
-            .x_label_formatter(&|v| short_size(*v))
-            .y_label_formatter(&|v| format!("{v:.0}"))
-            .draw()?;
-        for (i, name, pts) in series {
-            if pts.is_empty() {
-                continue;
-            }
-            let color = Palette99::pick(i).to_rgba();
-            let width = if kind_of(name) == Some(Kind::Staticd) {
-                3
-            } else {
-                1
-            };
-            chart
-                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(width)))?
-                .label(name.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                });
-            chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))?;
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::LowerLeft)
-            .draw()?;
-        Ok(())
-    }
 }
-
-/// (file size, requests/s) for one server in one panel.
-type Points = Vec<(f64, f64)>;
 
 /// "wrk, keep-alive, 50 connection(s)"; over HTTPS "HTTPS: wrk, ...";
 /// "h2 (TLS, ALPN): h2load, 50 connection(s) x 10 stream(s)".
-fn block_title((tool, mode, conns, proto, streams): Block) -> String {
+pub(crate) fn block_title((tool, mode, conns, proto, streams): Block) -> String {
     let tool_name = match tool {
         Tool::Wrk => "wrk",
         Tool::Ab => "ab (classic)",
@@ -874,11 +998,26 @@ fn block_title((tool, mode, conns, proto, streams): Block) -> String {
     }
 }
 
-fn kind_of(name: &str) -> Option<Kind> {
+/// The median of a spread, if there is one.
+fn median(s: Option<Spread>) -> Option<f64> {
+    s.map(|s| s.median)
+}
+
+/// "±3%" (the farthest of `measured` rounds from their median); blank
+/// with fewer than two rounds to compare.
+fn percent(s: &Spread, measured: u32) -> String {
+    match s.percent() {
+        Some(p) if measured > 1 && p < 9.5 => format!("±{p:.1}%"),
+        Some(p) if measured > 1 => format!("±{p:.0}%"),
+        _ => String::new(),
+    }
+}
+
+pub(crate) fn kind_of(name: &str) -> Option<Kind> {
     crate::servers::ALL.into_iter().find(|k| k.name() == name)
 }
 
-fn short_size(v: f64) -> String {
+pub(crate) fn short_size(v: f64) -> String {
     match v {
         v if v >= 1e6 => format!("{:.0}MB", v / 1e6),
         v if v >= 1e3 => format!("{:.0}KB", v / 1e3),

@@ -413,7 +413,7 @@ fn which(program: &str) -> Option<PathBuf> {
 }
 
 /// The first line a program prints about its version (on stdout or stderr).
-fn version_of(program: &Path, arg: &str) -> String {
+pub fn version_of(program: &Path, arg: &str) -> String {
     let out = Command::new(program).arg(arg).stdin(Stdio::null()).output();
     let Ok(out) = out else {
         return "unknown".into();

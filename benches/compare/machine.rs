@@ -1,0 +1,141 @@
+//! What a published table needs to be reproduced: the machine (cores, CPU,
+//! kernel, memory), the versions of the load clients, the staticd commit
+//! and the command line. The servers' versions are in their descriptions.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde::Serialize;
+
+use crate::servers::version_of;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Host {
+    pub cores: usize,
+    pub kernel: String,
+    pub cpu: String,
+    /// MemTotal from /proc/meminfo.
+    pub memory_mib: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Software {
+    /// `git rev-parse --short HEAD` of the tree the bench was built from,
+    /// if it is a git checkout and git is installed.
+    pub staticd_commit: Option<String>,
+    /// Whether tracked files differ from that commit.
+    pub staticd_dirty: Option<bool>,
+    /// The load clients, each as its version flag prints it (first line).
+    pub tools: Vec<ToolVersion>,
+    /// How the harness was started, as one would type it again.
+    pub command_line: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ToolVersion {
+    pub name: String,
+    pub version: String,
+}
+
+pub fn host() -> Host {
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+            })
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let memory_mib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("MemTotal:")?
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+        })
+        .map_or(0, |kib| kib / 1024);
+    Host {
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        kernel,
+        cpu,
+        memory_mib,
+    }
+}
+
+/// `args`: the harness's arguments (after the program name).
+pub fn software(args: &[String]) -> Software {
+    let tools = [("wrk", "-v"), ("ab", "-V"), ("h2load", "--version")]
+        .into_iter()
+        .filter(|(name, _)| crate::load::available(name))
+        .map(|(name, flag)| ToolVersion {
+            name: name.into(),
+            version: version_of(Path::new(name), flag),
+        })
+        .collect();
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let staticd_commit = git(dir, &["rev-parse", "--short", "HEAD"]);
+    let staticd_dirty = staticd_commit
+        .as_ref()
+        .and_then(|_| git(dir, &["status", "--porcelain", "--untracked-files=no"]))
+        .map(|changes| !changes.is_empty());
+    Software {
+        staticd_commit,
+        staticd_dirty,
+        tools,
+        command_line: command_line(args),
+    }
+}
+
+/// The output of `git -C dir ARGS`, trimmed; None if it cannot run or fails.
+fn git(dir: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// "cargo bench --bench compare --features uring -- --quick": the
+/// arguments Cargo adds (`--bench`) left out, the features compiled in
+/// put back.
+fn command_line(args: &[String]) -> String {
+    let mut line = String::from("cargo bench --bench compare");
+    if cfg!(feature = "uring") {
+        line.push_str(" --features uring");
+    }
+    let given: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| *a != "--bench")
+        .collect();
+    if !given.is_empty() {
+        line.push_str(" --");
+        for a in given {
+            line.push(' ');
+            if a.is_empty()
+                || a.contains(|c: char| !(c.is_ascii_alphanumeric() || "-_=,./:".contains(c)))
+            {
+                line.push_str(&format!("'{}'", a.replace('\'', "'\\''")));
+            } else {
+                line.push_str(a);
+            }
+        }
+    }
+    line
+}
