@@ -976,13 +976,13 @@ fn run(opts: &Options) -> Result<(), String> {
             }
         }
     }
-    let estimate = started.elapsed() + estimate(opts, &cells, &running);
+    let estimated = started.elapsed() + estimate(opts, &cells, &running);
     println!(
         "compare: {} cell(s) x {} round(s) x {} server(s), plus idle memory and start-up: about {} in all, estimated (started servers stay up, idle, while the others are measured)",
         cells.len(),
         opts.rounds,
         running.len(),
-        clock(estimate)
+        clock(estimated)
     );
 
     // The idle connections and the start-up runs fetch 1 KB if it is there.
@@ -1241,7 +1241,7 @@ fn run(opts: &Options) -> Result<(), String> {
             duration_seconds: opts.duration.as_secs_f64(),
             warmup_seconds: opts.warmup.as_secs_f64(),
             rounds: opts.rounds,
-            estimated_seconds: estimate.as_secs_f64(),
+            estimated_seconds: estimated.as_secs_f64(),
             client_threads: opts.client_threads,
             ab,
             ab_connections: opts.ab_connections,
@@ -1282,7 +1282,7 @@ fn run(opts: &Options) -> Result<(), String> {
         "compare: {} in {} (estimated {}); wrote {}/{{{}}}",
         if interrupted { "interrupted" } else { "done" },
         clock(started.elapsed()),
-        clock(estimate),
+        clock(estimated),
         opts.out.display(),
         written.join(",")
     );
