@@ -24,6 +24,11 @@ const TITLE_HEIGHT: u32 = 40;
 const PANEL_HEIGHT: u32 = 470;
 const LEGEND_WIDTH: u32 = 150;
 const FONT: &str = "sans-serif";
+/// About how wide and high "staticd" is in bold 17 px, and how far from
+/// its point it is written, in pixels.
+const LABEL_WIDTH: f64 = 74.0;
+const LABEL_HEIGHT: f64 = 17.0;
+const LABEL_GAP: f64 = 8.0;
 
 /// One chart file and the blocks it draws, a panel each.
 struct Part {
@@ -133,7 +138,7 @@ impl Report {
                     .into_iter()
                     .filter_map(|size| {
                         let rps = self.find(block, size, &name)?.requests_per_second?;
-                        (rps.min > 0.0).then_some((size as f64, rps.median, rps.min, rps.max))
+                        (rps.median > 0.0).then_some((size as f64, rps.median, rps.min, rps.max))
                     })
                     .collect();
                 Line {
@@ -151,7 +156,7 @@ impl Report {
         block: Block,
         area: &DrawingArea<SVGBackend<'a>, Shift>,
     ) -> Result<(), Box<dyn Error + 'a>> {
-        let lines = self.lines(block);
+        let mut lines = self.lines(block);
         let rounds = self
             .summaries
             .iter()
@@ -180,9 +185,14 @@ impl Report {
         }
         let xs = lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
         let (xmin, xmax) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
-        let ys = lines
-            .iter()
-            .flat_map(|l| l.points.iter().flat_map(|p| [p.2, p.3]));
+        // A round that completed nothing (0 req/s) has no place on a log
+        // scale: its whisker runs to the bottom of the axis.
+        let ys = lines.iter().flat_map(|l| {
+            l.points
+                .iter()
+                .flat_map(|p| [p.1, p.2, p.3])
+                .filter(|&y| y > 0.0)
+        });
         let (ymin, ymax) = ys.fold((f64::MAX, f64::MIN), |(a, b), y| (a.min(y), b.max(y)));
         let (xmin, xmax) = (xmin / 2.0, xmax * 2.0);
         let mut chart = ChartBuilder::on(&plot);
@@ -196,10 +206,14 @@ impl Report {
         // Requests/s spans decades when the sizes do: a log scale keeps the
         // large files' lines off the floor. Within one decade, linear from 0.
         if ymax / ymin > 8.0 {
-            let mut c = chart.build_cartesian_2d(
-                (xmin..xmax).log_scale(),
-                (ymin / 1.6..ymax * 1.6).log_scale(),
-            )?;
+            let floor = ymin / 1.6;
+            for l in &mut lines {
+                for p in &mut l.points {
+                    p.2 = p.2.max(floor);
+                }
+            }
+            let mut c = chart
+                .build_cartesian_2d((xmin..xmax).log_scale(), (floor..ymax * 1.6).log_scale())?;
             draw(&mut c, &lines, rounds > 1)?;
         } else {
             let mut c = chart.build_cartesian_2d((xmin..xmax).log_scale(), 0.0..ymax * 1.15)?;
@@ -258,6 +272,8 @@ fn draw<'a, Y>(
 where
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
+    // On a log scale plotters labels the powers of ten and draws light
+    // lines at 2 to 9 times them: labels there would crowd each other.
     chart
         .configure_mesh()
         .x_desc("file size")
@@ -300,9 +316,10 @@ where
     Ok(())
 }
 
-/// Writes staticd's name beside its line, at the point where it stands
-/// farthest from every other line (so the name crosses none), above the
-/// point if the nearest other line is below it, else below.
+/// Writes staticd's name beside its line, above or below one of its
+/// points (centred on an inner point, starting at the first, ending at
+/// the last): of those places inside the plot that its own line does not
+/// run through, the one farthest from every other line and whisker.
 fn label_line<'a, Y>(
     chart: &mut Chart<'a, Y>,
     line: &Line,
@@ -311,48 +328,82 @@ fn label_line<'a, Y>(
 where
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
-    let mut best: Option<(usize, f64, bool)> = None;
+    let px = |x: f64, y: f64| {
+        let (a, b) = chart.backend_coord(&(x, y));
+        (f64::from(a), f64::from(b))
+    };
+    let own: Vec<(f64, f64)> = line.points.iter().map(|p| px(p.0, p.1)).collect();
+    let others: Vec<Vec<(f64, f64)>> = lines
+        .iter()
+        .filter(|l| !is_staticd(l))
+        .map(|l| l.points.iter().map(|p| px(p.0, p.1)).collect())
+        .collect();
+    // (x, top, bottom) of every other whisker.
+    let whiskers: Vec<(f64, f64, f64)> = lines
+        .iter()
+        .filter(|l| !is_staticd(l))
+        .flat_map(|l| l.points.iter())
+        .map(|p| {
+            let (x, bottom) = px(p.0, p.2);
+            (x, px(p.0, p.3).1, bottom)
+        })
+        .collect();
+    let (xs, ys) = chart.plotting_area().get_pixel_range();
+    let n = line.points.len();
+    // (score, point, above)
+    let mut best: Option<(f64, usize, bool)> = None;
     for (i, &(x, _, lo, hi)) in line.points.iter().enumerate() {
-        // Distance in the log of requests/s (ratios), to the nearest other
-        // point at this size, whiskers included.
-        let mut gap = f64::MAX;
-        let mut other_below = true;
-        for o in lines.iter().filter(|o| !is_staticd(o)) {
-            for &(_, _, olo, ohi) in o.points.iter().filter(|p| p.0 == x) {
-                let below = (lo / ohi).ln();
-                let above = (olo / hi).ln();
-                if below >= 0.0 && below < gap {
-                    gap = below;
-                    other_below = true;
-                } else if above >= 0.0 && above < gap {
-                    gap = above;
-                    other_below = false;
-                } else if below < 0.0 && above < 0.0 {
-                    gap = 0.0;
+        let (cx, _) = own[i];
+        let (left, right) = match i {
+            0 if n > 1 => (cx, cx + LABEL_WIDTH),
+            i if i + 1 == n && n > 1 => (cx - LABEL_WIDTH, cx),
+            _ => (cx - LABEL_WIDTH / 2.0, cx + LABEL_WIDTH / 2.0),
+        };
+        for above in [true, false] {
+            let (top, bottom) = if above {
+                let y = px(x, hi).1 - LABEL_GAP;
+                (y - LABEL_HEIGHT, y)
+            } else {
+                let y = px(x, lo).1 + LABEL_GAP;
+                (y, y + LABEL_HEIGHT)
+            };
+            let inside = left >= f64::from(xs.start)
+                && right <= f64::from(xs.end)
+                && top >= f64::from(ys.start)
+                && bottom <= f64::from(ys.end);
+            if !inside || clearance(&own, (left, right, top, bottom)) < 3.0 {
+                continue;
+            }
+            let mut room = others
+                .iter()
+                .map(|o| clearance(o, (left, right, top, bottom)))
+                .fold(f64::INFINITY, f64::min);
+            for &(wx, wtop, wbottom) in &whiskers {
+                if (left..=right).contains(&wx) {
+                    room = room.min(gap((wtop, wbottom), (top, bottom)));
                 }
             }
-        }
-        // The ends are cramped against the axes: prefer inner points a little.
-        let inner = i > 0 && i + 1 < line.points.len();
-        let score = gap + if inner { 0.1 } else { 0.0 };
-        if best.is_none_or(|(_, s, _)| score > s) {
-            best = Some((i, score, other_below));
+            // Clear by 30 px is clear enough; then inner points (the
+            // ends crowd the axes).
+            let score = room.min(30.0) + if i > 0 && i + 1 < n { 1.0 } else { 0.0 };
+            if best.is_none_or(|(s, _, _)| score > s) {
+                best = Some((score, i, above));
+            }
         }
     }
-    let Some((i, _, above)) = best else {
-        return Ok(());
-    };
+    // No place clear of its own line (a zigzag): below the first point.
+    let (_, i, above) = best.unwrap_or((0.0, 0, false));
     let (x, _, lo, hi) = line.points[i];
-    let n = line.points.len();
     let h = match i {
         0 if n > 1 => HPos::Left,
         i if i + 1 == n && n > 1 => HPos::Right,
         _ => HPos::Center,
     };
+    let gap = LABEL_GAP as i32;
     let (anchor, dy, v) = if above {
-        (hi, -10, VPos::Bottom)
+        (hi, -gap, VPos::Bottom)
     } else {
-        (lo, 10, VPos::Top)
+        (lo, gap, VPos::Top)
     };
     let c = colour(line.kind);
     let style = TextStyle::from((FONT, 17).into_font().style(FontStyle::Bold))
@@ -362,6 +413,39 @@ where
         EmptyElement::at((x, anchor)) + Text::new(line.name.clone(), (0, dy), style),
     ))?;
     Ok(())
+}
+
+/// How far, in pixels, a polyline stays from a box (left, right, top,
+/// bottom) over the box's width: 0 if it runs through it.
+fn clearance(poly: &[(f64, f64)], (left, right, top, bottom): (f64, f64, f64, f64)) -> f64 {
+    let mut least = f64::INFINITY;
+    let mut x = left;
+    while x <= right {
+        if let Some(y) = poly.windows(2).find_map(|w| {
+            let ((x0, y0), (x1, y1)) = (w[0], w[1]);
+            ((x0..=x1).contains(&x) && x1 > x0).then(|| y0 + (y1 - y0) * (x - x0) / (x1 - x0))
+        }) {
+            least = least.min(gap((y, y), (top, bottom)));
+        }
+        x += 2.0;
+    }
+    for &(px, py) in poly {
+        if (left..=right).contains(&px) {
+            least = least.min(gap((py, py), (top, bottom)));
+        }
+    }
+    least
+}
+
+/// The vertical distance between two spans (top, bottom); 0 if they overlap.
+fn gap((a0, a1): (f64, f64), (b0, b1): (f64, f64)) -> f64 {
+    if a1 < b0 {
+        b0 - a1
+    } else if b1 < a0 {
+        a0 - b1
+    } else {
+        0.0
+    }
 }
 
 /// The legend, in the strip right of the plot: a line sample and the name
@@ -394,12 +478,13 @@ fn draw_legend<'a>(
     Ok(())
 }
 
-/// "80k", "2.5k", "172".
+/// "80k", "2.5k", "1k", "172".
 fn short_count(v: f64) -> String {
-    match v {
-        v if v >= 1e6 => format!("{:.1}M", v / 1e6),
-        v if v >= 1e4 => format!("{:.0}k", v / 1e3),
-        v if v >= 1e3 => format!("{:.1}k", v / 1e3),
-        v => format!("{v:.0}"),
-    }
+    let (n, unit) = match v {
+        v if v >= 1e6 => (v / 1e6, "M"),
+        v if v >= 1e3 => (v / 1e3, "k"),
+        v => (v, ""),
+    };
+    let n = format!("{n:.1}");
+    format!("{}{unit}", n.trim_end_matches(".0"))
 }
