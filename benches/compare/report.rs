@@ -392,20 +392,21 @@ impl Report {
         self.machine(&mut out);
         let _ = writeln!(
             out,
-            "cells: {:.2} s at 50 connections, scaled by connections, each run after a {:.2} s warm-up; {}; wrk with {} thread(s); load client and servers share the machine{}",
+            "cells: {:.2} s at 50 connections (scaled by connections), each run after a {:.2} s\n  warm-up; wrk with {} thread(s); load client and servers share the machine{}",
             s.duration_seconds,
             s.warmup_seconds,
-            if s.rounds > 1 {
-                format!(
-                    "{} interleaved rounds per cell (every server once per round, the order rotated), tables show the median of the rounds and ratios are of medians; the ± rows: every round lies within that much of the median",
-                    s.rounds
-                )
-            } else {
-                "1 round per cell".to_string()
-            },
             s.client_threads,
             if self.interrupted { "; INTERRUPTED: partial results" } else { "" }
         );
+        if s.rounds > 1 {
+            let _ = writeln!(
+                out,
+                "rounds: {} per cell, interleaved (every server once per round, the order rotated);\n  every number is the median of the rounds, ratios are of medians; the ± rows: every\n  round lies within that much of the median",
+                s.rounds
+            );
+        } else {
+            let _ = writeln!(out, "rounds: 1 per cell (no spread to show)");
+        }
         for sk in &self.skipped {
             let _ = writeln!(out, "skipped {}: {}", sk.server, sk.reason);
         }
