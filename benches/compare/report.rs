@@ -542,50 +542,24 @@ impl Report {
             if block.0 == Tool::H2load {
                 let _ = writeln!(
                     out,
-                    "-- {title}: time per request, mean / sd (h2load has no percentiles){} --",
-                    if rounds > 1 {
-                        "; medians of the rounds"
-                    } else {
-                        ""
-                    }
+                    "-- {title}: time per request, mean/sd, ms (h2load has no percentiles) --"
                 );
                 render(
                     &mut out,
                     &header,
-                    &metric(&|m| {
-                        format!(
-                            "{} / {}",
-                            latency(median(m.mean_us)),
-                            latency(median(m.sd_us))
-                        )
-                    }),
+                    &metric(&|m| format!("{}/{}", ms(median(m.mean_us)), ms(median(m.sd_us)))),
                 );
             } else {
-                let _ = writeln!(
-                    out,
-                    "-- {title}: latency p50 / p99{} --",
-                    if rounds > 1 {
-                        " (medians of the rounds)"
-                    } else {
-                        ""
-                    }
-                );
+                let _ = writeln!(out, "-- {title}: latency p50/p99, ms --");
                 render(
                     &mut out,
                     &header,
-                    &metric(&|m| {
-                        format!(
-                            "{} / {}",
-                            latency(median(m.p50_us)),
-                            latency(median(m.p99_us))
-                        )
-                    }),
+                    &metric(&|m| format!("{}/{}", ms(median(m.p50_us)), ms(median(m.p99_us)))),
                 );
             }
             let _ = writeln!(
                 out,
-                "-- {title}: server RSS, MB (VmRSS summed over its processes, max while loaded{}) --",
-                if rounds > 1 { "; median of the rounds" } else { "" }
+                "-- {title}: server RSS, MB (VmRSS summed over its processes, max while loaded) --"
             );
             render(
                 &mut out,
@@ -594,16 +568,14 @@ impl Report {
                     median(m.rss_kib).map_or("-".into(), |k| format!("{:.1}", k / 1024.0))
                 }),
             );
-            let _ =
-                writeln!(
+            let _ = writeln!(
                 out,
-                "-- {title}: server CPU time per request, us (utime+stime of its processes{}{}) --",
+                "-- {title}: server CPU time per request, us (utime+stime of its processes{}) --",
                 if block.0 == Tool::H2load {
                     ", over h2load's measured part"
                 } else {
                     ""
-                },
-                if rounds > 1 { "; median of the rounds" } else { "" }
+                }
             );
             render(
                 &mut out,
@@ -909,7 +881,7 @@ impl Report {
         let sw = &self.software;
         let _ = writeln!(
             out,
-            "staticd {}: {}",
+            "staticd {}; run as:\n  {}",
             match (&sw.staticd_commit, sw.staticd_dirty) {
                 (Some(c), Some(true)) => format!("commit {c} with uncommitted changes"),
                 (Some(c), _) => format!("commit {c}"),
@@ -1023,6 +995,17 @@ pub(crate) fn short_size(v: f64) -> String {
         v if v >= 1e6 => format!("{:.0}MB", v / 1e6),
         v if v >= 1e3 => format!("{:.0}KB", v / 1e3),
         v => format!("{v:.0}B"),
+    }
+}
+
+/// Milliseconds to three significant digits or so, without the unit
+/// (the table's title has it): "0.35", "9.19", "80.6", "562".
+fn ms(us: Option<f64>) -> String {
+    match us.map(|us| us / 1e3) {
+        None => "-".into(),
+        Some(ms) if ms < 10.0 => format!("{ms:.2}"),
+        Some(ms) if ms < 100.0 => format!("{ms:.1}"),
+        Some(ms) => format!("{ms:.0}"),
     }
 }
 
