@@ -206,14 +206,14 @@ impl Report {
         // Requests/s spans decades when the sizes do: a log scale keeps the
         // large files' lines off the floor. Within one decade, linear from 0.
         if ymax / ymin > 8.0 {
-            let floor = ymin / 1.6;
+            let floor = ymin / 2.0;
             for l in &mut lines {
                 for p in &mut l.points {
                     p.2 = p.2.max(floor);
                 }
             }
             let mut c = chart
-                .build_cartesian_2d((xmin..xmax).log_scale(), (floor..ymax * 1.6).log_scale())?;
+                .build_cartesian_2d((xmin..xmax).log_scale(), (floor..ymax * 2.0).log_scale())?;
             draw(&mut c, &lines, rounds > 1)?;
         } else {
             let mut c = chart.build_cartesian_2d((xmin..xmax).log_scale(), 0.0..ymax * 1.15)?;
@@ -350,69 +350,149 @@ where
         .collect();
     let (xs, ys) = chart.plotting_area().get_pixel_range();
     let n = line.points.len();
-    // (score, point, above)
-    let mut best: Option<(f64, usize, bool)> = None;
+    // Where the text could go: beside a point (above its fastest round or
+    // below its slowest), or over or under the middle of a segment, far
+    // enough from the segment for its slope.
+    let mut spots: Vec<Spot> = Vec::new();
     for (i, &(x, _, lo, hi)) in line.points.iter().enumerate() {
-        let (cx, _) = own[i];
-        let (left, right) = match i {
-            0 if n > 1 => (cx, cx + LABEL_WIDTH),
-            i if i + 1 == n && n > 1 => (cx - LABEL_WIDTH, cx),
-            _ => (cx - LABEL_WIDTH / 2.0, cx + LABEL_WIDTH / 2.0),
+        let (cx, cy) = own[i];
+        let (left, right, h) = match i {
+            0 if n > 1 => (cx, cx + LABEL_WIDTH, HPos::Left),
+            i if i + 1 == n && n > 1 => (cx - LABEL_WIDTH, cx, HPos::Right),
+            _ => (cx - LABEL_WIDTH / 2.0, cx + LABEL_WIDTH / 2.0, HPos::Center),
         };
-        for above in [true, false] {
-            let (top, bottom) = if above {
-                let y = px(x, hi).1 - LABEL_GAP;
-                (y - LABEL_HEIGHT, y)
-            } else {
-                let y = px(x, lo).1 + LABEL_GAP;
-                (y, y + LABEL_HEIGHT)
-            };
-            let inside = left >= f64::from(xs.start)
-                && right <= f64::from(xs.end)
-                && top >= f64::from(ys.start)
-                && bottom <= f64::from(ys.end);
-            if !inside || clearance(&own, (left, right, top, bottom)) < 3.0 {
-                continue;
-            }
-            let mut room = others
-                .iter()
-                .map(|o| clearance(o, (left, right, top, bottom)))
-                .fold(f64::INFINITY, f64::min);
-            for &(wx, wtop, wbottom) in &whiskers {
-                if (left..=right).contains(&wx) {
-                    room = room.min(gap((wtop, wbottom), (top, bottom)));
-                }
-            }
-            // Clear by 30 px is clear enough; then inner points (the
-            // ends crowd the axes).
-            let score = room.min(30.0) + if i > 0 && i + 1 < n { 1.0 } else { 0.0 };
-            if best.is_none_or(|(s, _, _)| score > s) {
-                best = Some((score, i, above));
-            }
+        let inner = i > 0 && i + 1 < n;
+        let y = px(x, hi).1 - LABEL_GAP;
+        spots.push(Spot::new(
+            i,
+            (0.0, y - cy),
+            h,
+            VPos::Bottom,
+            (left, right),
+            inner,
+        ));
+        let y = px(x, lo).1 + LABEL_GAP;
+        spots.push(Spot::new(
+            i,
+            (0.0, y - cy),
+            h,
+            VPos::Top,
+            (left, right),
+            inner,
+        ));
+    }
+    for (i, w) in own.windows(2).enumerate() {
+        let ((x0, y0), (x1, y1)) = (w[0], w[1]);
+        if x1 - x0 < LABEL_WIDTH + 20.0 {
+            continue;
+        }
+        let (mx, my) = ((x0 + x1) / 2.0, (y0 + y1) / 2.0);
+        let off = LABEL_GAP + ((y1 - y0) / (x1 - x0)).abs() * LABEL_WIDTH / 2.0;
+        let across = (mx - LABEL_WIDTH / 2.0, mx + LABEL_WIDTH / 2.0);
+        for (dy, v) in [(-off, VPos::Bottom), (off, VPos::Top)] {
+            spots.push(Spot::new(
+                i,
+                (mx - x0, my + dy - y0),
+                HPos::Center,
+                v,
+                across,
+                true,
+            ));
         }
     }
-    // No place clear of its own line (a zigzag): below the first point.
-    let (_, i, above) = best.unwrap_or((0.0, 0, false));
-    let (x, _, lo, hi) = line.points[i];
-    let h = match i {
-        0 if n > 1 => HPos::Left,
-        i if i + 1 == n && n > 1 => HPos::Right,
-        _ => HPos::Center,
-    };
-    let gap = LABEL_GAP as i32;
-    let (anchor, dy, v) = if above {
-        (hi, -gap, VPos::Bottom)
-    } else {
-        (lo, gap, VPos::Top)
-    };
+    let mut best: Option<(f64, &Spot)> = None;
+    for spot in &spots {
+        let (left, right, top, bottom) = spot.area(own[spot.point]);
+        let inside = left >= f64::from(xs.start)
+            && right <= f64::from(xs.end)
+            && top >= f64::from(ys.start)
+            && bottom <= f64::from(ys.end);
+        if !inside || clearance(&own, (left, right, top, bottom)) < 3.0 {
+            continue;
+        }
+        let mut room = others
+            .iter()
+            .map(|o| clearance(o, (left, right, top, bottom)))
+            .fold(f64::INFINITY, f64::min);
+        for &(wx, wtop, wbottom) in &whiskers {
+            if (left..=right).contains(&wx) {
+                room = room.min(gap((wtop, wbottom), (top, bottom)));
+            }
+        }
+        // Clear by 30 px is clear enough; then away from the ends, which
+        // crowd the axes.
+        let score = room.min(30.0) + if spot.inner { 1.0 } else { 0.0 };
+        if best.is_none_or(|(s, _)| score > s) {
+            best = Some((score, spot));
+        }
+    }
+    // Nowhere clear of its own line (a zigzag): below the first point.
+    let fallback = Spot::new(
+        0,
+        (0.0, LABEL_GAP),
+        HPos::Center,
+        VPos::Top,
+        (0.0, 0.0),
+        false,
+    );
+    let spot = best.map_or(&fallback, |(_, s)| s);
+    let (x, y, _, _) = line.points[spot.point];
     let c = colour(line.kind);
     let style = TextStyle::from((FONT, 17).into_font().style(FontStyle::Bold))
         .color(&c)
-        .pos(Pos::new(h, v));
+        .pos(Pos::new(spot.h, spot.v));
     chart.draw_series(std::iter::once(
-        EmptyElement::at((x, anchor)) + Text::new(line.name.clone(), (0, dy), style),
+        EmptyElement::at((x, y))
+            + Text::new(
+                line.name.clone(),
+                (spot.offset.0 as i32, spot.offset.1 as i32),
+                style,
+            ),
     ))?;
     Ok(())
+}
+
+/// A place for staticd's name: a pixel offset from one of its points, how
+/// the text hangs from it, and the text's horizontal extent relative to
+/// that point.
+struct Spot {
+    point: usize,
+    offset: (f64, f64),
+    h: HPos,
+    v: VPos,
+    across: (f64, f64),
+    inner: bool,
+}
+
+impl Spot {
+    /// `across`: the text's left and right edges in absolute pixels.
+    fn new(
+        point: usize,
+        offset: (f64, f64),
+        h: HPos,
+        v: VPos,
+        across: (f64, f64),
+        inner: bool,
+    ) -> Spot {
+        Spot {
+            point,
+            offset,
+            h,
+            v,
+            across,
+            inner,
+        }
+    }
+
+    /// (left, right, top, bottom) in pixels, given the point's position.
+    fn area(&self, (_, py): (f64, f64)) -> (f64, f64, f64, f64) {
+        let y = py + self.offset.1;
+        let (top, bottom) = match self.v {
+            VPos::Bottom => (y - LABEL_HEIGHT, y),
+            _ => (y, y + LABEL_HEIGHT),
+        };
+        (self.across.0, self.across.1, top, bottom)
+    }
 }
 
 /// How far, in pixels, a polyline stays from a box (left, right, top,
