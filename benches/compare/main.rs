@@ -660,8 +660,12 @@ fn measure(
 }
 
 /// What a run costs beyond its warm-up and measured time: starting the
-/// client, the settle, reaping, reading /proc. Measured in short runs here.
-const PER_RUN_MS: u64 = 120;
+/// client, the settle, reaping, reading /proc. Measured in short runs here
+/// (0.1-0.2 s, on a machine shared with builds).
+const PER_RUN_MS: u64 = 150;
+/// The same for h2load at 100 KB and more: the settle waits for the
+/// responses still in flight on 500 streams when it stops.
+const H2_LARGE_PER_RUN_MS: u64 = 650;
 /// The same at 10,000 connections: connecting and closing them (and the
 /// settle after the warm-up) takes about a second more.
 const HUGE_PER_RUN_MS: u64 = 1200;
@@ -673,6 +677,8 @@ fn estimate(opts: &Options, cells: &[Cell], running: &[Server]) -> Duration {
     let per_run = |c: &Cell| {
         let extra = if c.connections >= HUGE {
             HUGE_PER_RUN_MS
+        } else if c.tool == Tool::H2load && c.size >= 100_000 {
+            H2_LARGE_PER_RUN_MS
         } else {
             PER_RUN_MS
         };
