@@ -666,6 +666,13 @@ const PER_RUN_MS: u64 = 150;
 /// The same for h2load at 100 KB and more: the settle waits for the
 /// responses still in flight on 500 streams when it stops.
 const H2_LARGE_PER_RUN_MS: u64 = 650;
+/// The settle after a warm-up waits for what the server still has to send
+/// to the connections the client dropped: about this many bytes a second
+/// here (2,000 connections: 1 MB adds about 1 s a run).
+const DRAIN_BYTES_PER_SECOND: f64 = 2e9;
+/// Closing many connections a second leaves the server and the kernel
+/// work after each run: about this much more a run at 1,000 and more.
+const MANY_CLOSE_PER_RUN_MS: u64 = 1000;
 /// The same at 10,000 connections: connecting and closing them (and the
 /// settle after the warm-up) takes about a second more.
 const HUGE_PER_RUN_MS: u64 = 1200;
@@ -682,7 +689,18 @@ fn estimate(opts: &Options, cells: &[Cell], running: &[Server]) -> Duration {
         } else {
             PER_RUN_MS
         };
-        c.duration + c.warmup.unwrap_or_default() + Duration::from_millis(extra)
+        let drain = if c.tool == Tool::H2load {
+            Duration::ZERO
+        } else {
+            let bytes = f64::from(c.connections) * c.size as f64;
+            Duration::from_secs_f64(bytes / DRAIN_BYTES_PER_SECOND).min(SETTLE_LIMIT)
+        };
+        let closing = if c.mode == Mode::Close && c.connections >= MANY {
+            MANY_CLOSE_PER_RUN_MS
+        } else {
+            0
+        };
+        c.duration + c.warmup.unwrap_or_default() + drain + Duration::from_millis(extra + closing)
     };
     let holding = |c: &Cell| {
         running
