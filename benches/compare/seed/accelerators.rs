@@ -131,8 +131,21 @@ pub fn hitch(
         .arg("--daemon=off")
         .arg("--tls-protos=TLSv1.2 TLSv1.3")
         .arg(format!("--ocsp-dir={}", dir.display()))
+        // Hitch refuses to run its workers as root; Debian's package
+        // makes this user for it.
+        .arg(format!("--user={}", hitch_user()))
         .arg(&pem);
     Proc::spawn(cmd, dir, Duration::from_secs(3))
+}
+
+/// Debian's `_hitch` user if it exists, else `nobody`.
+fn hitch_user() -> &'static str {
+    let passwd = fs::read_to_string("/etc/passwd").unwrap_or_default();
+    if passwd.lines().any(|l| l.starts_with("_hitch:")) {
+        "_hitch"
+    } else {
+        "nobody"
+    }
 }
 
 /// Waits until the cache at `addr` serves `path` (of `size` bytes) from

@@ -15,6 +15,9 @@ use crate::{clock, docroot};
 /// Longest wait for a server to go quiet after a cell.
 const SETTLE_LIMIT: Duration = Duration::from_secs(2);
 
+/// Tomcat's warm-up per file before its first cell.
+const JVM_WARMUP: Duration = Duration::from_secs(2);
+
 /// What a column measures.
 pub enum Target {
     /// One of the harness's own servers (servers.rs).
@@ -184,8 +187,32 @@ impl<'a> Pool<'a> {
 
     /// Adds a column's server (or why it failed to start); its index.
     pub fn add(&mut self, column: Column, target: Result<Target, String>) -> usize {
+        if let Ok(t) = &target {
+            self.warm_jvm(&column.name, t);
+        }
         self.slots.push(Slot { column, target });
         self.slots.len() - 1
+    }
+
+    /// A JVM compiles its hot paths only after it has run them a while:
+    /// Tomcat gets a longer warm-up (2 s of wrk keep-alive per small file)
+    /// before its first cell than the others' per-cell warm-up.
+    fn warm_jvm(&self, name: &str, target: &Target) {
+        if name != "tomcat" || self.warmup.is_zero() {
+            return;
+        }
+        for size in [1, 28_000] {
+            let url = target.url(size);
+            let _ = load::warm_up(&Run {
+                url: &url,
+                connections: 50,
+                mode: Mode::KeepAlive,
+                duration: JVM_WARMUP,
+                threads: self.threads,
+                streams: 1,
+            });
+        }
+        target.settle();
     }
 
     /// The slot's target, if it runs.
@@ -281,6 +308,6 @@ impl<'a> Pool<'a> {
         if let Some(why) = target.exited() {
             return Value::Failed(format!("server {why}"));
         }
-        Value::from_result(result)
+        Value::from_result(result, spec.size, spec.connections)
     }
 }

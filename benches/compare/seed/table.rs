@@ -25,10 +25,17 @@ pub enum Value {
     /// The load client's requests/s, with its errors (if any).
     Measured {
         requests_per_second: f64,
+        /// Completed responses.
         requests: u64,
         errors: u64,
         #[serde(skip_serializing_if = "String::is_empty")]
         error_kinds: String,
+        /// Fewer responses completed than there were clients (a round of
+        /// 10 MB responses to 500 clients outlasts the cell):
+        /// requests_per_second is then the bytes ab received, partial
+        /// responses included, per second, over the file's size.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        estimated_from_bytes: bool,
     },
     /// The server failed to start, died, or the client failed.
     Failed(String),
@@ -37,13 +44,31 @@ pub enum Value {
 }
 
 impl Value {
-    pub fn from_result(r: Result<Outcome, String>) -> Value {
+    /// What a load client's run says; for ab, when fewer than `clients`
+    /// responses completed, requests/s from the bytes it received.
+    pub fn from_result(r: Result<Outcome, String>, size: u64, clients: u32) -> Value {
+        let bytes = match &r {
+            Ok(o) if o.requests >= u64::from(clients) => None,
+            Ok(o) => o.bytes_per_second,
+            Err(text) => ab_bytes_per_second(text),
+        };
+        if let Some(bps) = bytes.filter(|b| *b > 0.0 && size > 0) {
+            let o = r.unwrap_or_default();
+            return Value::Measured {
+                requests_per_second: bps / size as f64,
+                requests: o.requests,
+                errors: o.error_count(),
+                error_kinds: o.describe_errors(),
+                estimated_from_bytes: true,
+            };
+        }
         match r {
             Ok(o) => Value::Measured {
                 requests_per_second: o.requests_per_second,
                 requests: o.requests,
                 errors: o.error_count(),
                 error_kinds: o.describe_errors(),
+                estimated_from_bytes: false,
             },
             Err(e) => Value::Failed(e),
         }
@@ -54,10 +79,21 @@ impl Value {
             Value::Measured {
                 requests_per_second,
                 requests,
+                estimated_from_bytes,
                 ..
-            } if *requests > 0 => Some(*requests_per_second),
+            } if *requests > 0 || *estimated_from_bytes => Some(*requests_per_second),
             _ => None,
         }
+    }
+
+    fn estimated(&self) -> bool {
+        matches!(
+            self,
+            Value::Measured {
+                estimated_from_bytes: true,
+                ..
+            }
+        )
     }
 
     /// "12345", "12345!" (with errors), "failed: reason" (cut short).
@@ -66,13 +102,18 @@ impl Value {
             Value::Measured {
                 requests_per_second,
                 errors,
+                estimated_from_bytes,
                 ..
             } => format!(
-                "{requests_per_second:.0}{}",
+                "{}{requests_per_second:.0}{}",
+                if *estimated_from_bytes { "~" } else { "" },
                 if *errors > 0 { "!" } else { "" }
             ),
             Value::Failed(why) => {
-                let first = why.lines().next().unwrap_or("").trim();
+                // The first clause; the whole reason is in the column's
+                // line under the table and in the JSON.
+                let first = why.lines().next().unwrap_or("");
+                let first = first.split(';').next().unwrap_or("").trim();
                 let short: String = first.chars().take(34).collect();
                 let cut = if short.len() < first.len() { "..." } else { "" };
                 format!("failed: {short}{cut}")
@@ -189,6 +230,13 @@ impl Table {
         }) {
             out.push_str("! the client counted errors in this cell (see seed-tables.json)\n");
         }
+        if self
+            .rows
+            .iter()
+            .any(|r| r.cells.iter().any(Value::estimated))
+        {
+            out.push_str("~ fewer responses completed than there were clients: requests/s estimated from the bytes ab received (partial responses included) over the file size\n");
+        }
         for note in &self.notes {
             out.push_str(&format!("note: {note}\n"));
         }
@@ -200,4 +248,23 @@ impl Table {
         }
         out
     }
+}
+
+/// ab's "Total transferred" over its "Time taken for tests", from output
+/// it printed without a "Requests per second" (no response completed),
+/// which load::ab returns as an error carrying the output.
+fn ab_bytes_per_second(text: &str) -> Option<f64> {
+    let field = |name: &str| {
+        text.lines().find_map(|l| {
+            l.trim()
+                .strip_prefix(name)?
+                .split_whitespace()
+                .next()?
+                .parse::<f64>()
+                .ok()
+        })
+    };
+    let bytes = field("Total transferred:")?;
+    let seconds = field("Time taken for tests:").filter(|s| *s > 0.0)?;
+    Some(bytes / seconds)
 }

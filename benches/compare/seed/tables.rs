@@ -363,7 +363,7 @@ pub fn accelerators(pool: &mut Pool, t: &Timing) -> Table {
     let backend = backend(pool);
     if let Some((addr, name)) = &backend {
         table.notes.push(format!(
-            "backend of both caches: {name} on {addr} (misses only: every measured request is a cache hit)"
+            "backend of both caches: {name} on {addr}; it sees only the warming misses, every measured request is a cache hit"
         ));
     }
     let mut cols = Vec::new();

@@ -55,7 +55,7 @@ fn java_home() -> Option<PathBuf> {
 fn server_xml(port: u16, docroot: &Path) -> String {
     format!(
         r#"<?xml version="1.0" encoding="UTF-8"?>
-<!-- Written by benches/compare --seed-tables. -->
+<!-- Written by staticd's comparison harness (seed tables). -->
 <Server port="-1" shutdown="SHUTDOWN">
   <Listener className="org.apache.catalina.startup.VersionLoggerListener" />
   <Listener className="org.apache.catalina.core.JreMemoryLeakPreventionListener" />
@@ -80,8 +80,9 @@ fn server_xml(port: u16, docroot: &Path) -> String {
     )
 }
 
-/// Writes the base, starts Tomcat and waits (up to a minute: a JVM on a
-/// busy machine) until it serves `probe` (a file of `size` bytes) whole.
+/// Writes the base, starts Tomcat and waits (up to two minutes: a JVM on
+/// a busy machine has been seen to take 25 s) until it serves `probe` (a
+/// file of `size` bytes) whole.
 pub fn start(
     dir: &Path,
     docroot: &Path,
@@ -118,7 +119,7 @@ pub fn start(
     // A JVM shuts down on SIGTERM; give it a few seconds before the kill.
     let mut proc = Proc::spawn(cmd, dir, Duration::from_secs(5))?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    proc.wait_until(Duration::from_secs(60), || {
+    proc.wait_until(Duration::from_secs(120), || {
         process::get_ok(addr, probe, size, None).map(|_| ())
     })?;
     Ok(proc)
