@@ -325,16 +325,20 @@ fn run(o: &Options) -> Result<(), String> {
     let json = o.out.join("seed-tables.json");
     let body = serde_json::to_string_pretty(&output).map_err(|e| e.to_string())?;
     std::fs::write(&json, body + "\n").map_err(|e| format!("{}: {e}", json.display()))?;
+    let mut wrote = vec![txt, json];
     if let Some(fnord) = done.iter().find(|t| t.id == "fnord") {
-        if let Err(e) = chart::write(fnord, &o.out.join("seed-fnord.svg")) {
-            eprintln!("compare --seed-tables: chart: {e}");
+        let svg = o.out.join("seed-fnord.svg");
+        match chart::write(fnord, &svg) {
+            Ok(()) => wrote.push(svg),
+            Err(e) => eprintln!("compare --seed-tables: chart: {e}"),
         }
     }
+    let wrote: Vec<String> = wrote.iter().map(|p| p.display().to_string()).collect();
     println!(
-        "compare --seed-tables: {} in {}; wrote {}/{{seed-tables.txt,seed-tables.json,seed-fnord.svg}}",
+        "compare --seed-tables: {} in {}; wrote {}",
         if interrupted { "interrupted" } else { "done" },
         clock(begun.elapsed()),
-        o.out.display()
+        wrote.join(", ")
     );
     if interrupted {
         return Err("interrupted".into());
