@@ -16,6 +16,7 @@ mod procstat;
 mod reaper;
 mod report;
 mod resume;
+mod seed;
 mod servers;
 mod startup;
 mod tls;
@@ -1323,6 +1324,9 @@ fn main() {
     }
     if args.first().map(String::as_str) == Some(reaper::FLAG) {
         reaper::main();
+    }
+    if args.iter().any(|a| a == seed::FLAG) {
+        seed::main(&args);
     }
     let opts = match parse_args(&args) {
         Ok(o) => o,

@@ -396,7 +396,7 @@ impl Ports {
     }
 }
 
-fn which(program: &str) -> Option<PathBuf> {
+pub fn which(program: &str) -> Option<PathBuf> {
     let path = std::env::var("PATH").unwrap_or_default();
     let extra = [
         "/usr/sbin",
@@ -438,7 +438,7 @@ const TLS12_CIPHERS: &str =
 const LIGHTTPD_MODULES: &str = "/usr/lib/lighttpd";
 
 /// The program a kind needs, or why it cannot run here.
-fn locate(kind: Kind, setup: &Setup, proto: Proto) -> Result<PathBuf, String> {
+pub fn locate(kind: Kind, setup: &Setup, proto: Proto) -> Result<PathBuf, String> {
     let need = |p: &str| which(p).ok_or_else(|| format!("{p} is not installed"));
     kind.speaks(proto)?;
     if proto.tls() {
