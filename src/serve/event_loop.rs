@@ -14,11 +14,12 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use tokio::io::Interest;
-use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{watch, Notify};
 use tokio::time::Sleep;
 
 use super::cgi_exchange::{self, ClientIo};
+use super::lazy::{LazyListener, LazyTcp};
 use super::listen::{Listener, UNIX_CLIENT};
 use super::proxy_header;
 use super::writer::ResponseWriter;
@@ -339,10 +340,10 @@ pub(crate) async fn connections_finished(shared: &Shared) {
 fn start(listener: Listener, shared: &Shared) -> io::Result<tokio::task::JoinHandle<()>> {
     let shared = shared.clone();
     Ok(match listener {
-        Listener::Tcp(l) => tokio::spawn(accept_loop(TcpListener::from_std(l)?, shared, None)),
+        Listener::Tcp(l) => tokio::spawn(accept_loop(LazyListener::new(l)?, shared, None)),
         Listener::Unix(l) => tokio::spawn(accept_loop(UnixListener::from_std(l)?, shared, None)),
         Listener::Redirect(l, https_port) => {
-            let l = TcpListener::from_std(l)?;
+            let l = LazyListener::new(l)?;
             tokio::spawn(accept_loop(l, shared, Some(https_port)))
         }
     })
@@ -387,10 +388,10 @@ trait Accept: Send + 'static {
     fn next(&self) -> impl Future<Output = io::Result<(Self::Stream, String)>> + Send + '_;
 }
 
-impl Accept for TcpListener {
-    type Stream = TcpStream;
+impl Accept for LazyListener {
+    type Stream = LazyTcp;
 
-    async fn next(&self) -> io::Result<(TcpStream, String)> {
+    async fn next(&self) -> io::Result<(LazyTcp, String)> {
         let (stream, peer) = self.accept().await?;
         Ok((stream, peer.ip().to_string()))
     }
@@ -449,7 +450,7 @@ macro_rules! socket {
     };
 }
 
-socket!(TcpStream);
+socket!(LazyTcp);
 socket!(UnixStream);
 
 /// After accept(2) failed. Out of descriptors, the pending connection stays
@@ -752,9 +753,15 @@ async fn read_wire(stream: &impl Socket, wire: &mut Wire, buf: &mut Vec<u8>) -> 
         let got = read_some(stream, buf).await?;
         return Ok(if got { Got::Bytes } else { Got::Closed });
     }
+    // The first pass reads without waiting: a socket not yet watched by
+    // the runtime (see `lazy`) is tried as it is; a watched one answers
+    // WouldBlock at once unless it is known to be readable.
+    let mut wait = false;
     loop {
         flush_wire(stream, wire).await?;
-        stream.readable().await?;
+        if std::mem::replace(&mut wait, true) {
+            stream.readable().await?;
+        }
         let borrowed = lend_read_buffer(buf);
         let before = buf.len();
         let read = stream.try_io(Interest::READABLE, || wire.read(stream.as_fd(), buf));
@@ -793,8 +800,13 @@ async fn flush_wire(stream: &impl Socket, wire: &mut Wire) -> io::Result<()> {
 
 /// Reads what is there. False: the client closed or failed.
 async fn read_some(stream: &impl Socket, buf: &mut Vec<u8>) -> io::Result<bool> {
+    // The first pass reads without waiting, as in `read_wire`: a request
+    // that is already there costs no trip through the poller.
+    let mut wait = false;
     loop {
-        stream.readable().await?;
+        if std::mem::replace(&mut wait, true) {
+            stream.readable().await?;
+        }
         let borrowed = lend_read_buffer(buf);
         // Reads into spare capacity: no zero-filling, and a buffer that
         // already has room is reused as it is.
