@@ -9,6 +9,7 @@ pub mod h2;
 pub(crate) mod lazy;
 pub mod listen;
 pub mod notify;
+pub(crate) mod park;
 pub(crate) mod proxy_header;
 pub mod stdio;
 #[cfg(feature = "uring")]
