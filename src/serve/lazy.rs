@@ -9,7 +9,6 @@
 //! the descriptor, and the socket is registered with tokio the first time
 //! one of them would block.
 
-use std::future::Future;
 use std::io;
 use std::mem::ManuallyDrop;
 use std::net::SocketAddr;
@@ -155,14 +154,12 @@ impl LazyListener {
     }
 
     /// The next connection, non-blocking and close-on-exec, and its peer.
-    pub(crate) fn accept(&self) -> impl Future<Output = io::Result<(LazyTcp, SocketAddr)>> + '_ {
-        async move {
-            loop {
-                let mut ready = self.0.readable().await?;
-                match ready.try_io(|l| accept_bare(l.get_ref().as_fd())) {
-                    Ok(result) => return result,
-                    Err(_would_block) => continue,
-                }
+    pub(crate) async fn accept(&self) -> io::Result<(LazyTcp, SocketAddr)> {
+        loop {
+            let mut ready = self.0.readable().await?;
+            match ready.try_io(|l| accept_bare(l.get_ref().as_fd())) {
+                Ok(result) => return result,
+                Err(_would_block) => continue,
             }
         }
     }
