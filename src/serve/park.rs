@@ -38,6 +38,12 @@ pub(crate) const PARK_AFTER: Duration = Duration::from_millis(100);
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// Events taken from the lot's epoll set per call.
 const EVENTS: usize = 256;
+/// Records are kept in pages of this many, which never move: one growing
+/// array would leave a freed copy of itself behind at every doubling, as
+/// much memory again as the records.
+const PAGE: usize = 64;
+
+type Page = Box<[Option<Parked>; PAGE]>;
 
 /// What a parked connection needs to carry on.
 pub(crate) struct Parked {
@@ -62,8 +68,9 @@ struct Lot {
     /// The epoll set, owned by `watch` (which clears the lot before it
     /// lets go of it).
     epoll: RawFd,
-    /// Indexed by the epoll event's data; None where free.
-    records: Vec<Option<Parked>>,
+    /// Indexed by the epoll event's data (page, then place in the page);
+    /// None where free.
+    pages: Vec<Page>,
     free: Vec<usize>,
 }
 
@@ -91,18 +98,14 @@ pub(crate) fn park(parked: Parked) {
         let Some(lot) = lot else {
             return;
         };
-        let index = lot.free.pop().unwrap_or(lot.records.len());
+        let index = lot.free_place();
         let data = epoll::EventData::new_u64(index as u64);
         let flags = epoll::EventFlags::IN | epoll::EventFlags::RDHUP;
         if epoll::add(lot.epoll(), parked.stream.as_fd(), data, flags).is_err() {
             lot.free.push(index);
             return;
         }
-        if index == lot.records.len() {
-            lot.records.push(Some(parked));
-        } else {
-            lot.records[index] = Some(parked);
-        }
+        *lot.place(index) = Some(parked);
     });
 }
 
@@ -121,7 +124,7 @@ pub(crate) async fn watch(
     LOT.with_borrow_mut(|lot| {
         *lot = Some(Lot {
             epoll: watched.as_raw_fd(),
-            records: Vec::new(),
+            pages: Vec::new(),
             free: Vec::new(),
         })
     });
@@ -154,9 +157,11 @@ pub(crate) async fn watch(
         }
     }
     // Parking ends: every record goes back to a task, and the lot goes.
-    let rest = LOT.with_borrow_mut(|lot| lot.take().map(|l| l.records).unwrap_or_default());
-    for parked in rest.into_iter().flatten() {
-        resume(parked);
+    let rest = LOT.with_borrow_mut(|lot| lot.take().map(|l| l.pages).unwrap_or_default());
+    for page in rest {
+        for parked in page.into_iter().flatten() {
+            resume(parked);
+        }
     }
     Ok(())
 }
@@ -165,6 +170,29 @@ impl Lot {
     fn epoll(&self) -> BorrowedFd<'_> {
         // SAFETY: `watch` keeps the descriptor open while the lot exists.
         unsafe { BorrowedFd::borrow_raw(self.epoll) }
+    }
+
+    /// A free place's index, adding a page if none is free.
+    fn free_place(&mut self) -> usize {
+        if let Some(index) = self.free.pop() {
+            return index;
+        }
+        let first = self.pages.len() * PAGE;
+        self.pages.push(Box::new(std::array::from_fn(|_| None)));
+        // Handed out lowest first.
+        self.free.extend((first + 1..first + PAGE).rev());
+        first
+    }
+
+    /// Place `index`; None if there is no such place.
+    fn get(&mut self, index: usize) -> Option<&mut Option<Parked>> {
+        self.pages
+            .get_mut(index / PAGE)
+            .map(|p| &mut p[index % PAGE])
+    }
+
+    fn place(&mut self, index: usize) -> &mut Option<Parked> {
+        self.get(index).expect("a place handed out by free_place")
     }
 }
 
@@ -183,7 +211,7 @@ impl Drop for ClearLot {
 fn take(index: usize) -> Option<Parked> {
     LOT.with_borrow_mut(|lot| {
         let lot = lot.as_mut()?;
-        let parked = lot.records.get_mut(index)?.take()?;
+        let parked = lot.get(index)?.take()?;
         let _ = epoll::delete(lot.epoll(), parked.stream.as_fd());
         lot.free.push(index);
         Some(parked)
@@ -196,7 +224,8 @@ fn expire(now: Instant) {
         let Some(lot) = lot else {
             return;
         };
-        for (index, record) in lot.records.iter_mut().enumerate() {
+        let places = lot.pages.iter_mut().flat_map(|p| p.iter_mut());
+        for (index, record) in places.enumerate() {
             if record.as_ref().is_some_and(|p| p.deadline <= now) {
                 // Closing the socket takes it out of the epoll set.
                 *record = None;
