@@ -14,12 +14,14 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use tokio::io::Interest;
-use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{watch, Notify};
 use tokio::time::Sleep;
 
 use super::cgi_exchange::{self, ClientIo};
+use super::lazy::{LazyListener, LazyTcp};
 use super::listen::{Listener, UNIX_CLIENT};
+use super::park::{self, Parked, PARK_AFTER};
 use super::proxy_header;
 use super::writer::ResponseWriter;
 pub use super::Extras;
@@ -284,6 +286,7 @@ fn worker(shared: Shared, group: Vec<Listener>) {
         return;
     };
     rt.block_on(async move {
+        let lot = tokio::spawn(watch_lot(shared.clone()));
         let mut accepting = Vec::new();
         for l in group {
             match start(l, &shared) {
@@ -301,8 +304,36 @@ fn worker(shared: Shared, group: Vec<Listener>) {
             let _ = a.await;
         }
         shared.conns.listeners_closed();
+        let _ = lot.await;
         connections_drained(&shared).await;
     });
+}
+
+/// Watches this worker's parked connections (see `park`) until the stop,
+/// turning each that wakes back into a task.
+async fn watch_lot(shared: Shared) {
+    let mut stop = shared.stop.clone();
+    let stop = async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    let resume = |p: Parked| {
+        let resumed = Start::Resumed {
+            session: p.session,
+            source: p.source,
+            sniffing: p.sniffing,
+            tuned: p.tuned,
+        };
+        let stream = LazyTcp::new(p.stream);
+        let wire = (Wire::Clear, p.kind);
+        tokio::spawn(connection(stream, resumed, wire, shared.clone(), p.slot));
+    };
+    if let Err(e) = park::watch(stop, resume).await {
+        // Without a lot, idle connections simply stay tasks.
+        log::diagnostic(&format!(
+            "staticd: cannot park idle connections: {}\n",
+            describe(&e)
+        ));
+    }
 }
 
 /// Once stopping: returns when the responses in flight are done (or the
@@ -339,10 +370,10 @@ pub(crate) async fn connections_finished(shared: &Shared) {
 fn start(listener: Listener, shared: &Shared) -> io::Result<tokio::task::JoinHandle<()>> {
     let shared = shared.clone();
     Ok(match listener {
-        Listener::Tcp(l) => tokio::spawn(accept_loop(TcpListener::from_std(l)?, shared, None)),
+        Listener::Tcp(l) => tokio::spawn(accept_loop(LazyListener::new(l)?, shared, None)),
         Listener::Unix(l) => tokio::spawn(accept_loop(UnixListener::from_std(l)?, shared, None)),
         Listener::Redirect(l, https_port) => {
-            let l = TcpListener::from_std(l)?;
+            let l = LazyListener::new(l)?;
             tokio::spawn(accept_loop(l, shared, Some(https_port)))
         }
     })
@@ -363,7 +394,8 @@ async fn accept_loop(listener: impl Accept, shared: Shared, redirect: Option<u16
                 let Ok(wire) = wire_for(&shared, redirect) else {
                     continue;
                 };
-                tokio::spawn(connection(stream, client, wire, shared.clone(), slot));
+                let start = Start::New(client);
+                tokio::spawn(connection(stream, start, wire, shared.clone(), slot));
             }
             Err(e) => accept_failed(&e, &mut last_complaint).await,
         }
@@ -387,10 +419,10 @@ trait Accept: Send + 'static {
     fn next(&self) -> impl Future<Output = io::Result<(Self::Stream, String)>> + Send + '_;
 }
 
-impl Accept for TcpListener {
-    type Stream = TcpStream;
+impl Accept for LazyListener {
+    type Stream = LazyTcp;
 
-    async fn next(&self) -> io::Result<(TcpStream, String)> {
+    async fn next(&self) -> io::Result<(LazyTcp, String)> {
         let (stream, peer) = self.accept().await?;
         Ok((stream, peer.ip().to_string()))
     }
@@ -416,6 +448,11 @@ impl<T> MaybeH2 for T {}
 /// What a connection does with its socket, TCP or Unix-domain: tokio gives
 /// both these methods, but no trait for them.
 trait Socket: MaybeH2 + AsFd + Send + Sync + 'static {
+    /// Whether an idle connection on it can be parked (see `park`).
+    const PARKABLE: bool;
+    /// The plain socket, out of the runtime, for parking; None if it
+    /// cannot be parked.
+    fn into_parked(self) -> Option<std::net::TcpStream>;
     fn readable(&self) -> impl Future<Output = io::Result<()>> + Send + '_;
     fn writable(&self) -> impl Future<Output = io::Result<()>> + Send + '_;
     fn try_read(&self, buf: &mut [u8]) -> io::Result<usize>;
@@ -424,8 +461,12 @@ trait Socket: MaybeH2 + AsFd + Send + Sync + 'static {
 }
 
 macro_rules! socket {
-    ($stream:ty) => {
+    ($stream:ty, $parkable:expr, $into_parked:expr) => {
         impl Socket for $stream {
+            const PARKABLE: bool = $parkable;
+            fn into_parked(self) -> Option<std::net::TcpStream> {
+                $into_parked(self)
+            }
             fn readable(&self) -> impl Future<Output = io::Result<()>> + Send + '_ {
                 <$stream>::readable(self)
             }
@@ -449,8 +490,9 @@ macro_rules! socket {
     };
 }
 
-socket!(TcpStream);
-socket!(UnixStream);
+socket!(LazyTcp, true, |s: LazyTcp| s.into_std().ok());
+// Unix-socket clients are local processes, usually few: never parked.
+socket!(UnixStream, false, |_| None);
 
 /// After accept(2) failed. Out of descriptors, the pending connection stays
 /// queued: pause instead of spinning on the same error, and close what the
@@ -475,31 +517,54 @@ fn out_of_resources(e: &io::Error) -> bool {
     )
 }
 
+/// How a connection's task begins.
+enum Start {
+    /// Just accepted, from this client.
+    New(String),
+    /// Back from the lot of idle connections (see `park`).
+    Resumed {
+        session: Session,
+        source: Option<std::net::SocketAddr>,
+        sniffing: bool,
+        tuned: bool,
+    },
+}
+
 /// Serves one connection. A plain async block over values made beforehand
 /// (not an `async fn`, whose arguments the task would hold twice), with one
 /// timer reset for every wait and the step matched by reference: each value
 /// is held once, so a quiet keep-alive connection is a small task.
-fn connection(
-    stream: impl Socket,
-    client: String,
+fn connection<S: Socket>(
+    stream: S,
+    start: Start,
     (mut wire, kind): (Wire, Kind),
     shared: Shared,
     slot: Slot,
 ) -> impl Future<Output = ()> {
     // A connection that opens with the HTTP/2 preface (after ALPN h2, or
     // h2c with prior knowledge) is handed to `h2` once the first bytes tell.
-    #[cfg(feature = "http2")]
-    let mut sniffing = shared.cfg.http2.is_some() && matches!(kind, Kind::Http | Kind::Https);
-    let mut session = Session::with_kind(client, kind);
+    let h2_possible = shared.cfg.http2.is_some() && matches!(kind, Kind::Http | Kind::Https);
+    let (mut session, resumed) = match start {
+        Start::New(client) => (Session::with_kind(client, kind), None),
+        Start::Resumed {
+            session,
+            source,
+            sniffing,
+            tuned,
+        } => (session, Some((source, sniffing, tuned))),
+    };
+    #[cfg_attr(not(feature = "http2"), allow(unused_mut, unused_variables))]
+    let mut sniffing = resumed.map_or(h2_possible, |(_, sniffing, _)| sniffing);
     async move {
-        // Held until the connection ends, whichever way it ends.
-        let _slot = slot;
+        // Held until the connection ends, or parked with it.
+        let slot = slot;
         let timer = tokio::time::sleep(Duration::ZERO);
         tokio::pin!(timer);
         let mut busy = Busy::new();
         // --proxy-protocol: the header comes first, before TLS.
-        let source = match shared.cfg.proxy_protocol {
-            true => {
+        let source = match (resumed, shared.cfg.proxy_protocol) {
+            (Some((source, _, _)), _) => source,
+            (None, true) => {
                 // Waiting for it is like waiting for a first request: it
                 // does not hold up a graceful stop.
                 busy.idle();
@@ -512,14 +577,19 @@ fn connection(
                     Err(_) => return,
                 }
             }
-            false => None,
+            (None, false) => None,
         };
-        proxy_header::name_client(&mut session, source);
+        if resumed.is_none() {
+            proxy_header::name_client(&mut session, source);
+        }
         // TCP_NODELAY is set before the first response that keeps the
         // connection open (a later small response must not wait for the
         // client's delayed ACK); a connection closed after one response
         // never needs it: close(2) pushes out what is queued.
-        let mut tuned = false;
+        let mut tuned = resumed.is_some_and(|(_, _, tuned)| tuned);
+        // Set when the connection has been quiet long enough to be parked:
+        // its keep-alive deadline.
+        let mut park_until = None;
         loop {
             #[cfg(feature = "http2")]
             if sniffing && !session.input().is_empty() {
@@ -559,6 +629,14 @@ fn connection(
             match &mut step {
                 Step::Read { deadline, idle } => {
                     let mut deadline = *deadline;
+                    // Quiet for PARK_AFTER: parked instead of waiting on.
+                    let park_at = Instant::now() + PARK_AFTER;
+                    let parkable = S::PARKABLE
+                        && *idle
+                        && !stopping
+                        && matches!(wire, Wire::Clear)
+                        && park_at < deadline
+                        && park::open();
                     if *idle {
                         // Nothing buffered: hold no buffer while the client
                         // is quiet; and a quiet connection does not hold up
@@ -571,10 +649,15 @@ fn connection(
                         }
                     }
                     let read = read_wire(&stream, &mut wire, session.input());
-                    let read = within(read, deadline, timer.as_mut()).await;
+                    let wait_until = if parkable { park_at } else { deadline };
+                    let read = within(read, wait_until, timer.as_mut()).await;
                     busy.resume();
                     match read {
                         Ok(Got::Bytes) => {}
+                        Err(e) if parkable && e.kind() == io::ErrorKind::TimedOut => {
+                            park_until = Some(deadline);
+                            break;
+                        }
                         Ok(Got::Cleartext) => {
                             session.https_required();
                             #[cfg(feature = "http2")]
@@ -623,6 +706,21 @@ fn connection(
                     return;
                 }
             }
+        }
+        if let Some(deadline) = park_until {
+            let Some(stream) = stream.into_parked() else {
+                return;
+            };
+            park::park(Parked {
+                stream,
+                session,
+                kind,
+                slot,
+                source,
+                deadline,
+                sniffing,
+                tuned,
+            });
         }
     }
 }
@@ -752,9 +850,15 @@ async fn read_wire(stream: &impl Socket, wire: &mut Wire, buf: &mut Vec<u8>) -> 
         let got = read_some(stream, buf).await?;
         return Ok(if got { Got::Bytes } else { Got::Closed });
     }
+    // The first pass reads without waiting: a socket not yet watched by
+    // the runtime (see `lazy`) is tried as it is; a watched one answers
+    // WouldBlock at once unless it is known to be readable.
+    let mut wait = false;
     loop {
         flush_wire(stream, wire).await?;
-        stream.readable().await?;
+        if std::mem::replace(&mut wait, true) {
+            stream.readable().await?;
+        }
         let borrowed = lend_read_buffer(buf);
         let before = buf.len();
         let read = stream.try_io(Interest::READABLE, || wire.read(stream.as_fd(), buf));
@@ -793,8 +897,13 @@ async fn flush_wire(stream: &impl Socket, wire: &mut Wire) -> io::Result<()> {
 
 /// Reads what is there. False: the client closed or failed.
 async fn read_some(stream: &impl Socket, buf: &mut Vec<u8>) -> io::Result<bool> {
+    // The first pass reads without waiting, as in `read_wire`: a request
+    // that is already there costs no trip through the poller.
+    let mut wait = false;
     loop {
-        stream.readable().await?;
+        if std::mem::replace(&mut wait, true) {
+            stream.readable().await?;
+        }
         let borrowed = lend_read_buffer(buf);
         // Reads into spare capacity: no zero-filling, and a buffer that
         // already has room is reused as it is.

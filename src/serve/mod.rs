@@ -6,8 +6,10 @@ pub mod cgi_exchange;
 pub mod event_loop;
 #[cfg(feature = "http2")]
 pub mod h2;
+pub(crate) mod lazy;
 pub mod listen;
 pub mod notify;
+pub(crate) mod park;
 pub(crate) mod proxy_header;
 pub mod stdio;
 #[cfg(feature = "uring")]

@@ -1,0 +1,167 @@
+//! Idle keep-alive connections in standalone mode are parked outside the
+//! runtime after a short quiet spell (src/serve/park.rs): they must carry
+//! on exactly as before, still close at the keep-alive timeout, and still
+//! end cleanly when the server stops. Over TLS, HTTP/2 and io_uring they
+//! are not parked; these tests then check the same behaviour unparked.
+
+mod common;
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const STANDALONE: Mode = Mode::Standalone;
+
+/// Longer than the server's quiet spell before parking (100 ms).
+const PARKED: Duration = Duration::from_millis(400);
+
+fn site() -> Docroot {
+    let root = Docroot::new();
+    root.file("a.txt", "alpha\n");
+    root
+}
+
+/// Whether this run parks: plain HTTP/1.1 on the event loop.
+fn parks(server: &Server) -> bool {
+    !server.is_tls() && !server.is_h2() && !io_uring_from_env()
+}
+
+/// How many connections the server process holds in its epoll sets of
+/// parked ones (one per worker): what /proc/PID/fdinfo lists for each epoll
+/// descriptor, counting the watched descriptors registered level-triggered
+/// (tokio's own sets register edge-triggered).
+fn parked_count(pid: u32) -> usize {
+    let dir = format!("/proc/{pid}/fdinfo");
+    let mut total = 0;
+    for entry in std::fs::read_dir(&dir).expect("fdinfo") {
+        let Ok(info) = std::fs::read_to_string(entry.unwrap().path()) else {
+            continue;
+        };
+        let parked = info
+            .lines()
+            .filter(|l| l.starts_with("tfd:"))
+            .filter(|l| {
+                l.split_whitespace()
+                    .skip_while(|w| *w != "events:")
+                    .nth(1)
+                    .and_then(|m| u32::from_str_radix(m, 16).ok())
+                    // EPOLLIN | EPOLLRDHUP (with the always-on EPOLLERR
+                    // and EPOLLHUP), without EPOLLET.
+                    == Some(0x2019)
+            })
+            .count();
+        total += parked;
+    }
+    total
+}
+
+#[test]
+fn a_parked_connection_serves_its_next_requests() {
+    let root = site();
+    let mut server = Server::start(STANDALONE, &root);
+    let mut conns: Vec<Conn> = (0..20).map(|_| server.connect()).collect();
+    for conn in &mut conns {
+        let resp = conn.roundtrip(request("GET", "/a.txt", &[]));
+        assert_eq!(resp.body, b"alpha\n");
+    }
+    thread::sleep(PARKED);
+    if parks(&server) {
+        let pid = server.process().id();
+        assert_eq!(parked_count(pid), 20, "all 20 idle connections parked");
+    }
+    // Each carries on, pipelining included, and parks again.
+    for round in 0..2 {
+        for conn in &mut conns {
+            let two = format!(
+                "{}{}",
+                request("GET", "/a.txt", &[]),
+                request("HEAD", "/a.txt", &[])
+            );
+            conn.send(two);
+            assert_eq!(conn.read_response().body, b"alpha\n", "round {round}");
+            let head = conn.read_response_to("HEAD");
+            assert_eq!(head.status, 200);
+        }
+        thread::sleep(PARKED);
+    }
+    if parks(&server) {
+        let pid = server.process().id();
+        assert_eq!(parked_count(pid), 20);
+    }
+    // A client that closes a parked connection frees it.
+    conns.truncate(5);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    if parks(&server) {
+        let pid = server.process().id();
+        while parked_count(pid) != 5 && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(parked_count(pid), 5);
+    }
+}
+
+#[test]
+fn a_parked_connection_still_closes_at_the_keepalive_timeout() {
+    let root = site();
+    let server = Server::builder(STANDALONE, root.path())
+        .args(["--keepalive-timeout", "1"])
+        .start();
+    let mut conn = server.connect();
+    assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
+    let sent = Instant::now();
+    // Closed by the server between 1 s and the sweep after it (1 s more).
+    assert!(
+        conn.wait_closed(sent + Duration::from_secs(5)),
+        "still open after 5 s"
+    );
+    let after = sent.elapsed();
+    assert!(
+        after >= Duration::from_millis(900),
+        "closed after {after:?}"
+    );
+    assert!(
+        after < Duration::from_millis(2500),
+        "closed after {after:?}"
+    );
+}
+
+#[test]
+fn parked_connections_do_not_hold_up_a_stop() {
+    let root = site();
+    let mut server = Server::start(STANDALONE, &root);
+    let mut conns: Vec<Conn> = (0..50).map(|_| server.connect()).collect();
+    for conn in &mut conns {
+        assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
+    }
+    thread::sleep(PARKED);
+    let stopping = Instant::now();
+    server.process().signal(rustix::process::Signal::TERM);
+    let status = server.process().wait_timeout(Duration::from_secs(10));
+    assert!(status.is_some(), "still running 10 s after SIGTERM");
+    // The last call for idle connections is 1 s.
+    assert!(
+        stopping.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        stopping.elapsed()
+    );
+    for conn in &mut conns {
+        assert!(conn.wait_closed(Instant::now() + Duration::from_secs(2)));
+    }
+}
+
+#[test]
+fn a_parked_connection_that_sent_during_the_stop_is_answered() {
+    let root = site();
+    let mut server = Server::start(STANDALONE, &root);
+    let mut conn = server.connect();
+    assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
+    thread::sleep(PARKED);
+    server.process().signal(rustix::process::Signal::TERM);
+    // Its last call: a request sent just as the stop began is answered,
+    // with Connection: close.
+    thread::sleep(Duration::from_millis(100));
+    let resp = conn.roundtrip(request("GET", "/a.txt", &[]));
+    assert_eq!(resp.status, 200);
+    assert!(resp.has_token("connection", "close"), "{resp:#?}");
+}
