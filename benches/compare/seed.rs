@@ -28,7 +28,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use crate::report::Host;
+use crate::machine::Host;
 use crate::servers::Setup;
 use crate::{clock, docroot, load, reaper, tls};
 use pool::Pool;
@@ -290,7 +290,7 @@ fn run(o: &Options) -> Result<(), String> {
     drop(pool);
 
     std::fs::create_dir_all(&o.out).map_err(|e| format!("{}: {e}", o.out.display()))?;
-    let host = crate::host();
+    let host = crate::machine::host();
     let mut text = format!(
         "staticd seed tables ({}): {} cores, {}, Linux {}; ran {}{}\n\n",
         crate::servers::version_of(&built, "--version"),
