@@ -762,17 +762,48 @@ fn get(url: &str, tls: Option<&Arc<ClientConfig>>) -> io::Result<Fetched> {
     let addr: SocketAddr = authority
         .parse()
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "bad address"))?;
+    let (status, head, body) = exchange(
+        addr,
+        path,
+        tls,
+        Duration::from_secs(2),
+        Duration::from_secs(10),
+    )?;
+    let content_length = head.lines().find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.trim()
+            .eq_ignore_ascii_case("content-length")
+            .then(|| value.trim().parse().ok())?
+    });
+    Ok(Fetched {
+        status,
+        content_length,
+        body,
+    })
+}
+
+/// One GET of `path` on its own connection to `addr` (over TLS with
+/// `tls`), `Connection: close`, read until the server closes it: the
+/// status, the head and the body. `connect` bounds the TCP connect, `read`
+/// each read (and the TLS handshake).
+pub fn exchange(
+    addr: SocketAddr,
+    path: &str,
+    tls: Option<&Arc<ClientConfig>>,
+    connect: Duration,
+    read: Duration,
+) -> io::Result<(u16, String, Vec<u8>)> {
     let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
     let mut raw = Vec::new();
     match tls {
         None => {
-            let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-            s.set_read_timeout(Some(Duration::from_secs(10)))?;
+            let mut s = TcpStream::connect_timeout(&addr, connect)?;
+            s.set_read_timeout(Some(read))?;
             s.write_all(request.as_bytes())?;
             s.read_to_end(&mut raw)?;
         }
         Some(config) => {
-            let mut s = tls::connect(&addr, config, Duration::from_secs(10))?;
+            let mut s = tls::connect(&addr, config, read)?;
             s.write_all(request.as_bytes())?;
             s.flush()?;
             tls::read_to_close(&mut s, &mut raw)?;
@@ -789,17 +820,7 @@ fn get(url: &str, tls: Option<&Arc<ClientConfig>>) -> io::Result<Fetched> {
         .nth(1)
         .and_then(|c| c.parse().ok())
         .ok_or_else(|| bad("no status"))?;
-    let content_length = head.lines().find_map(|l| {
-        let (name, value) = l.split_once(':')?;
-        name.trim()
-            .eq_ignore_ascii_case("content-length")
-            .then(|| value.trim().parse().ok())?
-    });
-    Ok(Fetched {
-        status,
-        content_length,
-        body: raw[end + 4..].to_vec(),
-    })
+    Ok((status, head, raw.split_off(end + 4)))
 }
 
 fn check_file(

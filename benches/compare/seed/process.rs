@@ -4,8 +4,8 @@
 //! small HTTP/1.1 client that reads the response headers a cache adds.
 
 use std::fs;
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io;
+use std::net::SocketAddr;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use rustls::ClientConfig;
 
-use crate::{procstat, reaper, tls};
+use crate::{procstat, reaper};
 
 /// A started program; its process group is stopped when dropped.
 pub struct Proc {
@@ -160,40 +160,14 @@ impl Response {
 }
 
 /// One GET of `path` on its own connection (over TLS with `tls`),
-/// `Connection: close`, read to the end.
+/// `Connection: close`, read to the end (the comparison's own exchange).
 pub fn get(addr: SocketAddr, path: &str, tls: Option<&Arc<ClientConfig>>) -> io::Result<Response> {
-    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-    let mut raw = Vec::new();
     let timeout = Duration::from_secs(5);
-    match tls {
-        None => {
-            let mut s = TcpStream::connect_timeout(&addr, timeout)?;
-            s.set_read_timeout(Some(timeout))?;
-            s.write_all(request.as_bytes())?;
-            s.read_to_end(&mut raw)?;
-        }
-        Some(config) => {
-            let mut s = tls::connect(&addr, config, timeout)?;
-            s.write_all(request.as_bytes())?;
-            s.flush()?;
-            tls::read_to_close(&mut s, &mut raw)?;
-        }
-    }
-    let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_string());
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| bad("no response head"))?;
-    let head = String::from_utf8_lossy(&raw[..end]).to_string();
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| bad("no status"))?;
+    let (status, head, body) = crate::servers::exchange(addr, path, tls, timeout, timeout)?;
     Ok(Response {
         status,
         head,
-        body_len: raw.len() - end - 4,
+        body_len: body.len(),
     })
 }
 
