@@ -11,6 +11,9 @@
 //! keep-alive timeout still holds: a sweep each second closes the parked
 //! connections whose timeout has passed.
 //!
+//! At `--max-connections`, parked connections are the ones closed to make
+//! room for new clients, oldest first (`shed_oldest`).
+//!
 //! Each worker thread has its own lot, watched by one task on its runtime;
 //! records never move between threads.
 
@@ -112,9 +115,11 @@ pub(crate) fn park(parked: Parked) {
 /// Sets up this worker's lot and watches it until `stop` resolves; then
 /// every parked connection is handed back to `resume` (to have its last
 /// call like any idle connection) and parking ends. `resume` turns a
-/// record back into a task. Must run on the worker's runtime.
+/// record back into a task. Each notification of `shed` closes the oldest
+/// parked connection. Must run on the worker's runtime.
 pub(crate) async fn watch(
     stop: impl std::future::Future<Output = ()>,
+    shed: &tokio::sync::Notify,
     resume: impl Fn(Parked),
 ) -> io::Result<()> {
     let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
@@ -153,6 +158,9 @@ pub(crate) async fn watch(
                 }
             }
             _ = sweep.tick() => expire(Instant::now()),
+            () = shed.notified() => {
+                shed_oldest();
+            }
             () = &mut stop => break,
         }
     }
@@ -215,6 +223,29 @@ fn take(index: usize) -> Option<Parked> {
         let _ = epoll::delete(lot.epoll(), parked.stream.as_fd());
         lot.free.push(index);
         Some(parked)
+    })
+}
+
+/// Closes this worker's longest-idle parked connection (all share one
+/// keep-alive timeout, so it is the one with the earliest deadline), to
+/// make room at `--max-connections`. False if none is parked here.
+pub(crate) fn shed_oldest() -> bool {
+    LOT.with_borrow_mut(|lot| {
+        let Some(lot) = lot else {
+            return false;
+        };
+        let places = lot.pages.iter().flat_map(|p| p.iter());
+        let oldest = places
+            .enumerate()
+            .filter_map(|(index, r)| r.as_ref().map(|p| (p.deadline, index)))
+            .min();
+        let Some((_, index)) = oldest else {
+            return false;
+        };
+        // Closing the socket takes it out of the epoll set.
+        *lot.place(index) = None;
+        lot.free.push(index);
+        true
     })
 }
 

@@ -14,7 +14,7 @@ use std::cell::RefCell;
 use std::fs::File;
 use std::future::Future;
 use std::io;
-use std::net::Shutdown;
+use std::net::{IpAddr, Shutdown};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::os::unix::net::UnixListener;
 use std::rc::Rc;
@@ -29,7 +29,7 @@ use tokio_uring::{BufResult, OneshotOutputTransform, UnsubmittedOneshot};
 
 use super::event_loop::{self, Shared, READ_CHUNK};
 use super::linger_deadline;
-use super::listen::{Listener, UNIX_CLIENT};
+use super::listen::Listener;
 use super::Wire;
 use crate::config::Config;
 use crate::http::response::Chunk;
@@ -123,9 +123,16 @@ async fn accept_loop<L: Accept>(listener: Rc<L>, shared: Shared) {
     let mut last_complaint: Option<Instant> = None;
     loop {
         match L::next(&listener).await {
-            Ok((stream, client)) => {
+            Ok((stream, peer)) => {
+                let client = event_loop::client_name(peer);
+                let cleartext = !shared.extras.tls_on();
+                let admitted =
+                    event_loop::admit(&shared, peer, &client, borrow(&stream), cleartext);
+                let Some(claim) = admitted else {
+                    continue;
+                };
                 // As in the event loop: the place is taken after accept(2).
-                let slot = shared.conns.take_slot().await;
+                let slot = shared.conns.take_slot(claim).await;
                 let shared = shared.clone();
                 tokio_uring::spawn(async move {
                     connection(stream, client, shared).await;
@@ -142,26 +149,26 @@ trait Accept: AsRawFd + 'static {
     type Stream: Socket;
 
     /// The next connection, and its client's address for the log.
-    async fn next(listener: &Rc<Self>) -> io::Result<(Self::Stream, String)>;
+    async fn next(listener: &Rc<Self>) -> io::Result<(Self::Stream, Option<IpAddr>)>;
 }
 
 impl Accept for TcpListener {
     type Stream = TcpStream;
 
-    async fn next(listener: &Rc<Self>) -> io::Result<(TcpStream, String)> {
+    async fn next(listener: &Rc<Self>) -> io::Result<(TcpStream, Option<IpAddr>)> {
         let (stream, peer) = listener.accept().await?;
-        Ok((stream, peer.ip().to_string()))
+        Ok((stream, Some(peer.ip())))
     }
 }
 
 impl Accept for UnixListener {
     type Stream = UnixStream;
 
-    async fn next(listener: &Rc<Self>) -> io::Result<(UnixStream, String)> {
+    async fn next(listener: &Rc<Self>) -> io::Result<(UnixStream, Option<IpAddr>)> {
         let fd = accept_unix(Rc::clone(listener)).await?;
         // SAFETY: accept(2) made the descriptor for this stream alone.
         let stream = unsafe { UnixStream::from_raw_fd(fd.into_raw_fd()) };
-        Ok((stream, UNIX_CLIENT.to_string()))
+        Ok((stream, None))
     }
 }
 
