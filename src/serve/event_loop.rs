@@ -291,6 +291,11 @@ impl Connections {
                 if park::shed_oldest() {
                     continue;
                 }
+                if park::shed_waiting() {
+                    // Its place is free once its task has run.
+                    let _ = tokio::time::timeout(SHED_AGAIN, freed).await;
+                    continue;
+                }
                 if !std::mem::replace(&mut waited, true) {
                     crate::metrics::count(crate::metrics::Event::ConnectionAtLimit);
                 }
@@ -781,6 +786,17 @@ fn connection<S: Socket>(
                         }
                     }
                     let read = read_wire(&stream, &mut wire, session.input());
+                    // Idle, it may be closed to make room at --max-connections.
+                    let read = async {
+                        if !*idle || stopping {
+                            return read.await;
+                        }
+                        tokio::select! {
+                            biased;
+                            r = read => r,
+                            () = park::until_shed() => Err(io::ErrorKind::ConnectionAborted.into()),
+                        }
+                    };
                     let wait_until = if parkable { park_at } else { deadline };
                     let read = within(read, wait_until, timer.as_mut()).await;
                     busy.resume();

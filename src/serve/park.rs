@@ -12,7 +12,9 @@
 //! connections whose timeout has passed.
 //!
 //! At `--max-connections`, parked connections are the ones closed to make
-//! room for new clients, oldest first (`shed_oldest`).
+//! room for new clients, oldest first (`shed_oldest`); then idle ones that
+//! wait as tasks (TLS, Unix sockets, the first `PARK_AFTER` of quiet), also
+//! oldest first (`shed_waiting`).
 //!
 //! Each worker thread has its own lot, watched by one task on its runtime;
 //! records never move between threads.
@@ -21,12 +23,14 @@ use std::cell::RefCell;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use rustix::buffer::spare_capacity;
 use rustix::event::epoll;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
+use tokio::sync::Notify;
 
 use super::event_loop::Slot;
 use crate::session::{Kind, Session};
@@ -86,6 +90,46 @@ unsafe impl Send for Events {}
 
 thread_local! {
     static LOT: RefCell<Option<Lot>> = const { RefCell::new(None) };
+    /// Idle connections of this worker waiting as tasks: each waits on
+    /// this too, and tokio wakes `notify_one`'s waiters in the order they
+    /// began to wait, so the first woken has been idle longest. Leaked
+    /// once per worker thread, so a wait can borrow it for as long as it
+    /// likes.
+    /// (An atomic only so that a connection's future stays Send: it is
+    /// only ever touched by its worker's thread.)
+    static WAITING: &'static (Notify, AtomicUsize) =
+        Box::leak(Box::new((Notify::new(), AtomicUsize::new(0))));
+}
+
+/// Waits until this idle connection is chosen to be closed (see
+/// `shed_waiting`); never returns for one that is not.
+pub(crate) async fn until_shed() {
+    let (notify, count) = WAITING.with(|w| *w);
+    count.fetch_add(1, Ordering::Relaxed);
+    let _counted = Uncount(count);
+    notify.notified().await;
+}
+
+/// Takes a waiting connection off the count when its wait ends.
+struct Uncount(&'static AtomicUsize);
+
+impl Drop for Uncount {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Tells the longest-idle connection of this worker that waits as a task
+/// to close. False if none waits. Its place is free once its task has run.
+pub(crate) fn shed_waiting() -> bool {
+    let (notify, count) = WAITING.with(|w| *w);
+    // Only with a waiter: notify_one with none would store a permit for
+    // the next connection to go idle, which is not the oldest.
+    if count.load(Ordering::Relaxed) == 0 {
+        return false;
+    }
+    notify.notify_one();
+    true
 }
 
 /// Whether this worker parks idle connections (until its stop).
@@ -159,7 +203,7 @@ pub(crate) async fn watch(
             }
             _ = sweep.tick() => expire(Instant::now()),
             () = shed.notified() => {
-                shed_oldest();
+                let _ = shed_oldest() || shed_waiting();
             }
             () = &mut stop => break,
         }

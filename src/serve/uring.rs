@@ -19,7 +19,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::os::unix::net::UnixListener;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use io_uring::{cqueue, opcode, types};
 use tokio::sync::watch;
@@ -33,6 +33,7 @@ use super::listen::Listener;
 use super::Wire;
 use crate::config::Config;
 use crate::http::response::Chunk;
+use crate::pace::Pace;
 use crate::pool;
 use crate::session::{Sent, Session, Step};
 use crate::site::{describe, Site};
@@ -268,13 +269,19 @@ async fn serve(
                 };
                 match outcome {
                     Ok(Ok(true)) => {}
+                    Err(_) => {
+                        session.read_timed_out(cfg);
+                        return;
+                    }
                     _ => return,
                 }
             }
             Step::Send(mut sent) => {
                 // Dropping `sent` writes its log line: after this arm, or
                 // with the task if the stop's grace runs out.
-                if send(stream, &mut sent, cfg.send_timeout).await.is_err() {
+                let mut pace = Pace::new(Instant::now(), cfg.send_timeout, cfg.min_rate);
+                if let Err(e) = send(stream, &mut sent, &mut pace).await {
+                    super::response_failed(&e, &pace, session.client(), cfg);
                     return;
                 }
             }
@@ -328,17 +335,17 @@ async fn linger(stream: &impl Socket) {
 /// Writes a whole response: the head and in-memory chunks as they are,
 /// files a block at a time through a buffer, each write gathering all that
 /// is ready (so a head leaves with the first block of its file), counting
-/// in `sent.written` what went out. A client that takes nothing for
-/// `send_timeout` is given up on; a file that shrank ends the connection
+/// in `sent.written` what went out. A client that takes it slower than
+/// `pace` allows is given up on; a file that shrank ends the connection
 /// after what was read of it, never padded.
-async fn send(stream: &impl Socket, sent: &mut Sent, send_timeout: Duration) -> io::Result<()> {
+async fn send(stream: &impl Socket, sent: &mut Sent, pace: &mut Pace) -> io::Result<()> {
     let Sent {
         response, written, ..
     } = sent;
     let mut out = Outgoing {
         pieces: Vec::new(),
         head: None,
-        send_timeout,
+        pace,
         written,
     };
     out.pieces
@@ -358,7 +365,7 @@ struct Outgoing<'a> {
     pieces: Vec<Piece>,
     /// The response head once written, to be reused.
     head: Option<Vec<u8>>,
-    send_timeout: Duration,
+    pace: &'a mut Pace,
     /// Bytes of the response written so far.
     written: &'a mut u64,
 }
@@ -420,7 +427,8 @@ impl Outgoing<'_> {
     async fn flush(&mut self, stream: &impl Socket) -> io::Result<()> {
         while !self.pieces.is_empty() {
             let write = stream.writev(std::mem::take(&mut self.pieces));
-            let (result, mut pieces) = match tokio::time::timeout(self.send_timeout, write).await {
+            let deadline = self.pace.deadline().into();
+            let (result, mut pieces) = match tokio::time::timeout_at(deadline, write).await {
                 Ok(done) => done,
                 Err(_) => return Err(io::ErrorKind::TimedOut.into()),
             };
@@ -430,6 +438,7 @@ impl Outgoing<'_> {
                 Err(e) => return Err(e),
             };
             *self.written += n as u64;
+            self.pace.progress(Instant::now(), n as u64);
             let mut finished = 0;
             for piece in &mut pieces {
                 let len = piece.end - piece.start;
