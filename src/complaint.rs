@@ -31,8 +31,17 @@ type Recent = HashMap<(Box<str>, Complaint), Instant>;
 
 static RECENT: Mutex<Option<Recent>> = Mutex::new(None);
 
-/// Logs `what` about `client` unless it was logged within the last minute.
+/// Counts `what` in the metrics, and logs it about `client` unless it was
+/// logged within the last minute.
 pub fn complain(client: &str, what: Complaint) {
+    use crate::metrics::{count, Event};
+    match what {
+        Complaint::OverPerClient { .. } => count(Event::ConnectionRefused),
+        Complaint::SlowBody { .. } => count(Event::SlowBody),
+        Complaint::SlowResponse { .. } => count(Event::SlowResponse),
+        // Counted per connection closed, where they are (`park`).
+        Complaint::AtMaxConnections { .. } => {}
+    }
     if should_log(client, what, Instant::now()) {
         log::diagnostic(&line(client, what));
     }

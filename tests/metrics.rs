@@ -313,8 +313,9 @@ fn the_metrics_listener_serves_only_metrics() {
     assert!(body.contains("\nstaticd_build_info{version=\""));
 }
 
-/// At --max-connections, an accepted connection waits for a place: counted once, and
-/// served when a place frees.
+/// At --max-connections, an accepted connection waits for a place while every
+/// connection is busy: counted once, and served when a place frees. An idle one is
+/// closed for it instead: counted as shed.
 #[test]
 fn connections_held_at_the_limit_are_counted() {
     let root = site();
@@ -324,6 +325,8 @@ fn connections_held_at_the_limit_are_counted() {
         first.roundtrip(request("GET", "/cached.txt", &[])).status,
         200
     );
+    // Busy with its next request (half a head), so not closed to make room.
+    first.send("GET /cached.txt HTTP/1.1\r\nHo");
     let mut second = server.connect();
     second.send(request("GET", "/cached.txt", &[]));
     let held = scrape_until(metrics, "the second connection held", |s| {
@@ -337,6 +340,17 @@ fn connections_held_at_the_limit_are_counted() {
     let served = scrape(metrics);
     assert_eq!(served.get("staticd_connections_at_limit_total"), 1.0);
     assert_eq!(served.get("staticd_connections_accepted_total"), 2.0);
+    assert_eq!(served.get("staticd_connections_shed_total"), 0.0);
+    // `second` is idle now: a third client gets its place at once.
+    let mut third = server.connect();
+    assert_eq!(
+        third.roundtrip(request("GET", "/cached.txt", &[])).status,
+        200
+    );
+    assert!(second.wait_closed(Instant::now() + Duration::from_secs(5)));
+    let shed = scrape(metrics);
+    assert_eq!(shed.get("staticd_connections_shed_total"), 1.0);
+    assert_eq!(shed.get("staticd_connections_at_limit_total"), 1.0);
 }
 
 /// TLS handshakes: a full one, a resumed one (TLS 1.3 ticket), and one that fails; the

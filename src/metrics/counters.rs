@@ -25,6 +25,14 @@ pub enum Event {
     ConnectionClosed,
     /// A connection was accepted while every place was taken, and waited.
     ConnectionAtLimit,
+    /// A connection was refused: its client was over --max-connections-per-ip.
+    ConnectionRefused,
+    /// An idle connection was closed to make room at --max-connections.
+    ConnectionShed,
+    /// A connection was closed: its request body came slower than --min-rate.
+    SlowBody,
+    /// A connection was closed: its response was taken slower than --min-rate.
+    SlowResponse,
     TlsFull,
     TlsResumed,
     TlsFailed,

@@ -104,6 +104,34 @@ fn write_all(out: &mut String, t: &Totals, p: &Process) -> std::fmt::Result {
         "Connections accepted while --max-connections were open: each waited, unserved, for a place.",
         t.event(Event::ConnectionAtLimit),
     )?;
+    counter(
+        out,
+        "staticd_connections_refused_total",
+        "Connections refused at accept: their client was over --max-connections-per-ip.",
+        t.event(Event::ConnectionRefused),
+    )?;
+    counter(
+        out,
+        "staticd_connections_shed_total",
+        "Idle connections closed to make room at --max-connections.",
+        t.event(Event::ConnectionShed),
+    )?;
+    head(
+        out,
+        "staticd_connections_too_slow_total",
+        "counter",
+        "Connections closed for moving slower than --min-rate: a request body, or a response.",
+    )?;
+    for (direction, e) in [
+        ("request", Event::SlowBody),
+        ("response", Event::SlowResponse),
+    ] {
+        writeln!(
+            out,
+            "staticd_connections_too_slow_total{{direction=\"{direction}\"}} {}",
+            t.event(e)
+        )?;
+    }
     head(
         out,
         "staticd_tls_handshakes_total",

@@ -129,6 +129,7 @@ pub(crate) fn shed_waiting() -> bool {
         return false;
     }
     notify.notify_one();
+    crate::metrics::count(crate::metrics::Event::ConnectionShed);
     true
 }
 
@@ -289,6 +290,7 @@ pub(crate) fn shed_oldest() -> bool {
         // Closing the socket takes it out of the epoll set.
         *lot.place(index) = None;
         lot.free.push(index);
+        crate::metrics::count(crate::metrics::Event::ConnectionShed);
         true
     })
 }
