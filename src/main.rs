@@ -56,8 +56,9 @@ struct Cli {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: Option<u16>,
 
-    /// Most connections open at once (standalone); more wait in the listen
-    /// queue. Default: what the descriptor limit leaves room for.
+    /// Most connections open at once (standalone); at the bound the oldest
+    /// idle one is closed to make room, and with none idle new clients wait
+    /// in the listen queue. Default: what the descriptor limit leaves room for.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: Option<u32>,
 
@@ -137,7 +138,7 @@ struct Cli {
     #[arg(long, value_name = "FORMAT", value_enum, default_value_t = LogArg::Common)]
     log_format: LogArg,
 
-    /// Seconds a client may take to send a request head (and between body reads).
+    /// Seconds a client may take to send a whole request head, or pause in a body.
     #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=86400))]
     read_timeout: u64,
 
@@ -145,7 +146,7 @@ struct Cli {
     #[arg(long, value_name = "SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=86400))]
     keepalive_timeout: u64,
 
-    /// Seconds a client may go without accepting any response bytes.
+    /// Seconds a client may go without accepting any response bytes (see also --min-rate).
     #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=86400))]
     send_timeout: u64,
 
