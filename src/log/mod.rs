@@ -277,6 +277,8 @@ static TO_FILE: AtomicBool = AtomicBool::new(false);
 struct AccessFile {
     path: PathBuf,
     file: Arc<File>,
+    /// Whether it is a FIFO (see `queue::write_reporting`).
+    fifo: bool,
 }
 
 fn access_log() -> MutexGuard<'static, Option<AccessFile>> {
@@ -290,6 +292,7 @@ pub fn open_file(path: &Path) -> io::Result<()> {
     let file = OpenOptions::new().create(true).append(true).open(path)?;
     *access_log() = Some(AccessFile {
         path: path.to_path_buf(),
+        fifo: is_fifo(file.as_fd()),
         file: Arc::new(file),
     });
     TO_FILE.store(true, Ordering::Release);
@@ -305,14 +308,21 @@ pub fn reopen() -> io::Result<()> {
             .create(true)
             .append(true)
             .open(&current.path)?;
+        current.fifo = is_fifo(file.as_fd());
         current.file = Arc::new(file);
     }
     Ok(())
 }
 
-/// The log file open now, if there is one.
-fn current_file() -> Option<Arc<File>> {
-    access_log().as_ref().map(|f| Arc::clone(&f.file))
+fn is_fifo(fd: BorrowedFd<'_>) -> bool {
+    rustix::fs::fstat(fd).is_ok_and(|st| {
+        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Fifo
+    })
+}
+
+/// The log file open now, if there is one, and whether it is a FIFO.
+fn current_file() -> Option<(Arc<File>, bool)> {
+    access_log().as_ref().map(|f| (Arc::clone(&f.file), f.fifo))
 }
 
 /// Writes one access-log line: through the queue once the writer runs
@@ -328,7 +338,7 @@ pub fn emit(line: &str) {
         return;
     }
     match current_file() {
-        Some(file) => {
+        Some((file, _)) => {
             let _ = (&*file).write_all(line.as_bytes());
         }
         None => diagnostic(line),
@@ -381,7 +391,10 @@ pub fn start_writer() -> io::Result<()> {
     // Lives as long as the process: the writer may be stuck in a write
     // when the process exits.
     let queue: &'static Queue = Box::leak(Box::new(Queue::new(QUEUE_BYTES)));
-    crate::sys::spawn_helper("staticd-log", move || queue.run_writer(&mut Outputs))?;
+    let mut outputs = Outputs {
+        stderr_fifo: is_fifo(std::io::stderr().as_fd()),
+    };
+    crate::sys::spawn_helper("staticd-log", move || queue.run_writer(&mut outputs))?;
     let _ = QUEUE.set(queue);
     NEVER_WAITS.with(|n| n.set(true));
     Ok(())
@@ -441,7 +454,10 @@ fn write_if_ready(fd: BorrowedFd<'_>, line: &[u8], wait: Duration) {
 
 /// The writer's outputs: stderr (under its lock, so that other writes to
 /// it never land inside a line) and the log file open at the time.
-struct Outputs;
+struct Outputs {
+    /// Whether stderr is a pipe (see `queue::write_reporting`).
+    stderr_fifo: bool,
+}
 
 impl queue::Sink for Outputs {
     fn write_run(
@@ -455,8 +471,11 @@ impl queue::Sink for Outputs {
             Dest::Stderr => None,
         };
         match file {
-            Some(file) => queue::write_reporting(&mut &*file, bytes, progress),
-            None => queue::write_reporting(&mut std::io::stderr().lock(), bytes, progress),
+            Some((file, fifo)) => queue::write_reporting(&mut &*file, bytes, fifo, progress),
+            None => {
+                let mut stderr = std::io::stderr().lock();
+                queue::write_reporting(&mut stderr, bytes, self.stderr_fifo, progress)
+            }
         }
     }
 }

@@ -28,6 +28,11 @@ pub enum Dest {
 /// file) and diagnostics (to stderr) may alternate within one batch.
 const MAX_RUNS: usize = 256;
 
+/// How long the writer, woken by a line, lets more gather before it
+/// writes: a log line is late by this much at most, and a busy server
+/// wakes the writer this often at most.
+const GATHER: Duration = Duration::from_millis(1);
+
 /// What the writer writes to.
 pub trait Sink {
     /// Writes all of `bytes`, consecutive lines for `dest`, calling
@@ -40,9 +45,49 @@ pub trait Sink {
     ) -> io::Result<()>;
 }
 
-/// Writes all of `bytes` to `out`, calling `progress` with each part
-/// written: `Write::write_all`, but telling how far it got.
+/// The most a pipe takes in one write(2) as a whole (PIPE_BUF): a write
+/// no longer than this either all goes in or waits with nothing written.
+pub const PIPE_ATOMIC: usize = 4096;
+
+/// Writes all of `bytes`, whole lines, to `out`, calling `progress` with
+/// each part written: `Write::write_all`, but telling how far it got.
+/// `pipe`: `out` is a pipe or FIFO, written in pieces of whole lines of
+/// at most PIPE_ATOMIC bytes (a longer line is a piece of its own): each
+/// goes in whole or not at all, so a reader never sees part of a line
+/// behind a writer that is stuck, and `progress` is exact about what a
+/// stuck output holds.
 pub fn write_reporting(
+    out: &mut impl Write,
+    bytes: &[u8],
+    pipe: bool,
+    progress: &mut dyn FnMut(&[u8]),
+) -> io::Result<()> {
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let piece = if pipe { &rest[..piece_end(rest)] } else { rest };
+        write_piece(out, piece, progress)?;
+        rest = &rest[piece.len()..];
+    }
+    Ok(())
+}
+
+/// Where the first piece of `bytes` ends: after the last newline within
+/// PIPE_ATOMIC bytes, else after the first line, else at the end.
+fn piece_end(bytes: &[u8]) -> usize {
+    let head = &bytes[..bytes.len().min(PIPE_ATOMIC)];
+    if head.len() == bytes.len() {
+        return bytes.len();
+    }
+    match head.iter().rposition(|&b| b == b'\n') {
+        Some(at) => at + 1,
+        None => bytes
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(bytes.len(), |at| at + 1),
+    }
+}
+
+fn write_piece(
     out: &mut impl Write,
     mut bytes: &[u8],
     progress: &mut dyn FnMut(&[u8]),
@@ -134,7 +179,7 @@ struct State {
     give_up_at: Option<Instant>,
     /// After `close`: nothing more is queued or written.
     closed: bool,
-    /// Whether the writer waits on `work` (else no one needs waking).
+    /// Whether the writer waits on `work` and no one has woken it yet.
     writer_idle: bool,
     /// How many emitters wait on `room`.
     emitters_waiting: usize,
@@ -202,7 +247,7 @@ impl Queue {
             if !st.closed && st.pending.fits(dest, text.len()) {
                 st.pending.push(dest, text);
                 st.waiting += lines(text);
-                if st.writer_idle {
+                if std::mem::take(&mut st.writer_idle) {
                     self.work.notify_one();
                 }
                 return true;
@@ -250,13 +295,23 @@ impl Queue {
     /// empty. False once the queue is closed.
     fn take(&self, batch: &mut Buffer) -> bool {
         let mut st = self.lock();
+        let mut waited = false;
         while st.pending.is_empty() && !st.closed {
             st.writer_idle = true;
             st = self
                 .work
                 .wait(st)
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
-            st.writer_idle = false;
+            waited = true;
+        }
+        st.writer_idle = false;
+        if waited && !st.closed {
+            // Woken by the first line after a quiet spell: more lines
+            // gather for a moment, so that a busy server's lines go out
+            // in batches, not a wake-up and a write(2) each.
+            drop(st);
+            std::thread::sleep(GATHER);
+            st = self.lock();
         }
         if st.closed {
             return false;
@@ -548,8 +603,34 @@ mod tests {
         }
         let mut out = Slow(Vec::new(), false);
         let mut parts = Vec::new();
-        write_reporting(&mut out, b"ab\ncd\n", &mut |p| parts.push(p.to_vec())).unwrap();
+        write_reporting(&mut out, b"ab\ncd\n", false, &mut |p| {
+            parts.push(p.to_vec())
+        })
+        .unwrap();
         assert_eq!(out.0, b"ab\ncd\n");
         assert_eq!(parts, [b"ab\n".to_vec(), b"cd\n".to_vec()]);
+    }
+
+    #[test]
+    fn a_pipe_gets_whole_lines_of_at_most_pipe_buf() {
+        let line = |len: usize| {
+            let mut l = vec![b'x'; len - 1];
+            l.push(b'\n');
+            l
+        };
+        let mut text = Vec::new();
+        for len in [1000, 2000, 1000, 5000, 10, 4096, 4096] {
+            text.extend(line(len));
+        }
+        let mut out = Vec::new();
+        let mut pieces = Vec::new();
+        write_reporting(&mut out, &text, true, &mut |p| pieces.push(p.len())).unwrap();
+        assert_eq!(out, text);
+        // 1000+2000+1000 fit; the long line alone; 10 bytes cannot join
+        // the next 4096; the last line ends the text.
+        assert_eq!(pieces, [4000, 5000, 10, 4096, 4096]);
+        let mut pieces = Vec::new();
+        write_reporting(&mut Vec::new(), &text, false, &mut |p| pieces.push(p.len())).unwrap();
+        assert_eq!(pieces, [text.len()]);
     }
 }
