@@ -150,6 +150,11 @@ struct Cli {
     #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=86400))]
     send_timeout: u64,
 
+    /// Seconds a graceful stop (SIGTERM, SIGINT) gives responses in flight,
+    /// and log lines waiting for a blocked log output (standalone).
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    shutdown_grace: u64,
+
     /// Copy file bytes through a buffer instead of sendfile(2): slower for
     /// large files, but a file truncated while it is sent can only end the
     /// response early, never put other bytes on the wire (see SECURITY.md).
@@ -462,7 +467,10 @@ enum LogArg {
 
 impl Cli {
     fn into_config(self) -> Config {
-        let defaults = Config::default();
+        let defaults = Config {
+            shutdown_grace: std::time::Duration::from_secs(self.shutdown_grace),
+            ..Config::default()
+        };
         let compress = self.compress_settings();
         #[cfg(feature = "tls")]
         let acme = self.acme_settings();

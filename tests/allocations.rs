@@ -590,3 +590,42 @@ fn a_client_named_by_a_trusted_proxy_allocates_nothing() {
         .min();
     assert_eq!(fewest, Some(0));
 }
+
+/// Standalone mode's log lines go through a queue to a writer thread
+/// (src/log/queue.rs): queueing a line copies it into a buffer that
+/// exists already, whether the writer is waiting or busy.
+#[test]
+fn queueing_log_lines_allocates_nothing() {
+    use staticd::log::queue::{Dest, Queue, Sink};
+    struct Discard;
+    impl Sink for Discard {
+        fn write_run(
+            &mut self,
+            _: Dest,
+            bytes: &[u8],
+            progress: &mut dyn FnMut(&[u8]),
+        ) -> std::io::Result<()> {
+            progress(bytes);
+            Ok(())
+        }
+    }
+    let queue: &'static Queue = Box::leak(Box::new(Queue::new(1 << 16)));
+    std::thread::spawn(move || queue.run_writer(&mut Discard));
+    let line = format!(
+        "127.0.0.1 - - [-] \"GET /{} HTTP/1.1\" 200 6\n",
+        "a".repeat(80)
+    );
+    for _ in 0..1000 {
+        assert!(queue.push(Dest::Stderr, line.as_bytes(), true));
+    }
+    let before = allocations();
+    for i in 0..10_000 {
+        let dest = if i % 100 == 0 {
+            Dest::Stderr
+        } else {
+            Dest::File
+        };
+        assert!(queue.push(dest, line.as_bytes(), true));
+    }
+    assert_eq!(allocations() - before, 0);
+}

@@ -93,6 +93,10 @@ pub(crate) fn run_workers(
         }
         names.push(name);
     }
+    // From here on, log lines go through the log writer's queue: a
+    // blocked log output never holds up a worker (see `log::queue`).
+    log::start_writer()?;
+    let grace = cfg.shutdown_grace;
     let shared = Shared {
         cfg,
         site,
@@ -110,6 +114,7 @@ pub(crate) fn run_workers(
     }
     super::notify::ready(&format!("listening on {}", names.join(", ")));
     signals.block_on(stop_signals.recv());
+    log::abandon_after(grace);
     super::notify::stopping();
     let _ = stop_tx.send(true);
     conns.wait_listeners_closed(workers.len());
@@ -117,6 +122,7 @@ pub(crate) fn run_workers(
     for w in workers {
         let _ = w.join();
     }
+    log::finish();
     Ok(())
 }
 

@@ -1,4 +1,6 @@
-//! Access-log lines. Formatting is pure; `emit` is the one write to stderr.
+//! Access-log lines. Formatting is pure; `emit` is the one write to stderr
+//! (or `--log-file`): directly in inetd mode, through `queue`'s writer
+//! thread in standalone mode.
 //!
 //! A line is formatted when its response is decided, while the request it
 //! describes is still at hand, but its size field is filled in only when it
@@ -6,13 +8,20 @@
 //! nginx's `$body_bytes_sent` and Apache's `%b`, so a download cut short
 //! logs what the client was sent, not what it asked for.
 
+pub mod queue;
+
+use std::cell::Cell;
 use std::fmt::{self, Write as _};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::ops::Range;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::time::SystemTime;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use queue::{Dest, Queue};
 
 use crate::calendar::Utc;
 use crate::config::LogFormat;
@@ -257,58 +266,218 @@ fn clf_time(out: &mut String, t: SystemTime) -> fmt::Result {
 }
 
 /// Where access-log lines go: stderr unless `--log-file` names a file.
+/// The file is shared with the writer thread, which takes the one open at
+/// the moment it writes: a reopen (SIGHUP) never waits for a write.
 static ACCESS_LOG: Mutex<Option<AccessFile>> = Mutex::new(None);
+
+/// Whether access lines go to `ACCESS_LOG`'s file: read per line without
+/// taking the lock (set once, before any line is logged).
+static TO_FILE: AtomicBool = AtomicBool::new(false);
 
 struct AccessFile {
     path: PathBuf,
-    file: File,
+    file: Arc<File>,
+    /// Whether it is a FIFO (see `queue::write_reporting`).
+    fifo: bool,
+}
+
+fn access_log() -> MutexGuard<'static, Option<AccessFile>> {
+    ACCESS_LOG
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Sends access-log lines to `path` (appending) instead of stderr.
 pub fn open_file(path: &Path) -> io::Result<()> {
     let file = OpenOptions::new().create(true).append(true).open(path)?;
-    let mut slot = ACCESS_LOG
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    *slot = Some(AccessFile {
+    *access_log() = Some(AccessFile {
         path: path.to_path_buf(),
-        file,
+        fifo: is_fifo(file.as_fd()),
+        file: Arc::new(file),
     });
+    TO_FILE.store(true, Ordering::Release);
     Ok(())
 }
 
 /// Opens the log file again under its name (after SIGHUP), so rotation by
 /// renaming works. On failure the old file stays in use.
 pub fn reopen() -> io::Result<()> {
-    let mut slot = ACCESS_LOG
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut slot = access_log();
     if let Some(current) = slot.as_mut() {
-        current.file = OpenOptions::new()
+        let file = OpenOptions::new()
             .create(true)
             .append(true)
             .open(&current.path)?;
+        current.fifo = is_fifo(file.as_fd());
+        current.file = Arc::new(file);
     }
     Ok(())
 }
 
-/// Writes one access-log line in a single write, so lines from several
+fn is_fifo(fd: BorrowedFd<'_>) -> bool {
+    rustix::fs::fstat(fd).is_ok_and(|st| {
+        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Fifo
+    })
+}
+
+/// The log file open now, if there is one, and whether it is a FIFO.
+fn current_file() -> Option<(Arc<File>, bool)> {
+    access_log().as_ref().map(|f| (Arc::clone(&f.file), f.fifo))
+}
+
+/// Writes one access-log line: through the queue once the writer runs
+/// (standalone mode), else in a single write, so lines from several
 /// threads never interleave.
 pub fn emit(line: &str) {
-    let mut slot = ACCESS_LOG
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    match slot.as_mut() {
-        Some(f) => {
-            let _ = f.file.write_all(line.as_bytes());
+    if let Some(queue) = QUEUE.get() {
+        let dest = match TO_FILE.load(Ordering::Acquire) {
+            true => Dest::File,
+            false => Dest::Stderr,
+        };
+        queue.push(dest, line.as_bytes(), may_wait());
+        return;
+    }
+    match current_file() {
+        Some((file, _)) => {
+            let _ = (&*file).write_all(line.as_bytes());
         }
         None => diagnostic(line),
     }
 }
 
-/// Writes a line about the server itself (not a request) to stderr.
+/// Writes a line about the server itself (not a request) to stderr:
+/// through the queue once the writer runs, else directly.
 pub fn diagnostic(line: &str) {
+    if let Some(queue) = QUEUE.get() {
+        queue.push(Dest::Stderr, line.as_bytes(), may_wait());
+        return;
+    }
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
+/// The writer's queue, once `start_writer` ran.
+static QUEUE: OnceLock<&'static Queue> = OnceLock::new();
+
+/// How many bytes of lines the queue holds (the writer holds as many
+/// again in the batch it is writing): some thousands of access lines,
+/// seconds of a busy server's log.
+const QUEUE_BYTES: usize = 1 << 20;
+
+/// How long `finish` waits for the queue to be written out at least.
+const LAST_FLUSH: Duration = Duration::from_millis(200);
+
+/// How long `finish` waits for stderr to take its last line.
+const LAST_LINE_WAIT: Duration = Duration::from_millis(100);
+
+thread_local! {
+    /// Set on the thread that started the writer: it handles the signals,
+    /// so its own lines (SIGHUP's) never wait for room: a full queue
+    /// counts them unwritten, and a stop is always heard.
+    static NEVER_WAITS: Cell<bool> = const { Cell::new(false) };
+}
+
+fn may_wait() -> bool {
+    !NEVER_WAITS.with(Cell::get)
+}
+
+/// Standalone mode: from now on, log lines go through a bounded queue to a
+/// thread of their own, so a log output that blocks (a pipe nobody reads,
+/// a stuck journald) never blocks a worker: a worker waits only when the
+/// queue is full. Lines written before (start-up errors) went directly.
+pub fn start_writer() -> io::Result<()> {
+    if QUEUE.get().is_some() {
+        return Ok(());
+    }
+    // Lives as long as the process: the writer may be stuck in a write
+    // when the process exits.
+    let queue: &'static Queue = Box::leak(Box::new(Queue::new(QUEUE_BYTES)));
+    let mut outputs = Outputs {
+        stderr_fifo: is_fifo(std::io::stderr().as_fd()),
+    };
+    crate::sys::spawn_helper("staticd-log", move || queue.run_writer(&mut outputs))?;
+    let _ = QUEUE.set(queue);
+    NEVER_WAITS.with(|n| n.set(true));
+    Ok(())
+}
+
+/// A stop began: lines that find the queue full wait at most `grace` more
+/// (then they are counted as unwritten), so a blocked log output cannot
+/// hold the process past its shutdown grace.
+pub fn abandon_after(grace: Duration) {
+    if let Some(queue) = QUEUE.get() {
+        queue.give_up_after(grace);
+    }
+}
+
+/// The last thing before the process exits: waits for the queue to be
+/// written out (up to the end of the stop's grace), then, if lines were
+/// not written, says how many on stderr, but only if stderr takes the
+/// line at once. Never waits on a writer that is stuck.
+pub fn finish() {
+    let Some(queue) = QUEUE.get() else {
+        return;
+    };
+    let closed = queue.close(Instant::now() + LAST_FLUSH);
+    // While the writer is in a write to stderr, a line from here could
+    // land inside the one it writes.
+    if closed.unwritten > 0 && closed.writing != Some(Dest::Stderr) {
+        let s = if closed.unwritten == 1 { "" } else { "s" };
+        let last = format!(
+            "staticd: {} log line{s} not written (log output blocked)\n",
+            closed.unwritten
+        );
+        write_if_ready(std::io::stderr().as_fd(), last.as_bytes(), LAST_LINE_WAIT);
+    }
+}
+
+/// Writes `line` to `fd` only if it takes it without blocking: poll(2)
+/// for room first, for `wait` at most; on a socket (journald's stream) a
+/// send that cannot block. Never waits longer, whatever the output does.
+fn write_if_ready(fd: BorrowedFd<'_>, line: &[u8], wait: Duration) {
+    use rustix::event::{poll, PollFd, PollFlags};
+    use rustix::io::Errno;
+    let ts = rustix::time::Timespec {
+        tv_sec: wait.as_secs() as _,
+        tv_nsec: wait.subsec_nanos() as _,
+    };
+    let mut fds = [PollFd::new(&fd, PollFlags::OUT)];
+    if !matches!(poll(&mut fds, Some(&ts)), Ok(1)) || !fds[0].revents().contains(PollFlags::OUT) {
+        return;
+    }
+    let flags = rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL;
+    if let Err(Errno::NOTSOCK) = rustix::net::send(fd, line, flags) {
+        // A pipe or file that polled writable takes a line this short
+        // (under PIPE_BUF) whole.
+        let _ = rustix::io::write(fd, line);
+    }
+}
+
+/// The writer's outputs: stderr (under its lock, so that other writes to
+/// it never land inside a line) and the log file open at the time.
+struct Outputs {
+    /// Whether stderr is a pipe (see `queue::write_reporting`).
+    stderr_fifo: bool,
+}
+
+impl queue::Sink for Outputs {
+    fn write_run(
+        &mut self,
+        dest: Dest,
+        bytes: &[u8],
+        progress: &mut dyn FnMut(&[u8]),
+    ) -> io::Result<()> {
+        let file = match dest {
+            Dest::File => current_file(),
+            Dest::Stderr => None,
+        };
+        match file {
+            Some((file, fifo)) => queue::write_reporting(&mut &*file, bytes, fifo, progress),
+            None => {
+                let mut stderr = std::io::stderr().lock();
+                queue::write_reporting(&mut stderr, bytes, self.stderr_fifo, progress)
+            }
+        }
+    }
 }
 
 #[cfg(test)]
