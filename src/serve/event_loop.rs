@@ -82,6 +82,7 @@ pub(crate) fn run_workers(
         shed: Notify::new(),
         closed_groups: AtomicUsize::new(0),
         per_client: Arc::new(PerClient::new(&cfg)),
+        stop_began: std::sync::OnceLock::new(),
     });
     // Announced only when everything is ready: tests and scripts wait for it.
     let mut names = Vec::new();
@@ -114,6 +115,7 @@ pub(crate) fn run_workers(
     }
     super::notify::ready(&format!("listening on {}", names.join(", ")));
     signals.block_on(stop_signals.recv());
+    let _ = conns.stop_began.set(Instant::now());
     log::abandon_after(grace);
     super::notify::stopping();
     let _ = stop_tx.send(true);
@@ -215,6 +217,9 @@ pub(crate) struct Connections {
     closed_groups: AtomicUsize,
     /// `--max-connections-per-ip`.
     per_client: Arc<PerClient>,
+    /// When the stop began: the shutdown grace counts from it, however
+    /// long a worker took to notice (held up by a full log queue, say).
+    stop_began: std::sync::OnceLock<Instant>,
 }
 
 /// One counted connection; dropping it frees the place, and its client's.
@@ -269,6 +274,11 @@ impl Connections {
         while self.closed_groups.load(Ordering::Acquire) < workers && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
+    }
+
+    /// When the stop began (now, if it has not).
+    fn stop_began(&self) -> Instant {
+        self.stop_began.get().copied().unwrap_or_else(Instant::now)
     }
 
     /// A place for a new connection, holding `claim` (its client's place).
@@ -337,7 +347,10 @@ pub(crate) fn start_runtime<T>(shared: &Shared, build: impl Fn() -> io::Result<T
                 std::thread::sleep(EMFILE_PAUSE);
             }
             Err(e) => {
-                eprintln!("staticd: cannot start a worker: {}", describe(&e));
+                log::diagnostic(&format!(
+                    "staticd: cannot start a worker: {}\n",
+                    describe(&e)
+                ));
                 return None;
             }
         }
@@ -359,7 +372,9 @@ fn worker(shared: Shared, group: Vec<Listener>) {
         for l in group {
             match start(l, &shared) {
                 Ok(task) => accepting.push(task),
-                Err(e) => eprintln!("staticd: cannot use listener: {}", describe(&e)),
+                Err(e) => {
+                    log::diagnostic(&format!("staticd: cannot use listener: {}\n", describe(&e)))
+                }
             }
         }
         let mut stop_wait = shared.stop.clone();
@@ -409,7 +424,7 @@ async fn watch_lot(shared: Shared) {
 /// last call; those still idle then are closed when the runtime drops
 /// their tasks.
 async fn connections_drained(shared: &Shared) {
-    let start = Instant::now();
+    let start = shared.conns.stop_began();
     let grace = shared.cfg.shutdown_grace;
     let last_call = start + LAST_CALL.min(grace);
     loop {
@@ -428,7 +443,7 @@ async fn connections_drained(shared: &Shared) {
 /// connections end themselves when the stop comes.)
 #[cfg(feature = "uring")]
 pub(crate) async fn connections_finished(shared: &Shared) {
-    let deadline = Instant::now() + shared.cfg.shutdown_grace;
+    let deadline = shared.conns.stop_began() + shared.cfg.shutdown_grace;
     while shared.conns.active.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -637,7 +652,7 @@ pub(crate) async fn accept_failed(e: &io::Error, last_complaint: &mut Option<Ins
     }
     crate::site::cache::clear();
     if last_complaint.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
-        eprintln!("staticd: accept: {} (pausing)", describe(e));
+        log::diagnostic(&format!("staticd: accept: {} (pausing)\n", describe(e)));
         *last_complaint = Some(Instant::now());
     }
     tokio::time::sleep(EMFILE_PAUSE).await;

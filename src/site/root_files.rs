@@ -171,7 +171,7 @@ fn file_path(dir: &Path, name: &[u8]) -> PathBuf {
 }
 
 fn report(path: &Path, line: usize, msg: &str) {
-    eprintln!("staticd: {}:{line}: {msg}", path.display());
+    crate::log::diagnostic(&format!("staticd: {}:{line}: {msg}\n", path.display()));
 }
 
 /// The file's bytes (a little past the parsers' limit, so they can say it
@@ -180,11 +180,11 @@ fn report(path: &Path, line: usize, msg: &str) {
 fn read_file(dir: BorrowedFd<'_>, shown: &Path, name: &[u8]) -> (Option<Vec<u8>>, Stamp) {
     let unreadable = |e: &std::io::Error| {
         let path = file_path(shown, name);
-        eprintln!(
-            "staticd: {}: {}; ignored",
+        crate::log::diagnostic(&format!(
+            "staticd: {}: {}; ignored\n",
             path.display(),
             super::describe(e)
-        );
+        ));
         (None, None)
     };
     let file = match sys::open_beneath(dir, name) {
