@@ -3,7 +3,6 @@
 //! minute: a client that runs into a bound thousands of times must not
 //! flood the log, nor make it the bottleneck.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -24,12 +23,13 @@ pub enum Complaint {
 
 /// How often one address may be named for one kind of complaint.
 const EVERY: Duration = Duration::from_secs(60);
-/// Most (address, kind) pairs remembered; beyond it the old are forgotten.
-const REMEMBERED: usize = 4096;
+/// Most (address, kind) pairs remembered; beyond it the oldest is forgotten.
+const REMEMBERED: usize = 1024;
 
-type Recent = HashMap<(Box<str>, Complaint), Instant>;
-
-static RECENT: Mutex<Option<Recent>> = Mutex::new(None);
+/// When each (address, kind) pair was last logged, by its fingerprint: a
+/// short list searched from end to end is plenty at this size, and costs
+/// the minimal build no hash table of its own.
+static RECENT: Mutex<Vec<(u64, Instant)>> = Mutex::new(Vec::new());
 
 /// Counts `what` in the metrics, and logs it about `client` unless it was
 /// logged within the last minute.
@@ -42,28 +42,49 @@ pub fn complain(client: &str, what: Complaint) {
         // Counted per connection closed, where they are (`park`).
         Complaint::AtMaxConnections { .. } => {}
     }
-    if should_log(client, what, Instant::now()) {
+    let mut recent = RECENT.lock().unwrap_or_else(|p| p.into_inner());
+    if should_log(&mut recent, client, what, Instant::now()) {
         log::diagnostic(&line(client, what));
     }
 }
 
-fn should_log(client: &str, what: Complaint, now: Instant) -> bool {
-    let mut recent = RECENT.lock().unwrap_or_else(|p| p.into_inner());
-    let recent = recent.get_or_insert_with(HashMap::new);
-    let key = (Box::<str>::from(client), what);
-    if let Some(last) = recent.get(&key) {
+fn should_log(
+    recent: &mut Vec<(u64, Instant)>,
+    client: &str,
+    what: Complaint,
+    now: Instant,
+) -> bool {
+    let key = fingerprint(client, what);
+    if let Some((_, last)) = recent.iter_mut().find(|(k, _)| *k == key) {
         if now.duration_since(*last) < EVERY {
             return false;
         }
+        *last = now;
+        return true;
     }
     if recent.len() >= REMEMBERED {
-        recent.retain(|_, last| now.duration_since(*last) < EVERY);
-        if recent.len() >= REMEMBERED {
-            recent.clear();
-        }
+        let oldest = (0..recent.len()).min_by_key(|&i| recent[i].1).unwrap_or(0);
+        recent.swap_remove(oldest);
     }
-    recent.insert(key, now);
+    recent.push((key, now));
     true
+}
+
+/// FNV-1a of the address and the kind: two pairs that collide share one
+/// minute, which costs a log line, nothing else.
+fn fingerprint(client: &str, what: Complaint) -> u64 {
+    let kind = match what {
+        Complaint::OverPerClient { .. } => 1,
+        Complaint::SlowBody { .. } => 2,
+        Complaint::SlowResponse { .. } => 3,
+        Complaint::AtMaxConnections { .. } => 4,
+    };
+    client
+        .bytes()
+        .chain([0, kind])
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        })
 }
 
 fn line(client: &str, what: Complaint) -> String {
@@ -89,28 +110,38 @@ mod tests {
 
     #[test]
     fn once_per_address_and_kind_a_minute() {
-        let t = Instant::now();
+        let (r, t) = (&mut Vec::new(), Instant::now());
         let slow = Complaint::SlowBody { rate: 500 };
-        assert!(should_log("192.0.2.77", slow, t));
-        assert!(!should_log("192.0.2.77", slow, t + Duration::from_secs(59)));
+        assert!(should_log(r, "192.0.2.77", slow, t));
+        assert!(!should_log(
+            r,
+            "192.0.2.77",
+            slow,
+            t + Duration::from_secs(59)
+        ));
         let other = Complaint::SlowResponse { rate: 500 };
-        assert!(should_log("192.0.2.77", other, t));
-        assert!(should_log("192.0.2.78", slow, t));
-        assert!(should_log("192.0.2.77", slow, t + Duration::from_secs(61)));
+        assert!(should_log(r, "192.0.2.77", other, t));
+        assert!(should_log(r, "192.0.2.78", slow, t));
+        assert!(should_log(
+            r,
+            "192.0.2.77",
+            slow,
+            t + Duration::from_secs(61)
+        ));
     }
 
     #[test]
     fn memory_stays_bounded() {
-        let t = Instant::now();
+        let (r, t) = (&mut Vec::new(), Instant::now());
+        let slow = Complaint::SlowBody { rate: 1 };
         for i in 0..3 * REMEMBERED {
-            should_log(
-                &format!("198.51.100.{i}"),
-                Complaint::SlowBody { rate: 1 },
-                t,
-            );
+            let now = t + Duration::from_millis(i as u64);
+            should_log(r, &format!("198.51.100.{i}"), slow, now);
         }
-        let recent = RECENT.lock().unwrap();
-        assert!(recent.as_ref().unwrap().len() <= REMEMBERED);
+        assert_eq!(r.len(), REMEMBERED);
+        // The newest are the ones kept.
+        let newest = format!("198.51.100.{}", 3 * REMEMBERED - 1);
+        assert!(!should_log(r, &newest, slow, t));
     }
 
     #[test]

@@ -69,8 +69,8 @@ struct Cli {
 
     /// IPv6 clients are counted for --max-connections-per-ip by this
     /// prefix of their address (one host usually holds a whole /64).
-    #[arg(long, value_name = "BITS", default_value_t = 64, value_parser = clap::value_parser!(u8).range(1..=128))]
-    ipv6_prefix: u8,
+    #[arg(long, value_name = "BITS", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=128))]
+    ipv6_prefix: u32,
 
     /// Bytes per second a request body must arrive at, and a response be
     /// taken at, on average (after the first --read-timeout / --send-timeout);
@@ -506,7 +506,8 @@ impl Cli {
             cgi_max: self.cgi_max as usize,
             max_connections,
             max_connections_per_ip: self.max_connections_per_ip as usize,
-            ipv6_prefix: self.ipv6_prefix,
+            // Within 1..=128, as parsed.
+            ipv6_prefix: self.ipv6_prefix as u8,
             min_rate: self.min_rate,
             log_format: match self.log_format {
                 LogArg::Common => LogFormat::Common,

@@ -475,7 +475,10 @@ async fn accept_loop(listener: impl Accept, shared: Shared, redirect: Option<u16
                     Ok(claim) => claim,
                     Err(()) => {
                         let max = shared.conns.per_client.max();
-                        turn_away(stream, client, cleartext, max);
+                        // Only TCP clients are counted.
+                        if let Some(stream) = stream.into_parked() {
+                            turn_away(stream, client, cleartext, max);
+                        }
                         continue;
                     }
                 };
@@ -514,16 +517,20 @@ thread_local! {
 /// Refuses a connection over its client's bound (see `clients::refuse`),
 /// giving its request a moment to arrive: accept(2) returns as the
 /// handshake completes, usually just before the request does.
-fn turn_away<S: Socket>(stream: S, client: String, cleartext: bool, max: usize) {
+fn turn_away(stream: std::net::TcpStream, client: String, cleartext: bool, max: usize) {
     let waiting = REFUSING.with(Cell::get);
     if !cleartext || waiting >= REFUSALS_WAITING {
         clients::refuse(stream.as_fd(), &client, cleartext, max);
         return;
     }
+    // Accepted non-blocking, as tokio needs it.
+    let Ok(watched) = tokio::net::TcpStream::from_std(stream) else {
+        return;
+    };
     REFUSING.with(|r| r.set(waiting + 1));
     tokio::spawn(async move {
-        let _ = tokio::time::timeout(REFUSAL_WAIT, stream.readable()).await;
-        clients::refuse(stream.as_fd(), &client, cleartext, max);
+        let _ = tokio::time::timeout(REFUSAL_WAIT, watched.readable()).await;
+        clients::refuse(watched.as_fd(), &client, cleartext, max);
         REFUSING.with(|r| r.set(r.get() - 1));
     });
 }
@@ -808,16 +815,7 @@ fn connection<S: Socket>(
                     }
                     let read = read_wire(&stream, &mut wire, session.input());
                     // Idle, it may be closed to make room at --max-connections.
-                    let read = async {
-                        if !*idle || stopping {
-                            return read.await;
-                        }
-                        tokio::select! {
-                            biased;
-                            r = read => r,
-                            () = park::until_shed() => Err(io::ErrorKind::ConnectionAborted.into()),
-                        }
-                    };
+                    let read = park::unless_shed(read, *idle && !stopping);
                     let wait_until = if parkable { park_at } else { deadline };
                     let read = within(read, wait_until, timer.as_mut()).await;
                     busy.resume();

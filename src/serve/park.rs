@@ -20,10 +20,12 @@
 //! records never move between threads.
 
 use std::cell::RefCell;
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use rustix::buffer::spare_capacity;
@@ -101,13 +103,31 @@ thread_local! {
         Box::leak(Box::new((Notify::new(), AtomicUsize::new(0))));
 }
 
-/// Waits until this idle connection is chosen to be closed (see
-/// `shed_waiting`); never returns for one that is not.
-pub(crate) async fn until_shed() {
+/// Runs `read`, the wait of a connection; if `idle`, it ends early
+/// (ConnectionAborted) when the connection is chosen to be closed to make
+/// room (see `shed_waiting`).
+pub(crate) async fn unless_shed<T>(
+    read: impl Future<Output = io::Result<T>>,
+    idle: bool,
+) -> io::Result<T> {
+    let mut read = std::pin::pin!(read);
+    if !idle {
+        return read.await;
+    }
     let (notify, count) = WAITING.with(|w| *w);
     count.fetch_add(1, Ordering::Relaxed);
     let _counted = Uncount(count);
-    notify.notified().await;
+    let mut shed = std::pin::pin!(notify.notified());
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(r) = read.as_mut().poll(cx) {
+            return Poll::Ready(r);
+        }
+        match shed.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::ErrorKind::ConnectionAborted.into())),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await
 }
 
 /// Takes a waiting connection off the count when its wait ends.
