@@ -164,6 +164,12 @@ impl Conn {
         false
     }
 
+    /// The bytes received and not yet consumed, left in place (a later
+    /// [`Conn::read_response`] still parses them).
+    pub fn buffered(&self) -> &[u8] {
+        &self.buf
+    }
+
     /// The bytes received and not yet consumed.
     pub fn take_buffered(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.buf)
