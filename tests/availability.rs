@@ -284,7 +284,10 @@ fn outcome_within(conn: &mut Conn, limit: Duration) -> Outcome {
 /// `Retry-After`, `Connection: close`, then the close.
 fn assert_refused_with_503(resp: &Response, conn: &mut Conn) {
     assert_eq!(resp.status, 503, "{resp:#?}");
-    assert!(resp.header("retry-after").is_some(), "503 without Retry-After: {resp:#?}");
+    assert!(
+        resp.header("retry-after").is_some(),
+        "503 without Retry-After: {resp:#?}"
+    );
     assert!(
         resp.has_token("connection", "close"),
         "503 without Connection: close: {resp:#?}"
@@ -408,7 +411,10 @@ fn slowloris_from_one_address(mode: Mode) {
     // Dropped after the 2 s head deadline (no byte ever came later than 1 s
     // after the last), not before, and not much after.
     let (first, last) = (*first.unwrap(), *last.unwrap());
-    assert!(first >= Duration::from_millis(1500), "dropped after {first:?}");
+    assert!(
+        first >= Duration::from_millis(1500),
+        "dropped after {first:?}"
+    );
     assert!(last < Duration::from_secs(6), "dropped after {last:?}");
     for conn in &mut conns {
         let got = conn.take_buffered();
@@ -485,6 +491,13 @@ fn slow_body_from_one_address(mode: Mode) {
 
 // --- 4: slow reads ------------------------------------------------------------------------
 
+/// What a slow reader did: its rate before the server gave up, and all it
+/// received.
+struct SlowRead {
+    rate: f64,
+    total: u64,
+}
+
 /// A TCP connection from 127.0.0.2 that keeps what the server may have in
 /// flight small: a 4 KiB receive buffer, and a 536-byte MSS, which keeps the
 /// kernel from growing the server's send buffer to megabytes (as it does
@@ -513,13 +526,16 @@ fn slow_reader_tcp(dest: SocketAddr) -> TcpStream {
 }
 
 /// Slow readers from 127.0.0.2 (5; 3 in inetd mode) each fetch a 64 MB file
-/// and take 5,000 bytes every 100 ms (about 50 KB/s): the server's writes
-/// progress about every second, well inside `--send-timeout 3`, so a
-/// timeout on progress alone never fires (the code before `--min-rate`
-/// served them for as long as they read). With `--min-rate 200000` (raised
-/// for the test: the point is a reader below the rate, whatever the rate)
-/// each is dropped once its credit runs out, and the good client is served
-/// throughout.
+/// and take what has arrived, at most 5,000 bytes, every 100 ms: under
+/// 50 KB/s, yet the server's writes progress several times a second, well
+/// inside `--send-timeout 3`, so a timeout on progress alone never fires
+/// (the code before `--min-rate` served them for as long as they read). With
+/// `--min-rate 200000` (raised for the test: the point is a reader below the
+/// rate, whatever the rate) each is dropped once its credit runs out, and
+/// the good client is served throughout. (One read per turn matters: a
+/// reader that reads until it has its 5,000 bytes opens its window so often
+/// that the kernel grows the server's congestion window and send buffer to
+/// megabytes, and then the writes progress too seldom for the old timeout.)
 fn slow_read_from_one_address(mode: Mode) {
     let _serial = serial();
     let root = site();
@@ -531,7 +547,7 @@ fn slow_read_from_one_address(mode: Mode) {
     let n = per_mode(mode, 5, 3);
     let fast = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
-    let readers: Vec<JoinHandle<u64>> = (0..n)
+    let readers: Vec<JoinHandle<SlowRead>> = (0..n)
         .map(|_| {
             let connector = server.connector();
             let fast = fast.clone();
@@ -542,18 +558,21 @@ fn slow_read_from_one_address(mode: Mode) {
                 let head = conn.read_head();
                 assert_eq!(head.status, 200);
                 assert_eq!(head.content_length(), Some(BIG));
-                let mut got = 0;
-                while got < BIG && !fast.load(Ordering::SeqCst) {
-                    let k = conn.skip_up_to(5000.min(BIG - got));
+                let reading = Instant::now();
+                let mut slowly = 0;
+                while slowly < BIG && !fast.load(Ordering::SeqCst) {
+                    let k = conn.read_once(5000.min(BIG - slowly) as usize) as u64;
                     if k == 0 {
                         break;
                     }
-                    got += k;
+                    slowly += k;
                     thread::sleep(Duration::from_millis(100));
                 }
+                let rate = slowly as f64 / reading.elapsed().as_secs_f64();
                 // What the server queued before it gave up arrives, then the
                 // end: short of the whole file.
-                got + conn.skip_up_to(BIG - got)
+                let total = slowly + conn.skip_up_to(BIG - slowly);
+                SlowRead { rate, total }
             })
         })
         .collect();
@@ -566,24 +585,28 @@ fn slow_read_from_one_address(mode: Mode) {
     );
     let took = started.elapsed();
     fast.store(true, Ordering::SeqCst);
-    let received: Vec<u64> = readers
+    let reads: Vec<SlowRead> = readers
         .into_iter()
         .map(|r| r.join().expect("a slow reader failed"))
         .collect();
     let figures = good.finish();
+    let fastest = reads.iter().map(|r| r.rate).fold(0.0, f64::max);
     report(&format!(
-        "slow read (~50 KB/s, --min-rate 200000, --send-timeout 3): {n} readers at 127.0.0.2, \
-         {logged} dropped, the last within {}; each had received {:?} bytes",
+        "slow read (--min-rate 200000, --send-timeout 3): {n} readers at 127.0.0.2 taking at \
+         most {fastest:.0} B/s, {logged} dropped, the last within {}",
         secs(took),
-        received
     ));
     assert_eq!(
-        logged,
-        n,
+        logged, n,
         "only {logged} of {n} slow readers were dropped within 15 s ({figures})"
     );
-    for got in &received {
-        assert!(*got < BIG, "a slow reader got the whole file");
+    for read in &reads {
+        assert!(read.total < BIG, "a slow reader got the whole file");
+        assert!(
+            read.rate < 100_000.0,
+            "a reader was not slow: {} B/s",
+            read.rate
+        );
     }
     assert!(took < Duration::from_secs(12), "dropped after {took:?}");
     assert_logged_once(
@@ -647,7 +670,10 @@ fn flood(addr: SocketAddr, n: usize) -> Flood {
                 result.closed += 1;
             }
             Outcome::Pending => {
-                assert!(!*asks, "a request of the flood was neither answered nor refused");
+                assert!(
+                    !*asks,
+                    "a request of the flood was neither answered nor refused"
+                );
                 result.held += 1;
             }
         }
@@ -761,7 +787,10 @@ fn per_address_bound_is_exact() {
             Outcome::Pending => panic!("a sixth connection was neither answered nor closed"),
         }
     }
-    assert!(answered_503, "no sixth connection with a readable request got a 503");
+    assert!(
+        answered_503,
+        "no sixth connection with a readable request got a 503"
+    );
 
     // A sixth that sends nothing: closed, nothing said.
     let mut silent = server.connect_from(ATTACKER);
@@ -820,7 +849,11 @@ fn per_address_bound_zero_is_off() {
         .connect_from(ATTACKER)
         .roundtrip(request("GET", "/a.txt", &[]));
     assert_eq!(resp.status, 200);
-    let closed = idle.iter_mut().map(|c| c.poll_closed()).filter(|&closed| closed).count();
+    let closed = idle
+        .iter_mut()
+        .map(|c| c.poll_closed())
+        .filter(|&closed| closed)
+        .count();
     assert_eq!(closed, 0, "{closed} of 300 idle connections were closed");
     assert!(
         !server
@@ -878,7 +911,10 @@ fn overload_sheds_the_oldest_idle_connection() {
         "the oldest idle connection is still open"
     );
     let closed: Vec<usize> = (1..20).filter(|&i| idle[i].poll_closed()).collect();
-    assert!(closed.is_empty(), "younger idle connections closed too: {closed:?}");
+    assert!(
+        closed.is_empty(),
+        "younger idle connections closed too: {closed:?}"
+    );
     assert_logged_once(
         Mode::Standalone,
         server.stderr(),
@@ -895,7 +931,14 @@ fn overload_with_no_idle_connection_waits() {
     let root = site();
     let server = Server::builder(Mode::Standalone, root.path())
         .plain()
-        .args(["--max-connections", "20", "--threads", "1", "--read-timeout", "2"])
+        .args([
+            "--max-connections",
+            "20",
+            "--threads",
+            "1",
+            "--read-timeout",
+            "2",
+        ])
         .start();
     let mut busy: Vec<Conn> = (0..20)
         .map(|_| {
@@ -912,7 +955,11 @@ fn overload_with_no_idle_connection_waits() {
         Outcome::Pending => {}
         other => panic!("the new client was not kept waiting: {other:?}"),
     }
-    let closed = busy.iter_mut().map(|c| c.poll_closed()).filter(|&closed| closed).count();
+    let closed = busy
+        .iter_mut()
+        .map(|c| c.poll_closed())
+        .filter(|&closed| closed)
+        .count();
     assert_eq!(closed, 0, "{closed} busy connections were shed");
     match outcome_within(&mut newcomer, Duration::from_secs(8)) {
         Outcome::Answered(resp) => assert_eq!(resp.status, 200),
@@ -924,7 +971,10 @@ fn overload_with_no_idle_connection_waits() {
          after {}",
         secs(waited)
     ));
-    assert!(waited >= Duration::from_millis(1000), "served after {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(1000),
+        "served after {waited:?}"
+    );
 }
 
 // --- 8: slowhttptest ----------------------------------------------------------------------
@@ -961,7 +1011,9 @@ fn slowhttptest_reports_available(mode: Mode, name: &str, path: &str, attack: &[
         samples.iter().filter(|&&a| a).count(),
         samples.len()
     ));
-    assert!(samples.len() >= 2, "{}: {samples:?}", csv.display());
+    // Against the slow body attack the run may end within its first second:
+    // each POST is answered at once (405), and slowhttptest then closes.
+    assert!(!samples.is_empty(), "{}: no samples", csv.display());
     assert!(
         samples.iter().all(|&a| a),
         "slowhttptest found the service unavailable: {samples:?} ({figures}); {}",
@@ -991,7 +1043,9 @@ fn service_available(csv: &Path) -> Vec<bool> {
 /// Slow body (R-U-Dead-Yet): POSTs announcing 100,000 bytes, trickled.
 fn slowhttptest_slow_body(mode: Mode) {
     let c = per_mode(mode, 100, 30).to_string();
-    let attack = ["-B", "-c", &c, "-i", "1", "-r", "100", "-s", "100000", "-x", "10"];
+    let attack = [
+        "-B", "-c", &c, "-i", "1", "-r", "100", "-s", "100000", "-x", "10",
+    ];
     slowhttptest_reports_available(mode, "slow-body", "/a.txt", &attack);
 }
 

@@ -338,6 +338,23 @@ impl Conn {
         got
     }
 
+    /// One read of at most `max` bytes (those already buffered first), discarded: a
+    /// client that takes what has arrived now and then, as slow readers do. Returns how
+    /// many; 0 once the connection has ended.
+    pub fn read_once(&mut self, max: usize) -> usize {
+        if !self.buf.is_empty() {
+            let n = self.buf.len().min(max);
+            self.buf.drain(..n);
+            return n;
+        }
+        let mut chunk = vec![0u8; max];
+        match self.read_retrying(&mut chunk) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => 0,
+            Err(e) => panic!("{e} (timeout is {IO_TIMEOUT:?})"),
+        }
+    }
+
     /// Like [`Conn::read_to_end`] but counts bytes instead of keeping them, for large
     /// bodies.
     pub fn count_to_end(&mut self) -> (u64, Ended) {
