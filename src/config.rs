@@ -51,6 +51,14 @@ pub struct Config {
     pub cgi_max: usize,
     /// Most connections open at once in standalone mode.
     pub max_connections: usize,
+    /// Most connections open at once from one client address (standalone;
+    /// 0: no bound).
+    pub max_connections_per_ip: usize,
+    /// IPv6 clients are counted by this many leading bits of their address.
+    pub ipv6_prefix: u8,
+    /// Bytes per second below which a request body or a response is given
+    /// up on (see `pace`); 0: only the timeouts.
+    pub min_rate: u64,
     /// How long in-flight responses may run after SIGINT/SIGTERM.
     pub shutdown_grace: Duration,
     /// HTTPS on the listeners (or stdin/stdout); None: cleartext.
@@ -173,6 +181,9 @@ impl Default for Config {
             cgi_timeout: Duration::from_secs(30),
             cgi_max: 16,
             max_connections: 1024,
+            max_connections_per_ip: 256,
+            ipv6_prefix: 64,
+            min_rate: 500,
             shutdown_grace: Duration::from_secs(10),
             https: None,
             http2: None,

@@ -61,6 +61,22 @@ struct Cli {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: Option<u32>,
 
+    /// Most connections open at once from one client address (standalone;
+    /// IPv6 by --ipv6-prefix); more are refused (503, or closed). 0: no bound.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    max_connections_per_ip: u32,
+
+    /// IPv6 clients are counted for --max-connections-per-ip by this
+    /// prefix of their address (one host usually holds a whole /64).
+    #[arg(long, value_name = "BITS", default_value_t = 64, value_parser = clap::value_parser!(u8).range(1..=128))]
+    ipv6_prefix: u8,
+
+    /// Bytes per second a request body must arrive at, and a response be
+    /// taken at, on average (after the first --read-timeout / --send-timeout);
+    /// slower clients are closed. 0: only the timeouts.
+    #[arg(long, value_name = "BYTES_PER_SEC", default_value_t = 500)]
+    min_rate: u64,
+
     /// Serve one connection on stdin/stdout, then exit (for tcpserver, tcpsvd, inetd, systemd).
     #[arg(long)]
     inetd: bool,
@@ -480,6 +496,9 @@ impl Cli {
             cgi_timeout: std::time::Duration::from_secs(self.cgi_timeout),
             cgi_max: self.cgi_max as usize,
             max_connections,
+            max_connections_per_ip: self.max_connections_per_ip as usize,
+            ipv6_prefix: self.ipv6_prefix,
+            min_rate: self.min_rate,
             log_format: match self.log_format {
                 LogArg::Common => LogFormat::Common,
                 LogArg::Combined => LogFormat::Combined,

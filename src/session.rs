@@ -11,6 +11,7 @@ use crate::config::Config;
 use crate::http::body::{self, BodySkipper, Skip};
 use crate::http::parse::{self, Method, ParseError, Parsed};
 use crate::log;
+use crate::pace::Pace;
 use crate::respond::{self, Answer, CgiJob, Response};
 use crate::site::Site;
 
@@ -90,6 +91,8 @@ pub struct Session {
     input: Vec<u8>,
     kind: Kind,
     skipper: Option<BodySkipper>,
+    /// How long the body being skipped may still take (`--min-rate`).
+    body_pace: Option<Pace>,
     /// The last response said the connection closes.
     closing: bool,
     /// Requests answered so far.
@@ -117,6 +120,7 @@ impl Session {
             input: Vec::new(),
             kind,
             skipper: None,
+            body_pace: None,
             closing: false,
             served: 0,
             head_deadline: None,
@@ -179,10 +183,18 @@ impl Session {
                 Skip::Done { consumed } => {
                     self.input.drain(..consumed);
                     self.skipper = None;
+                    self.body_pace = None;
                 }
                 Skip::NeedMore => {
+                    // The body must keep coming at --min-rate, and never
+                    // pause for a whole --read-timeout.
+                    let now = Instant::now();
+                    let pace = self
+                        .body_pace
+                        .get_or_insert_with(|| Pace::new(now, cfg.read_timeout, cfg.min_rate));
+                    pace.progress(now, self.input.len() as u64);
+                    let deadline = pace.deadline();
                     self.input.clear();
-                    let deadline = Instant::now() + cfg.read_timeout;
                     return Step::Read {
                         deadline,
                         idle: false,
@@ -252,6 +264,15 @@ impl Session {
                     }
                 }
             }
+        }
+    }
+
+    /// The transport gave up waiting at a `Step::Read` deadline: a body
+    /// that came slower than `--min-rate` is named in the log.
+    pub fn read_timed_out(&self, cfg: &Config) {
+        if self.skipper.is_some() && self.body_pace.is_some_and(|p| p.too_slow()) {
+            let what = crate::complaint::Complaint::SlowBody { rate: cfg.min_rate };
+            crate::complaint::complain(&self.client, what);
         }
     }
 

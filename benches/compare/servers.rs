@@ -520,6 +520,11 @@ pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports, proto: Proto) -> Resu
                 "127.0.0.1",
                 "--log-format",
                 "off",
+                // Every load client connects from 127.0.0.1: the
+                // per-address bound would refuse the 2,000- and 10,000-
+                // connection cells, which the peers (unbounded) serve.
+                "--max-connections-per-ip",
+                "0",
             ]);
             if let Some(t) = tls {
                 c.arg("--tls-cert")

@@ -20,6 +20,7 @@ use crate::config::Config;
 use crate::http::parse::{BodyFraming, Method, Request};
 use crate::http::response::Status;
 use crate::log;
+use crate::pace::Pace;
 use crate::respond::{self, Answer, CgiFraming, CgiJob, Response};
 use crate::site::Site;
 use crate::sys;
@@ -60,7 +61,8 @@ impl ClientIo<'_> {
         let mut wire = self.wire.borrow_mut();
         let mut out: Out = wire.out(self.output, self.socket);
         let mut writer = ResponseWriter::new(response).copying(cfg.no_sendfile);
-        let ok = send_blocking(&mut out, &mut writer, cfg.send_timeout).is_ok();
+        let mut pace = Pace::new(Instant::now(), cfg.send_timeout, cfg.min_rate);
+        let ok = send_blocking(&mut out, &mut writer, &mut pace).is_ok();
         (writer.written(), ok)
     }
 }

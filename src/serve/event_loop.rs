@@ -19,6 +19,7 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Sleep;
 
 use super::cgi_exchange::{self, ClientIo};
+use super::clients::{self, Claim, PerClient};
 use super::lazy::{LazyListener, LazyTcp};
 use super::listen::{Listener, UNIX_CLIENT};
 use super::park::{self, Parked, PARK_AFTER};
@@ -26,8 +27,10 @@ use super::proxy_header;
 use super::writer::ResponseWriter;
 pub use super::Extras;
 use super::{linger_deadline, Got, Wire};
+use crate::complaint::{complain, Complaint};
 use crate::config::Config;
 use crate::log;
+use crate::pace::Pace;
 use crate::pool;
 use crate::respond::CgiJob;
 use crate::session::{Kind, Sent, Session, Step};
@@ -76,7 +79,9 @@ pub(crate) fn run_workers(
         stopping: AtomicBool::new(false),
         max: cfg.max_connections,
         freed: Notify::new(),
+        shed: Notify::new(),
         closed_groups: AtomicUsize::new(0),
+        per_client: Arc::new(PerClient::new(&cfg)),
     });
     // Announced only when everything is ready: tests and scripts wait for it.
     let mut names = Vec::new();
@@ -186,9 +191,10 @@ pub(crate) struct Shared {
 }
 
 /// The process-wide count of open connections, bounded by
-/// `--max-connections`: at the bound each worker holds the one client it
-/// accepted last unserved and accepts no more (the rest wait in the listen
-/// queue) until a connection ends.
+/// `--max-connections`: at the bound the oldest idle keep-alive connection
+/// is closed to make room (see `take_slot`); with none idle, each worker
+/// holds the one client it accepted last unserved and accepts no more (the
+/// rest wait in the listen queue) until a connection ends.
 pub(crate) struct Connections {
     pub(crate) active: AtomicUsize,
     /// Set when a graceful stop begins: a flag every request can read
@@ -196,20 +202,46 @@ pub(crate) struct Connections {
     pub(crate) stopping: AtomicBool,
     max: usize,
     freed: Notify,
+    /// Asks every worker to close its oldest parked connection: a worker
+    /// at the bound with none of its own parked needs another's.
+    pub(crate) shed: Notify,
     /// Workers that closed their listeners since the stop began.
     closed_groups: AtomicUsize,
+    /// `--max-connections-per-ip`.
+    per_client: Arc<PerClient>,
 }
 
-/// One counted connection; dropping it frees the place.
-pub(crate) struct Slot(Arc<Connections>);
+/// One counted connection; dropping it frees the place, and its client's.
+pub(crate) struct Slot {
+    conns: Arc<Connections>,
+    /// Its place among its client's connections, when they are counted.
+    claim: Option<Claim>,
+}
 
 impl Drop for Slot {
     fn drop(&mut self) {
         crate::metrics::count(crate::metrics::Event::ConnectionClosed);
-        self.0.active.fetch_sub(1, Ordering::AcqRel);
-        self.0.freed.notify_waiters();
+        self.conns.active.fetch_sub(1, Ordering::AcqRel);
+        self.conns.freed.notify_waiters();
     }
 }
+
+impl Slot {
+    /// Counts the connection as `ip`'s, once a PROXY header named it: false
+    /// if `ip` already has the most connections allowed.
+    fn claim_for(&mut self, ip: std::net::IpAddr, cfg: &Config) -> bool {
+        let table = &self.conns.per_client;
+        if self.claim.is_some() || !table.counts(ip, cfg) {
+            return true;
+        }
+        self.claim = table.claim(ip);
+        self.claim.is_some()
+    }
+}
+
+/// How long a worker at the bound waits for a place before it asks the
+/// other workers again to close an idle connection.
+const SHED_AGAIN: Duration = Duration::from_millis(50);
 
 /// The most a stop waits for the workers to close their listeners (one
 /// that never started has none to close, and never says so).
@@ -233,7 +265,11 @@ impl Connections {
         }
     }
 
-    pub(crate) async fn take_slot(self: &Arc<Self>) -> Slot {
+    /// A place for a new connection, holding `claim` (its client's place).
+    /// At the bound, idle keep-alive connections make room first, oldest
+    /// first, as nginx does: this worker's own parked ones, else the other
+    /// workers'. Only with none idle does the new client wait.
+    pub(crate) async fn take_slot(self: &Arc<Self>, claim: Option<Claim>) -> Slot {
         let mut waited = false;
         loop {
             let freed = self.freed.notified();
@@ -245,14 +281,40 @@ impl Connections {
                     .is_ok()
             {
                 crate::metrics::count(crate::metrics::Event::ConnectionOpened);
-                return Slot(Arc::clone(self));
+                return Slot {
+                    conns: Arc::clone(self),
+                    claim,
+                };
             }
             if now >= self.max {
+                complain("-", Complaint::AtMaxConnections { max: self.max });
+                if park::shed_oldest() {
+                    continue;
+                }
+                if park::shed_waiting() {
+                    // Its place is free once its task has run.
+                    let _ = tokio::time::timeout(SHED_AGAIN, freed).await;
+                    continue;
+                }
                 if !std::mem::replace(&mut waited, true) {
                     crate::metrics::count(crate::metrics::Event::ConnectionAtLimit);
                 }
-                freed.await;
+                self.shed.notify_waiters();
+                let _ = tokio::time::timeout(SHED_AGAIN, freed).await;
             }
+        }
+    }
+
+    /// The claim for a new connection from `ip` (None: not counted), or
+    /// Err if `ip` is over `--max-connections-per-ip`. With
+    /// `--proxy-protocol` the client is known only after the header, and
+    /// claimed then (`Slot::claim_for`).
+    fn claim(&self, ip: Option<std::net::IpAddr>, cfg: &Config) -> Result<Option<Claim>, ()> {
+        match ip {
+            Some(ip) if !cfg.proxy_protocol && self.per_client.counts(ip, cfg) => {
+                self.per_client.claim(ip).map(Some).ok_or(())
+            }
+            _ => Ok(None),
         }
     }
 }
@@ -327,7 +389,7 @@ async fn watch_lot(shared: Shared) {
         let wire = (Wire::Clear, p.kind);
         tokio::spawn(connection(stream, resumed, wire, shared.clone(), p.slot));
     };
-    if let Err(e) = park::watch(stop, resume).await {
+    if let Err(e) = park::watch(stop, &shared.conns.shed, resume).await {
         // Without a lot, idle connections simply stay tasks.
         log::diagnostic(&format!(
             "staticd: cannot park idle connections: {}\n",
@@ -383,14 +445,24 @@ fn start(listener: Listener, shared: &Shared) -> io::Result<tokio::task::JoinHan
 /// its clients are sent to.
 async fn accept_loop(listener: impl Accept, shared: Shared, redirect: Option<u16>) {
     let mut last_complaint: Option<Instant> = None;
+    let cleartext = redirect.is_some() || !shared.extras.tls_on();
     loop {
         match listener.next().await {
-            Ok((stream, client)) => {
+            Ok((stream, peer)) => {
+                let client = client_name(peer);
+                let claim = match shared.conns.claim(peer, &shared.cfg) {
+                    Ok(claim) => claim,
+                    Err(()) => {
+                        let max = shared.conns.per_client.max();
+                        turn_away(stream, client, cleartext, max);
+                        continue;
+                    }
+                };
                 // The place is taken after accept(2): a worker waiting on an
                 // empty listener must not hold one that a client queued on
                 // another worker's listener needs. At the bound, this client
                 // waits here unserved, and this worker accepts no one else.
-                let slot = shared.conns.take_slot().await;
+                let slot = shared.conns.take_slot(claim).await;
                 let Ok(wire) = wire_for(&shared, redirect) else {
                     continue;
                 };
@@ -398,6 +470,60 @@ async fn accept_loop(listener: impl Accept, shared: Shared, redirect: Option<u16
                 tokio::spawn(connection(stream, start, wire, shared.clone(), slot));
             }
             Err(e) => accept_failed(&e, &mut last_complaint).await,
+        }
+    }
+}
+
+/// How the log names a client: its address, or `unix:`.
+pub(crate) fn client_name(peer: Option<std::net::IpAddr>) -> String {
+    peer.map_or_else(|| UNIX_CLIENT.to_string(), |ip| ip.to_string())
+}
+
+/// How long a connection refused for its client's bound may take to send
+/// its request, to be told why (503) rather than just closed; and how many
+/// such connections a worker waits on at once (beyond, they are closed at
+/// once: a flood must not hold descriptors).
+const REFUSAL_WAIT: Duration = Duration::from_millis(250);
+const REFUSALS_WAITING: usize = 64;
+
+thread_local! {
+    static REFUSING: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Refuses a connection over its client's bound (see `clients::refuse`),
+/// giving its request a moment to arrive: accept(2) returns as the
+/// handshake completes, usually just before the request does.
+fn turn_away<S: Socket>(stream: S, client: String, cleartext: bool, max: usize) {
+    let waiting = REFUSING.with(Cell::get);
+    if !cleartext || waiting >= REFUSALS_WAITING {
+        clients::refuse(stream.as_fd(), &client, cleartext, max);
+        return;
+    }
+    REFUSING.with(|r| r.set(waiting + 1));
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(REFUSAL_WAIT, stream.readable()).await;
+        clients::refuse(stream.as_fd(), &client, cleartext, max);
+        REFUSING.with(|r| r.set(r.get() - 1));
+    });
+}
+
+/// Counts a new connection against its client's bound: its claim, or None
+/// when the client is over it (the connection is then refused at once, see
+/// `clients::refuse`, and dropped by the caller).
+#[cfg(feature = "uring")]
+pub(crate) fn admit(
+    shared: &Shared,
+    peer: Option<std::net::IpAddr>,
+    client: &str,
+    fd: BorrowedFd<'_>,
+    cleartext: bool,
+) -> Option<Option<Claim>> {
+    match shared.conns.claim(peer, &shared.cfg) {
+        Ok(claim) => Some(claim),
+        Err(()) => {
+            let max = shared.conns.per_client.max();
+            clients::refuse(fd, client, cleartext, max);
+            None
         }
     }
 }
@@ -415,25 +541,27 @@ fn wire_for(shared: &Shared, redirect: Option<u16>) -> io::Result<(Wire, Kind)> 
 trait Accept: Send + 'static {
     type Stream: Socket;
 
-    /// The next connection, and its client's address for the log.
-    fn next(&self) -> impl Future<Output = io::Result<(Self::Stream, String)>> + Send + '_;
+    /// The next connection, and its client's address (None: a Unix socket).
+    fn next(
+        &self,
+    ) -> impl Future<Output = io::Result<(Self::Stream, Option<std::net::IpAddr>)>> + Send + '_;
 }
 
 impl Accept for LazyListener {
     type Stream = LazyTcp;
 
-    async fn next(&self) -> io::Result<(LazyTcp, String)> {
+    async fn next(&self) -> io::Result<(LazyTcp, Option<std::net::IpAddr>)> {
         let (stream, peer) = self.accept().await?;
-        Ok((stream, peer.ip().to_string()))
+        Ok((stream, Some(peer.ip())))
     }
 }
 
 impl Accept for UnixListener {
     type Stream = UnixStream;
 
-    async fn next(&self) -> io::Result<(UnixStream, String)> {
+    async fn next(&self) -> io::Result<(UnixStream, Option<std::net::IpAddr>)> {
         let (stream, _) = self.accept().await?;
-        Ok((stream, UNIX_CLIENT.to_string()))
+        Ok((stream, None))
     }
 }
 
@@ -557,7 +685,7 @@ fn connection<S: Socket>(
     let mut sniffing = resumed.map_or(h2_possible, |(_, sniffing, _)| sniffing);
     async move {
         // Held until the connection ends, or parked with it.
-        let slot = slot;
+        let mut slot = slot;
         let timer = tokio::time::sleep(Duration::ZERO);
         tokio::pin!(timer);
         let mut busy = Busy::new();
@@ -581,6 +709,15 @@ fn connection<S: Socket>(
         };
         if resumed.is_none() {
             proxy_header::name_client(&mut session, source);
+            // The client a PROXY header named counts against its bound.
+            if let Some(source) = source {
+                if !slot.claim_for(source.ip(), &shared.cfg) {
+                    let cleartext = !shared.extras.tls_on();
+                    let max = shared.conns.per_client.max();
+                    clients::refuse(stream.as_fd(), session.client(), cleartext, max);
+                    return;
+                }
+            }
         }
         // TCP_NODELAY is set before the first response that keeps the
         // connection open (a later small response must not wait for the
@@ -649,6 +786,17 @@ fn connection<S: Socket>(
                         }
                     }
                     let read = read_wire(&stream, &mut wire, session.input());
+                    // Idle, it may be closed to make room at --max-connections.
+                    let read = async {
+                        if !*idle || stopping {
+                            return read.await;
+                        }
+                        tokio::select! {
+                            biased;
+                            r = read => r,
+                            () = park::until_shed() => Err(io::ErrorKind::ConnectionAborted.into()),
+                        }
+                    };
                     let wait_until = if parkable { park_at } else { deadline };
                     let read = within(read, wait_until, timer.as_mut()).await;
                     busy.resume();
@@ -656,6 +804,10 @@ fn connection<S: Socket>(
                         Ok(Got::Bytes) => {}
                         Err(e) if parkable && e.kind() == io::ErrorKind::TimedOut => {
                             park_until = Some(deadline);
+                            break;
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                            session.read_timed_out(&shared.cfg);
                             break;
                         }
                         Ok(Got::Cleartext) => {
@@ -674,12 +826,14 @@ fn connection<S: Socket>(
                         tuned = true;
                     }
                     let cfg = &shared.cfg;
-                    let (copy, send_timeout) = (cfg.no_sendfile, cfg.send_timeout);
+                    let mut pace = Pace::new(Instant::now(), cfg.send_timeout, cfg.min_rate);
                     let out = &mut wire;
-                    let result = send(&stream, out, sent, copy, timer.as_mut(), send_timeout).await;
+                    let copy = cfg.no_sendfile;
+                    let result = send(&stream, out, sent, copy, timer.as_mut(), &mut pace).await;
                     // `step` writes the log line when dropped: after this
                     // arm, or with the task if the stop's grace runs out.
-                    if result.is_err() {
+                    if let Err(e) = result {
+                        super::response_failed(&e, &pace, session.client(), cfg);
                         return;
                     }
                 }
@@ -953,24 +1107,28 @@ fn forget_readable(stream: &impl Socket) {
 }
 
 /// Writes a whole response, counting in `sent.written` what went out; a
-/// client that takes nothing for `send_timeout` is given up on. `timer` is
-/// the connection's one timer.
+/// client that takes it slower than `pace` allows is given up on. `timer`
+/// is the connection's one timer.
 async fn send(
     stream: &impl Socket,
     wire: &mut Wire,
     sent: &mut Sent,
     copy: bool,
     mut timer: Pin<&mut Sleep>,
-    send_timeout: Duration,
+    pace: &mut Pace,
 ) -> io::Result<()> {
     let mut out = wire.out(stream.as_fd(), true);
     let mut writer = ResponseWriter::new(&sent.response).copying(copy);
+    // The pace learns of progress only when a write would wait: a response
+    // the socket takes at once costs no clock reading.
+    let mut paced = 0;
     while !writer.is_done(&out) {
         match stream.try_io(Interest::WRITABLE, || writer.write_some(&mut out)) {
             Ok(_) => sent.written = writer.written(),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                let deadline = Instant::now() + send_timeout;
-                within(stream.writable(), deadline, timer.as_mut()).await?;
+                pace.progress(Instant::now(), sent.written - paced);
+                paced = sent.written;
+                within(stream.writable(), pace.deadline(), timer.as_mut()).await?;
             }
             Err(e) => return Err(e),
         }

@@ -3,6 +3,7 @@
 
 pub mod activation;
 pub mod cgi_exchange;
+pub(crate) mod clients;
 pub mod event_loop;
 #[cfg(feature = "http2")]
 pub mod h2;
@@ -27,6 +28,20 @@ fn linger_deadline() -> Instant {
     Instant::now() + LINGER
 }
 
+/// After a response could not be sent: a client that took it slower than
+/// `--min-rate` allows is named in the log (see `complaint`).
+pub(crate) fn response_failed(
+    e: &std::io::Error,
+    pace: &crate::pace::Pace,
+    client: &str,
+    cfg: &crate::config::Config,
+) {
+    if e.kind() == std::io::ErrorKind::TimedOut && pace.too_slow() {
+        let rate = cfg.min_rate;
+        crate::complaint::complain(client, crate::complaint::Complaint::SlowResponse { rate });
+    }
+}
+
 /// What the transports are given besides the configuration: the TLS
 /// settings when they speak HTTPS.
 #[derive(Clone, Default)]
@@ -36,6 +51,14 @@ pub struct Extras {
 }
 
 impl Extras {
+    /// Whether connections speak TLS.
+    pub fn tls_on(&self) -> bool {
+        #[cfg(feature = "tls")]
+        return self.tls.is_some();
+        #[cfg(not(feature = "tls"))]
+        false
+    }
+
     /// A new connection's wire and kind: TLS when there are certificates.
     pub fn wire(&self) -> std::io::Result<(Wire, crate::session::Kind)> {
         use crate::session::Kind;

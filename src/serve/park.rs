@@ -11,6 +11,11 @@
 //! keep-alive timeout still holds: a sweep each second closes the parked
 //! connections whose timeout has passed.
 //!
+//! At `--max-connections`, parked connections are the ones closed to make
+//! room for new clients, oldest first (`shed_oldest`); then idle ones that
+//! wait as tasks (TLS, Unix sockets, the first `PARK_AFTER` of quiet), also
+//! oldest first (`shed_waiting`).
+//!
 //! Each worker thread has its own lot, watched by one task on its runtime;
 //! records never move between threads.
 
@@ -18,12 +23,14 @@ use std::cell::RefCell;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use rustix::buffer::spare_capacity;
 use rustix::event::epoll;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
+use tokio::sync::Notify;
 
 use super::event_loop::Slot;
 use crate::session::{Kind, Session};
@@ -83,6 +90,46 @@ unsafe impl Send for Events {}
 
 thread_local! {
     static LOT: RefCell<Option<Lot>> = const { RefCell::new(None) };
+    /// Idle connections of this worker waiting as tasks: each waits on
+    /// this too, and tokio wakes `notify_one`'s waiters in the order they
+    /// began to wait, so the first woken has been idle longest. Leaked
+    /// once per worker thread, so a wait can borrow it for as long as it
+    /// likes.
+    /// (An atomic only so that a connection's future stays Send: it is
+    /// only ever touched by its worker's thread.)
+    static WAITING: &'static (Notify, AtomicUsize) =
+        Box::leak(Box::new((Notify::new(), AtomicUsize::new(0))));
+}
+
+/// Waits until this idle connection is chosen to be closed (see
+/// `shed_waiting`); never returns for one that is not.
+pub(crate) async fn until_shed() {
+    let (notify, count) = WAITING.with(|w| *w);
+    count.fetch_add(1, Ordering::Relaxed);
+    let _counted = Uncount(count);
+    notify.notified().await;
+}
+
+/// Takes a waiting connection off the count when its wait ends.
+struct Uncount(&'static AtomicUsize);
+
+impl Drop for Uncount {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Tells the longest-idle connection of this worker that waits as a task
+/// to close. False if none waits. Its place is free once its task has run.
+pub(crate) fn shed_waiting() -> bool {
+    let (notify, count) = WAITING.with(|w| *w);
+    // Only with a waiter: notify_one with none would store a permit for
+    // the next connection to go idle, which is not the oldest.
+    if count.load(Ordering::Relaxed) == 0 {
+        return false;
+    }
+    notify.notify_one();
+    true
 }
 
 /// Whether this worker parks idle connections (until its stop).
@@ -112,9 +159,11 @@ pub(crate) fn park(parked: Parked) {
 /// Sets up this worker's lot and watches it until `stop` resolves; then
 /// every parked connection is handed back to `resume` (to have its last
 /// call like any idle connection) and parking ends. `resume` turns a
-/// record back into a task. Must run on the worker's runtime.
+/// record back into a task. Each notification of `shed` closes the oldest
+/// parked connection. Must run on the worker's runtime.
 pub(crate) async fn watch(
     stop: impl std::future::Future<Output = ()>,
+    shed: &tokio::sync::Notify,
     resume: impl Fn(Parked),
 ) -> io::Result<()> {
     let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
@@ -153,6 +202,9 @@ pub(crate) async fn watch(
                 }
             }
             _ = sweep.tick() => expire(Instant::now()),
+            () = shed.notified() => {
+                let _ = shed_oldest() || shed_waiting();
+            }
             () = &mut stop => break,
         }
     }
@@ -215,6 +267,29 @@ fn take(index: usize) -> Option<Parked> {
         let _ = epoll::delete(lot.epoll(), parked.stream.as_fd());
         lot.free.push(index);
         Some(parked)
+    })
+}
+
+/// Closes this worker's longest-idle parked connection (all share one
+/// keep-alive timeout, so it is the one with the earliest deadline), to
+/// make room at `--max-connections`. False if none is parked here.
+pub(crate) fn shed_oldest() -> bool {
+    LOT.with_borrow_mut(|lot| {
+        let Some(lot) = lot else {
+            return false;
+        };
+        let places = lot.pages.iter().flat_map(|p| p.iter());
+        let oldest = places
+            .enumerate()
+            .filter_map(|(index, r)| r.as_ref().map(|p| (p.deadline, index)))
+            .min();
+        let Some((_, index)) = oldest else {
+            return false;
+        };
+        // Closing the socket takes it out of the epoll set.
+        *lot.place(index) = None;
+        lot.free.push(index);
+        true
     })
 }
 

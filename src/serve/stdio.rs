@@ -14,6 +14,7 @@ use super::writer::{send_blocking, ResponseWriter};
 use super::{linger_deadline, Extras, Got, Wire};
 use crate::cgi;
 use crate::config::Config;
+use crate::pace::Pace;
 use crate::session::{Session, Step};
 use crate::site::Site;
 use crate::sys;
@@ -103,17 +104,24 @@ fn serve(cfg: &Arc<Config>, site: &Arc<Site>, extras: Extras) -> io::Result<()> 
                             sniffing = false;
                         }
                     }
-                    Got::Closed => return Ok(()),
+                    Got::Closed => {
+                        if Instant::now() >= deadline {
+                            session.read_timed_out(cfg);
+                        }
+                        return Ok(());
+                    }
                 }
             }
             Step::Send(mut sent) => {
                 let mut wire = wire.borrow_mut();
                 let mut out = wire.out(output, out_socket);
                 let mut writer = ResponseWriter::new(&sent.response).copying(cfg.no_sendfile);
-                let result = send_blocking(&mut out, &mut writer, cfg.send_timeout);
+                let mut pace = Pace::new(Instant::now(), cfg.send_timeout, cfg.min_rate);
+                let result = send_blocking(&mut out, &mut writer, &mut pace);
                 sent.written = writer.written();
                 // Dropping `sent` writes its log line.
-                if result.is_err() {
+                if let Err(e) = result {
+                    super::response_failed(&e, &pace, session.client(), cfg);
                     return Ok(());
                 }
             }

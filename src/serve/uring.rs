@@ -14,12 +14,12 @@ use std::cell::RefCell;
 use std::fs::File;
 use std::future::Future;
 use std::io;
-use std::net::Shutdown;
+use std::net::{IpAddr, Shutdown};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::os::unix::net::UnixListener;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use io_uring::{cqueue, opcode, types};
 use tokio::sync::watch;
@@ -29,10 +29,11 @@ use tokio_uring::{BufResult, OneshotOutputTransform, UnsubmittedOneshot};
 
 use super::event_loop::{self, Shared, READ_CHUNK};
 use super::linger_deadline;
-use super::listen::{Listener, UNIX_CLIENT};
+use super::listen::Listener;
 use super::Wire;
 use crate::config::Config;
 use crate::http::response::Chunk;
+use crate::pace::Pace;
 use crate::pool;
 use crate::session::{Sent, Session, Step};
 use crate::site::{describe, Site};
@@ -123,9 +124,16 @@ async fn accept_loop<L: Accept>(listener: Rc<L>, shared: Shared) {
     let mut last_complaint: Option<Instant> = None;
     loop {
         match L::next(&listener).await {
-            Ok((stream, client)) => {
+            Ok((stream, peer)) => {
+                let client = event_loop::client_name(peer);
+                let cleartext = !shared.extras.tls_on();
+                let admitted =
+                    event_loop::admit(&shared, peer, &client, borrow(&stream), cleartext);
+                let Some(claim) = admitted else {
+                    continue;
+                };
                 // As in the event loop: the place is taken after accept(2).
-                let slot = shared.conns.take_slot().await;
+                let slot = shared.conns.take_slot(claim).await;
                 let shared = shared.clone();
                 tokio_uring::spawn(async move {
                     connection(stream, client, shared).await;
@@ -142,26 +150,26 @@ trait Accept: AsRawFd + 'static {
     type Stream: Socket;
 
     /// The next connection, and its client's address for the log.
-    async fn next(listener: &Rc<Self>) -> io::Result<(Self::Stream, String)>;
+    async fn next(listener: &Rc<Self>) -> io::Result<(Self::Stream, Option<IpAddr>)>;
 }
 
 impl Accept for TcpListener {
     type Stream = TcpStream;
 
-    async fn next(listener: &Rc<Self>) -> io::Result<(TcpStream, String)> {
+    async fn next(listener: &Rc<Self>) -> io::Result<(TcpStream, Option<IpAddr>)> {
         let (stream, peer) = listener.accept().await?;
-        Ok((stream, peer.ip().to_string()))
+        Ok((stream, Some(peer.ip())))
     }
 }
 
 impl Accept for UnixListener {
     type Stream = UnixStream;
 
-    async fn next(listener: &Rc<Self>) -> io::Result<(UnixStream, String)> {
+    async fn next(listener: &Rc<Self>) -> io::Result<(UnixStream, Option<IpAddr>)> {
         let fd = accept_unix(Rc::clone(listener)).await?;
         // SAFETY: accept(2) made the descriptor for this stream alone.
         let stream = unsafe { UnixStream::from_raw_fd(fd.into_raw_fd()) };
-        Ok((stream, UNIX_CLIENT.to_string()))
+        Ok((stream, None))
     }
 }
 
@@ -261,13 +269,19 @@ async fn serve(
                 };
                 match outcome {
                     Ok(Ok(true)) => {}
+                    Err(_) => {
+                        session.read_timed_out(cfg);
+                        return;
+                    }
                     _ => return,
                 }
             }
             Step::Send(mut sent) => {
                 // Dropping `sent` writes its log line: after this arm, or
                 // with the task if the stop's grace runs out.
-                if send(stream, &mut sent, cfg.send_timeout).await.is_err() {
+                let mut pace = Pace::new(Instant::now(), cfg.send_timeout, cfg.min_rate);
+                if let Err(e) = send(stream, &mut sent, &mut pace).await {
+                    super::response_failed(&e, &pace, session.client(), cfg);
                     return;
                 }
             }
@@ -321,17 +335,17 @@ async fn linger(stream: &impl Socket) {
 /// Writes a whole response: the head and in-memory chunks as they are,
 /// files a block at a time through a buffer, each write gathering all that
 /// is ready (so a head leaves with the first block of its file), counting
-/// in `sent.written` what went out. A client that takes nothing for
-/// `send_timeout` is given up on; a file that shrank ends the connection
+/// in `sent.written` what went out. A client that takes it slower than
+/// `pace` allows is given up on; a file that shrank ends the connection
 /// after what was read of it, never padded.
-async fn send(stream: &impl Socket, sent: &mut Sent, send_timeout: Duration) -> io::Result<()> {
+async fn send(stream: &impl Socket, sent: &mut Sent, pace: &mut Pace) -> io::Result<()> {
     let Sent {
         response, written, ..
     } = sent;
     let mut out = Outgoing {
         pieces: Vec::new(),
         head: None,
-        send_timeout,
+        pace,
         written,
     };
     out.pieces
@@ -351,7 +365,7 @@ struct Outgoing<'a> {
     pieces: Vec<Piece>,
     /// The response head once written, to be reused.
     head: Option<Vec<u8>>,
-    send_timeout: Duration,
+    pace: &'a mut Pace,
     /// Bytes of the response written so far.
     written: &'a mut u64,
 }
@@ -413,7 +427,8 @@ impl Outgoing<'_> {
     async fn flush(&mut self, stream: &impl Socket) -> io::Result<()> {
         while !self.pieces.is_empty() {
             let write = stream.writev(std::mem::take(&mut self.pieces));
-            let (result, mut pieces) = match tokio::time::timeout(self.send_timeout, write).await {
+            let deadline = self.pace.deadline().into();
+            let (result, mut pieces) = match tokio::time::timeout_at(deadline, write).await {
                 Ok(done) => done,
                 Err(_) => return Err(io::ErrorKind::TimedOut.into()),
             };
@@ -423,6 +438,7 @@ impl Outgoing<'_> {
                 Err(e) => return Err(e),
             };
             *self.written += n as u64;
+            self.pace.progress(Instant::now(), n as u64);
             let mut finished = 0;
             for piece in &mut pieces {
                 let len = piece.end - piece.start;

@@ -6,11 +6,12 @@
 
 use std::io;
 use std::os::fd::BorrowedFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use memmap2::{Mmap, MmapOptions};
 
 use crate::http::response::Chunk;
+use crate::pace::Pace;
 use crate::pool;
 use crate::respond::Response;
 use crate::sys;
@@ -315,15 +316,16 @@ fn write_mapped(
 }
 
 /// Writes a whole response, waiting with poll(2) whenever the descriptor is
-/// full. A client that accepts nothing for `send_timeout` is given up on,
-/// and so is every client once inetd mode is asked to stop
+/// full. A client that takes it slower than `pace` allows is given up on
+/// (TimedOut), and so is every client once inetd mode is asked to stop
 /// (`sys::stop_requested`, checked before each write and polled by `sys::wait`).
 pub fn send_blocking(
     out: &mut Out<'_>,
     writer: &mut ResponseWriter<'_>,
-    send_timeout: Duration,
+    pace: &mut Pace,
 ) -> io::Result<()> {
     let fd = out.raw();
+    let mut paced = 0;
     while !writer.is_done(out) {
         // Checked before every write, not only when one is interrupted: a
         // stop that came between two writes, or to a client that never
@@ -337,7 +339,11 @@ pub fn send_blocking(
             // Blocking sockets report a send timeout (SO_SNDTIMEO) as
             // WouldBlock; a non-blocking descriptor says the same when full.
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if !sys::wait(fd, true, send_timeout)? {
+                let now = Instant::now();
+                pace.progress(now, writer.written() - paced);
+                paced = writer.written();
+                let left = pace.deadline().saturating_duration_since(now);
+                if !sys::wait(fd, true, left)? {
                     return Err(io::ErrorKind::TimedOut.into());
                 }
             }
@@ -364,6 +370,9 @@ pub fn send_bytes_blocking(
         close: false,
     };
     let mut writer = ResponseWriter::new(&response);
-    let result = send_blocking(out, &mut writer, send_timeout);
+    // A script's output comes in pieces as it writes them: no rate, only
+    // the timeout without progress.
+    let mut pace = Pace::new(Instant::now(), send_timeout, 0);
+    let result = send_blocking(out, &mut writer, &mut pace);
     (writer.written(), result)
 }

@@ -10,6 +10,7 @@ use std::cell::RefCell;
 use std::io;
 use std::os::fd::AsFd;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use h2::server::SendResponse;
@@ -22,6 +23,7 @@ use super::{Open, Served};
 use crate::http::h2 as fields;
 use crate::http::limits::MAX_HEAD_BYTES;
 use crate::http::parse::BodyFraming;
+use crate::pace::Pace;
 use crate::respond::CgiJob;
 use crate::serve::cgi_exchange::{self, ClientIo};
 use crate::serve::Wire;
@@ -127,9 +129,11 @@ async fn relay(
     let out = respond
         .send_response(message, false)
         .map_err(|e| super::stream::stream_error(&e))?;
+    // A script's output comes as it writes it: no rate, only the timeout
+    // without progress.
     let mut body = Body {
         out,
-        timeout,
+        pace: Pace::new(Instant::now(), timeout, 0),
         left: u64::MAX,
         pushed: 0,
     };

@@ -9,16 +9,18 @@ use std::future::poll_fn;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use h2::server::SendResponse;
 use h2::{Reason, RecvStream, SendStream};
 
 use super::{Open, Served};
+use crate::complaint::{complain, Complaint};
 use crate::http::h2 as fields;
 use crate::http::parse::BodyFraming;
 use crate::http::response::Chunk;
+use crate::pace::Pace;
 use crate::pool;
 use crate::respond::{self, Answer};
 use crate::session::{self, Sent};
@@ -63,12 +65,13 @@ pub(super) fn start(
         Err(e) => session::sent(cfg, kind, client, None, respond::refuse(e)),
     };
     drop(body);
-    send(sent, respond, cfg.send_timeout, open);
+    send(sent, respond, served, open);
 }
 
 /// Sends a decided response: the head, then a small body at once or a
-/// larger one from a task.
-fn send(mut sent: Sent, mut respond: SendResponse<Bytes>, timeout: Duration, mut open: Open) {
+/// larger one from a task, which gives up on a client that takes it slower
+/// than `--min-rate` allows (see `pace`).
+fn send(mut sent: Sent, mut respond: SendResponse<Bytes>, served: &Arc<Served>, mut open: Open) {
     // The head's field values and any body start that rode in it are
     // handed to h2 as slices of it, not copied.
     let head_bytes = Bytes::from(std::mem::take(&mut sent.response.head));
@@ -99,10 +102,13 @@ fn send(mut sent: Sent, mut respond: SendResponse<Bytes>, timeout: Duration, mut
         }
         return;
     }
+    let (cfg, client) = (&served.cfg, Arc::clone(&served.client));
+    let pace = Pace::new(Instant::now(), cfg.send_timeout, cfg.min_rate);
+    let rate = cfg.min_rate;
     tokio::spawn(async move {
         let mut body = Body {
             out,
-            timeout,
+            pace,
             left: total,
             pushed: 0,
         };
@@ -113,6 +119,9 @@ fn send(mut sent: Sent, mut respond: SendResponse<Bytes>, timeout: Duration, mut
             Err(kind) => {
                 body.out.send_reset(Reason::CANCEL);
                 if kind == io::ErrorKind::TimedOut {
+                    if body.pace.too_slow() {
+                        complain(&client, Complaint::SlowResponse { rate });
+                    }
                     open.stalled();
                 }
             }
@@ -180,7 +189,8 @@ impl Drop for Block {
 /// A response body on its way out as DATA frames.
 pub(super) struct Body {
     pub(super) out: SendStream<Bytes>,
-    pub(super) timeout: Duration,
+    /// How long the client may take to open the windows (see `pace`).
+    pub(super) pace: Pace,
     /// Bytes still to send; the frame that sends the last ends the stream.
     /// u64::MAX for a body of unknown length, ended by `finish`.
     pub(super) left: u64,
@@ -248,15 +258,19 @@ impl Body {
         Ok(())
     }
 
-    /// Waits, at most the send timeout, until the stream may send some of
-    /// `want` bytes; returns how many.
+    /// Waits, at most until the pace's deadline, until the stream may send
+    /// some of `want` bytes; returns how many. Room granted is the client's
+    /// progress: its windows open as it takes the data.
     async fn capacity(&mut self, want: usize) -> io::Result<usize> {
         self.out.reserve_capacity(want);
         loop {
             let granted = poll_fn(|cx| self.out.poll_capacity(cx));
-            match tokio::time::timeout(self.timeout, granted).await {
+            match tokio::time::timeout_at(self.pace.deadline().into(), granted).await {
                 Ok(Some(Ok(0))) => {}
-                Ok(Some(Ok(n))) => return Ok(n),
+                Ok(Some(Ok(n))) => {
+                    self.pace.progress(Instant::now(), n as u64);
+                    return Ok(n);
+                }
                 Ok(Some(Err(e))) => return Err(stream_error(&e)),
                 Ok(None) => return Err(io::ErrorKind::ConnectionReset.into()),
                 Err(_) => {
