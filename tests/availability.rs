@@ -637,8 +637,9 @@ struct Flood {
 }
 
 /// Opens `n` connections from 127.0.0.2 as fast as it can, every other one
-/// sending a request at once, and sorts out what became of them.
-fn flood(addr: SocketAddr, n: usize) -> Flood {
+/// sending a request at once, and sorts out what became of them. Returns
+/// the connections too: the attacker keeps holding what it got.
+fn flood(addr: SocketAddr, n: usize) -> (Flood, Vec<Conn>) {
     let connector = Connector::new(addr, None);
     let mut conns: Vec<(bool, Conn)> = (0..n)
         .map(|i| {
@@ -678,8 +679,12 @@ fn flood(addr: SocketAddr, n: usize) -> Flood {
             }
         }
     }
-    result
+    (result, conns.into_iter().map(|(_, conn)| conn).collect())
 }
+
+/// How long the attacker holds its flood's connections while the good
+/// client goes on.
+const FLOOD_HELD: Duration = Duration::from_secs(2);
 
 /// Standalone, default flags: 1,000 connections from 127.0.0.2 opened as
 /// fast as possible, half sending a request at once. The first 256 are
@@ -696,10 +701,11 @@ fn connection_flood_from_one_address_standalone() {
         .start();
     let good = GoodClient::start(server.connector());
     let started = Instant::now();
-    let flood = flood(server.addr(), 1000);
+    let (flood, held) = flood(server.addr(), 1000);
     let took = started.elapsed();
-    thread::sleep(Duration::from_millis(500));
+    thread::sleep(FLOOD_HELD);
     let figures = good.finish();
+    drop(held);
     report(&format!(
         "flood: 1000 connections from 127.0.0.2 (opened and sorted in {}): {flood:?}",
         secs(took)
@@ -717,7 +723,9 @@ fn connection_flood_from_one_address_standalone() {
 /// Inetd mode: the bound is the super-server's. Under busybox `tcpsvd -c 300
 /// -C 20`, 200 connections from 127.0.0.2: 20 are served (or wait for their
 /// request), the rest are closed at once, and the good client at 127.0.0.1
-/// is served throughout.
+/// is served throughout. `-b 1024`: with tcpsvd's default listen backlog
+/// (20) the burst overflows the queue, and a SYN dropped there — the good
+/// client's too — is sent again only a second later.
 #[test]
 fn connection_flood_from_one_address_inetd_under_tcpsvd() {
     let _serial = serial();
@@ -732,15 +740,16 @@ fn connection_flood_from_one_address_inetd_under_tcpsvd() {
     ];
     let (_tcpsvd, _stderr, addr) = start_superserver(
         &busybox,
-        &["tcpsvd", "-c", "300", "-C", "20"],
+        &["tcpsvd", "-c", "300", "-C", "20", "-b", "1024"],
         &staticd_args,
     );
     let good = GoodClient::start(Connector::new(addr, None));
     let started = Instant::now();
-    let flood = flood(addr, 200);
+    let (flood, held) = flood(addr, 200);
     let took = started.elapsed();
-    thread::sleep(Duration::from_millis(500));
+    thread::sleep(FLOOD_HELD);
     let figures = good.finish();
+    drop(held);
     report(&format!(
         "flood under tcpsvd -c 300 -C 20: 200 connections from 127.0.0.2 (opened and sorted \
          in {}): {flood:?}",
