@@ -164,6 +164,12 @@ impl Conn {
         false
     }
 
+    /// The bytes received and not yet consumed, left in place (a later
+    /// [`Conn::read_response`] still parses them).
+    pub fn buffered(&self) -> &[u8] {
+        &self.buf
+    }
+
     /// The bytes received and not yet consumed.
     pub fn take_buffered(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.buf)
@@ -330,6 +336,23 @@ impl Conn {
             }
         }
         got
+    }
+
+    /// One read of at most `max` bytes (those already buffered first), discarded: a
+    /// client that takes what has arrived now and then, as slow readers do. Returns how
+    /// many; 0 once the connection has ended.
+    pub fn read_once(&mut self, max: usize) -> usize {
+        if !self.buf.is_empty() {
+            let n = self.buf.len().min(max);
+            self.buf.drain(..n);
+            return n;
+        }
+        let mut chunk = vec![0u8; max];
+        match self.read_retrying(&mut chunk) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => 0,
+            Err(e) => panic!("{e} (timeout is {IO_TIMEOUT:?})"),
+        }
     }
 
     /// Like [`Conn::read_to_end`] but counts bytes instead of keeping them, for large
