@@ -421,6 +421,36 @@ mod tests {
         Instant::now() + Duration::from_secs(5)
     }
 
+    /// A 64-byte queue whose writer is stuck on its first 32-byte line
+    /// until `gate` lets it through, with two more lines queued: full. The
+    /// line is the last value.
+    fn stuck_and_full(
+        fill: u8,
+    ) -> (
+        Arc<Queue>,
+        mpsc::Sender<()>,
+        Writes,
+        std::thread::JoinHandle<()>,
+        Vec<u8>,
+    ) {
+        let queue = Arc::new(Queue::new(64));
+        let (open, gate) = mpsc::channel();
+        let sink = Collect {
+            gate: Some(gate),
+            ..Collect::default()
+        };
+        let writes = Arc::clone(&sink.writes);
+        let thread = writer(&queue, sink);
+        let line = [fill; 31].iter().chain(b"\n").copied().collect::<Vec<u8>>();
+        assert!(queue.push(Dest::Stderr, &line, true));
+        while queue.lock().in_flight == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(queue.push(Dest::Stderr, &line, true));
+        assert!(queue.push(Dest::Stderr, &line, true));
+        (queue, open, writes, thread, line)
+    }
+
     #[test]
     fn lines_keep_their_order_and_runs_are_written_whole() {
         let queue = Arc::new(Queue::new(1 << 16));
@@ -488,23 +518,9 @@ mod tests {
 
     #[test]
     fn a_full_queue_waits_for_room_and_drops_nothing() {
-        let queue = Arc::new(Queue::new(64));
-        let (open, gate) = mpsc::channel();
-        let sink = Collect {
-            gate: Some(gate),
-            ..Collect::default()
-        };
-        let writes = Arc::clone(&sink.writes);
-        let thread = writer(&queue, sink);
-        let line = [b'x'; 31].iter().chain(b"\n").copied().collect::<Vec<u8>>();
         // The writer takes the first line and is stuck writing it; two
         // more fill the queue; the next must wait.
-        assert!(queue.push(Dest::Stderr, &line, true));
-        while queue.lock().in_flight == 0 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        assert!(queue.push(Dest::Stderr, &line, true));
-        assert!(queue.push(Dest::Stderr, &line, true));
+        let (queue, open, writes, thread, line) = stuck_and_full(b'x');
         assert!(!queue.push(Dest::Stderr, &line, false), "no room");
         let next = {
             let (queue, line) = (Arc::clone(&queue), line.clone());
@@ -525,20 +541,7 @@ mod tests {
 
     #[test]
     fn after_the_grace_a_blocked_output_is_given_up_on() {
-        let queue = Arc::new(Queue::new(64));
-        let (_open, gate) = mpsc::channel();
-        let sink = Collect {
-            gate: Some(gate),
-            ..Collect::default()
-        };
-        let _stuck = writer(&queue, sink);
-        let line = [b'y'; 31].iter().chain(b"\n").copied().collect::<Vec<u8>>();
-        assert!(queue.push(Dest::Stderr, &line, true));
-        while queue.lock().in_flight == 0 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        assert!(queue.push(Dest::Stderr, &line, true));
-        assert!(queue.push(Dest::Stderr, &line, true));
+        let (queue, _open, _writes, _stuck, line) = stuck_and_full(b'y');
         // Waiting without a bound, until the stop comes with its grace.
         let waiting = {
             let (queue, line) = (Arc::clone(&queue), line.clone());
