@@ -1017,6 +1017,9 @@ const REST_OF_THE_HEAD: &str = "st: test\r\n\r\n";
 
 fn busy(mut conn: Conn) -> Conn {
     conn.send(HEAD_BEGUN);
+    // A moment for the bytes to reach the server, which would else see the
+    // connection idle.
+    thread::sleep(Duration::from_millis(100));
     conn
 }
 

@@ -325,8 +325,10 @@ fn connections_held_at_the_limit_are_counted() {
         first.roundtrip(request("GET", "/cached.txt", &[])).status,
         200
     );
-    // Busy with its next request (half a head), so not closed to make room.
+    // Busy with its next request (half a head), so not closed to make room;
+    // given a moment to reach the server, which would else see it idle.
     first.send("GET /cached.txt HTTP/1.1\r\nHo");
+    std::thread::sleep(Duration::from_millis(200));
     let mut second = server.connect();
     second.send(request("GET", "/cached.txt", &[]));
     let held = scrape_until(metrics, "the second connection held", |s| {

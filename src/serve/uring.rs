@@ -258,6 +258,8 @@ async fn serve(
                 // A read in flight needs its buffer, so unlike the event
                 // loop an idle connection keeps one.
                 let read = read_some(stream, session.input());
+                // Idle, it may be closed to make room at --max-connections.
+                let read = super::park::unless_shed(read, idle && !stopping);
                 let timed = tokio::time::timeout_at(deadline.into(), read);
                 let outcome = if idle {
                     tokio::select! {
