@@ -303,11 +303,13 @@ impl Connections {
                 };
             }
             if now >= self.max {
-                complain("-", Complaint::AtMaxConnections { max: self.max });
+                let at_max = Complaint::AtMaxConnections { max: self.max };
                 if park::shed_oldest() {
+                    complain("-", at_max);
                     continue;
                 }
                 if park::shed_waiting() {
+                    complain("-", at_max);
                     // Its place is free once its task has run.
                     let _ = tokio::time::timeout(SHED_AGAIN, freed).await;
                     continue;
@@ -410,7 +412,8 @@ async fn watch_lot(shared: Shared) {
         let wire = (Wire::Clear, p.kind);
         tokio::spawn(connection(stream, resumed, wire, shared.clone(), p.slot));
     };
-    if let Err(e) = park::watch(stop, &shared.conns.shed, resume).await {
+    let shed = (&shared.conns.shed, shared.cfg.max_connections);
+    if let Err(e) = park::watch(stop, shed, resume).await {
         // Without a lot, idle connections simply stay tasks.
         log::diagnostic(&format!(
             "staticd: cannot park idle connections: {}\n",

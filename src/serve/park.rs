@@ -35,6 +35,7 @@ use tokio::io::Interest;
 use tokio::sync::Notify;
 
 use super::event_loop::Slot;
+use crate::complaint::{complain, Complaint};
 use crate::session::{Kind, Session};
 
 /// How long a keep-alive connection is quiet before it is parked: long
@@ -180,11 +181,12 @@ pub(crate) fn park(parked: Parked) {
 /// Sets up this worker's lot and watches it until `stop` resolves; then
 /// every parked connection is handed back to `resume` (to have its last
 /// call like any idle connection) and parking ends. `resume` turns a
-/// record back into a task. Each notification of `shed` closes the oldest
-/// parked connection. Must run on the worker's runtime.
+/// record back into a task. Each notification of `shed` closes this
+/// worker's longest-idle connection, to make room at `--max-connections`
+/// (`max_connections`, for the log). Must run on the worker's runtime.
 pub(crate) async fn watch(
     stop: impl std::future::Future<Output = ()>,
-    shed: &tokio::sync::Notify,
+    (shed, max_connections): (&tokio::sync::Notify, usize),
     resume: impl Fn(Parked),
 ) -> io::Result<()> {
     let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
@@ -224,7 +226,10 @@ pub(crate) async fn watch(
             }
             _ = sweep.tick() => expire(Instant::now()),
             () = shed.notified() => {
-                let _ = shed_oldest() || shed_waiting();
+                if shed_oldest() || shed_waiting() {
+                    let at_max = Complaint::AtMaxConnections { max: max_connections };
+                    complain("-", at_max);
+                }
             }
             () = &mut stop => break,
         }
