@@ -123,9 +123,16 @@ pub fn read_append(fd: BorrowedFd<'_>, buf: &mut Vec<u8>, max: usize) -> io::Res
 
 /// Whether the fd is a socket (fd 0 under tcpserver) rather than a pipe.
 pub fn is_socket(fd: BorrowedFd<'_>) -> bool {
-    rustix::fs::fstat(fd).is_ok_and(|st| {
-        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Socket
-    })
+    is_file_type(fd, rustix::fs::FileType::Socket)
+}
+
+/// Whether the fd is a pipe or FIFO.
+pub fn is_fifo(fd: BorrowedFd<'_>) -> bool {
+    is_file_type(fd, rustix::fs::FileType::Fifo)
+}
+
+fn is_file_type(fd: BorrowedFd<'_>, kind: rustix::fs::FileType) -> bool {
+    rustix::fs::fstat(fd).is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode) == kind)
 }
 
 /// Waits until `fd` is readable (or writable). Returns false on timeout,

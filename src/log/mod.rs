@@ -292,7 +292,7 @@ pub fn open_file(path: &Path) -> io::Result<()> {
     let file = OpenOptions::new().create(true).append(true).open(path)?;
     *access_log() = Some(AccessFile {
         path: path.to_path_buf(),
-        fifo: is_fifo(file.as_fd()),
+        fifo: crate::sys::is_fifo(file.as_fd()),
         file: Arc::new(file),
     });
     TO_FILE.store(true, Ordering::Release);
@@ -308,16 +308,10 @@ pub fn reopen() -> io::Result<()> {
             .create(true)
             .append(true)
             .open(&current.path)?;
-        current.fifo = is_fifo(file.as_fd());
+        current.fifo = crate::sys::is_fifo(file.as_fd());
         current.file = Arc::new(file);
     }
     Ok(())
-}
-
-fn is_fifo(fd: BorrowedFd<'_>) -> bool {
-    rustix::fs::fstat(fd).is_ok_and(|st| {
-        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Fifo
-    })
 }
 
 /// The log file open now, if there is one, and whether it is a FIFO.
@@ -392,7 +386,7 @@ pub fn start_writer() -> io::Result<()> {
     // when the process exits.
     let queue: &'static Queue = Box::leak(Box::new(Queue::new(QUEUE_BYTES)));
     let mut outputs = Outputs {
-        stderr_fifo: is_fifo(std::io::stderr().as_fd()),
+        stderr_fifo: crate::sys::is_fifo(std::io::stderr().as_fd()),
     };
     crate::sys::spawn_helper("staticd-log", move || queue.run_writer(&mut outputs))?;
     let _ = QUEUE.set(queue);
@@ -434,14 +428,8 @@ pub fn finish() {
 /// for room first, for `wait` at most; on a socket (journald's stream) a
 /// send that cannot block. Never waits longer, whatever the output does.
 fn write_if_ready(fd: BorrowedFd<'_>, line: &[u8], wait: Duration) {
-    use rustix::event::{poll, PollFd, PollFlags};
     use rustix::io::Errno;
-    let ts = rustix::time::Timespec {
-        tv_sec: wait.as_secs() as _,
-        tv_nsec: wait.subsec_nanos() as _,
-    };
-    let mut fds = [PollFd::new(&fd, PollFlags::OUT)];
-    if !matches!(poll(&mut fds, Some(&ts)), Ok(1)) || !fds[0].revents().contains(PollFlags::OUT) {
+    if !crate::sys::wait(fd, true, wait).unwrap_or(false) {
         return;
     }
     let flags = rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL;

@@ -417,6 +417,12 @@ mod tests {
         std::thread::spawn(move || queue.run_writer(&mut sink))
     }
 
+    /// Every byte the sink was given, in order.
+    fn written(writes: &Writes) -> Vec<u8> {
+        let writes = writes.lock().unwrap();
+        writes.iter().flat_map(|(_, b)| b.iter().copied()).collect()
+    }
+
     fn soon() -> Instant {
         Instant::now() + Duration::from_secs(5)
     }
@@ -498,12 +504,7 @@ mod tests {
         }
         assert_eq!(queue.close(soon()).unwritten, 0);
         thread.join().unwrap();
-        let all: Vec<u8> = writes
-            .lock()
-            .unwrap()
-            .iter()
-            .flat_map(|(_, b)| b.clone())
-            .collect();
+        let all = written(&writes);
         let text = String::from_utf8(all).unwrap();
         let mut next = [0; 4];
         for line in text.lines() {
@@ -535,8 +536,7 @@ mod tests {
         let closed = queue.close(soon());
         assert_eq!(closed.unwritten, 1, "the one pushed without waiting");
         thread.join().unwrap();
-        let written: usize = writes.lock().unwrap().iter().map(|(_, b)| b.len()).sum();
-        assert_eq!(written, 4 * 32);
+        assert_eq!(written(&writes).len(), 4 * 32);
     }
 
     #[test]
@@ -578,12 +578,7 @@ mod tests {
         assert!(queue.push(Dest::File, &text, true));
         assert_eq!(queue.close(soon()).unwritten, 0);
         thread.join().unwrap();
-        let all: Vec<u8> = writes
-            .lock()
-            .unwrap()
-            .iter()
-            .flat_map(|(_, b)| b.clone())
-            .collect();
+        let all = written(&writes);
         assert_eq!(all, text);
     }
 

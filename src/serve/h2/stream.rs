@@ -16,7 +16,6 @@ use h2::server::SendResponse;
 use h2::{Reason, RecvStream, SendStream};
 
 use super::{Open, Served};
-use crate::complaint::{complain, Complaint};
 use crate::http::h2 as fields;
 use crate::http::parse::BodyFraming;
 use crate::http::response::Chunk;
@@ -102,9 +101,8 @@ fn send(mut sent: Sent, mut respond: SendResponse<Bytes>, served: &Arc<Served>, 
         }
         return;
     }
-    let (cfg, client) = (&served.cfg, Arc::clone(&served.client));
-    let pace = Pace::new(Instant::now(), cfg.send_timeout, cfg.min_rate);
-    let rate = cfg.min_rate;
+    let served = Arc::clone(served);
+    let pace = Pace::new(Instant::now(), served.cfg.send_timeout, served.cfg.min_rate);
     tokio::spawn(async move {
         let mut body = Body {
             out,
@@ -119,9 +117,8 @@ fn send(mut sent: Sent, mut respond: SendResponse<Bytes>, served: &Arc<Served>, 
             Err(kind) => {
                 body.out.send_reset(Reason::CANCEL);
                 if kind == io::ErrorKind::TimedOut {
-                    if body.pace.too_slow() {
-                        complain(&client, Complaint::SlowResponse { rate });
-                    }
+                    let (client, cfg) = (&served.client, &served.cfg);
+                    crate::serve::response_failed(&kind.into(), &body.pace, client, cfg);
                     open.stalled();
                 }
             }
