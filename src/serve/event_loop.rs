@@ -1142,7 +1142,7 @@ async fn send(
     let mut out = wire.out(stream.as_fd(), true);
     let mut writer = ResponseWriter::new(&sent.response).copying(copy);
     // The pace learns of progress only when a write would wait: a response
-    // the socket takes at once costs no clock reading.
+    // the socket takes at once costs no reading beyond the one at its start.
     let mut paced = 0;
     while !writer.is_done(&out) {
         match stream.try_io(Interest::WRITABLE, || writer.write_some(&mut out)) {
