@@ -12,6 +12,7 @@ pub mod calendar;
 pub mod cgi;
 pub mod complaint;
 pub mod config;
+pub mod exchange;
 pub mod http;
 pub mod log;
 pub mod metrics;

@@ -735,7 +735,7 @@ pub fn tls_session(data: &[u8]) {
     if cleartext {
         // A cleartext request gets 400, or waits for the rest of its head.
         while let Step::Send(s) = session.step(cfg, site, false) {
-            assert_eq!(s.response.status.code(), 400, "cleartext on a TLS port");
+            assert_eq!(s.response.code(), 400, "cleartext on a TLS port");
         }
     }
 }

@@ -1140,7 +1140,7 @@ async fn send(
     pace: &mut Pace,
 ) -> io::Result<()> {
     let mut out = wire.out(stream.as_fd(), true);
-    let mut writer = ResponseWriter::new(&sent.response).copying(copy);
+    let mut writer = ResponseWriter::new(&sent.wire, &sent.response.body).copying(copy);
     // The pace learns of progress only when a write would wait: a response
     // the socket takes at once costs no reading beyond the one at its start.
     let mut paced = 0;

@@ -22,7 +22,7 @@ use crate::http::response::Chunk;
 use crate::pace::Pace;
 use crate::pool;
 use crate::respond::{self, Answer};
-use crate::session::{self, Sent};
+use crate::session::{self, Protocol, Sent};
 
 /// A body up to this size, held in memory, is queued whole at once,
 /// without a task of its own.
@@ -49,7 +49,7 @@ pub(super) fn start(
             }
             match session::answer(kind, &served.site, &request, stopping) {
                 Answer::Send(response) => {
-                    session::sent(cfg, kind, client, Some(&request), response)
+                    session::sent(cfg, kind, client, Some(&request), response, Protocol::Http2)
                 }
                 Answer::Cgi(mut job) => {
                     job.raw_head = fields::request_head(&request, &parts.headers);
@@ -61,7 +61,10 @@ pub(super) fn start(
                 }
             }
         }
-        Err(e) => session::sent(cfg, kind, client, None, respond::refuse(e)),
+        Err(e) => {
+            let refusal = respond::refuse(e);
+            session::sent(cfg, kind, client, None, refusal, Protocol::Http2)
+        }
     };
     drop(body);
     send(sent, respond, served, open);
@@ -70,32 +73,32 @@ pub(super) fn start(
 /// Sends a decided response: the head, then a small body at once or a
 /// larger one from a task, which gives up on a client that takes it slower
 /// than `--min-rate` allows (see `pace`).
-fn send(mut sent: Sent, mut respond: SendResponse<Bytes>, served: &Arc<Served>, mut open: Open) {
-    // The head's field values and any body start that rode in it are
-    // handed to h2 as slices of it, not copied.
-    let head_bytes = Bytes::from(std::mem::take(&mut sent.response.head));
-    let Some(head) = fields::response_head(&head_bytes) else {
-        // `respond` made this head: failing to read it is our bug.
+pub(super) fn send(
+    mut sent: Sent,
+    mut respond: SendResponse<Bytes>,
+    served: &Arc<Served>,
+    mut open: Open,
+) {
+    let hsts = session::hsts(&served.cfg, served.kind);
+    let Some((status, fields)) = fields::response_fields(&sent.response.head, hsts) else {
+        // A status or field HTTP/2 cannot carry (a script's, say).
         respond.send_reset(Reason::INTERNAL_ERROR);
         return;
     };
-    let tail = head_bytes.slice(head.len..);
     let chunks = &sent.response.body;
-    let total = tail.len() as u64 + chunks.iter().map(Chunk::size).sum::<u64>();
+    let total = chunks.iter().map(Chunk::size).sum::<u64>();
     let mut message = http::Response::new(());
-    *message.status_mut() = head.status;
-    *message.headers_mut() = head.fields;
+    *message.status_mut() = status;
+    *message.headers_mut() = fields;
     let Ok(mut out) = respond.send_response(message, total == 0) else {
         open.was_reset();
         return;
     };
-    // The log counts the HTTP/1.1 head the line's fields came from, as for
-    // any response, and the body bytes that went to h2.
-    sent.written = head.len as u64;
+    // The log counts body bytes only: the head went to h2 as fields.
     if total == 0 {
         return;
     }
-    if let Some(bytes) = in_memory(chunks, tail.clone(), total) {
+    if let Some(bytes) = in_memory(chunks, total) {
         if out.send_data(bytes, true).is_ok() {
             sent.written += total;
         }
@@ -110,7 +113,7 @@ fn send(mut sent: Sent, mut respond: SendResponse<Bytes>, served: &Arc<Served>, 
             left: total,
             pushed: 0,
         };
-        let result = body.send_all(&mut sent, tail).await;
+        let result = body.send_all(&mut sent).await;
         match result.map_err(|e| e.kind()) {
             Ok(()) => {}
             Err(io::ErrorKind::ConnectionReset) => open.was_reset(),
@@ -129,33 +132,23 @@ fn send(mut sent: Sent, mut respond: SendResponse<Bytes>, served: &Arc<Served>, 
 
 /// A small body made only of bytes in memory, as one buffer (no copy when
 /// it is one piece).
-fn in_memory(chunks: &[Chunk], tail: Bytes, total: u64) -> Option<Bytes> {
-    if total > INLINE_MAX || chunks.iter().any(|c| matches!(c, Chunk::File { .. })) {
+fn in_memory(chunks: &[Chunk], total: u64) -> Option<Bytes> {
+    if total > INLINE_MAX || chunks.iter().any(|c| c.memory().is_none()) {
         return None;
     }
-    match (tail.is_empty(), chunks) {
-        (true, [Chunk::Shared { bytes, offset, len }]) => {
+    match chunks {
+        [Chunk::Shared { bytes, offset, len }] => {
             let part = Shared(Arc::clone(bytes), *offset, *len);
             return Some(Bytes::from_owner(part));
         }
-        (_, []) => return Some(tail),
+        [Chunk::Static(bytes)] => return Some(Bytes::from_static(bytes)),
         _ => {}
     }
     let mut joined = BytesMut::with_capacity(total as usize);
-    joined.extend_from_slice(&tail);
     for chunk in chunks {
-        joined.extend_from_slice(memory(chunk));
+        joined.extend_from_slice(chunk.memory().unwrap_or_default());
     }
     Some(joined.freeze())
-}
-
-/// The bytes of a chunk held in memory (empty for a file).
-fn memory(chunk: &Chunk) -> &[u8] {
-    match chunk {
-        Chunk::Bytes(bytes) => bytes,
-        Chunk::Shared { bytes, offset, len } => &bytes[*offset..*offset + *len],
-        Chunk::File { .. } => &[],
-    }
 }
 
 /// Part of a file the open-file cache holds, lent to h2 without a copy.
@@ -196,20 +189,17 @@ pub(super) struct Body {
 }
 
 impl Body {
-    /// The body's start that rode in the head, then its chunks; counts
-    /// what went out in `sent.written`, for the log line.
-    async fn send_all(&mut self, sent: &mut Sent, tail: Bytes) -> io::Result<()> {
+    /// The body's chunks; counts what went out in `sent.written`, for the
+    /// log line.
+    async fn send_all(&mut self, sent: &mut Sent) -> io::Result<()> {
         let result = async {
-            if !tail.is_empty() {
-                self.data(tail).await?;
-            }
             for chunk in &sent.response.body {
                 match chunk {
                     Chunk::File { file, offset, len } => {
                         self.file(file, *offset, *len).await?;
                     }
                     other => {
-                        let bytes = Bytes::copy_from_slice(memory(other));
+                        let bytes = Bytes::copy_from_slice(other.memory().unwrap_or_default());
                         self.data(bytes).await?;
                     }
                 }
