@@ -8,7 +8,8 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, Criterion};
 use staticd::http::parse::{self, Parsed};
 use staticd::respond::{self, Answer};
-use staticd::site::{Features, Site};
+use staticd::config::Features;
+use staticd::site::Site;
 
 /// What a browser-like client sends, give or take a few headers.
 const REQUEST: &[u8] = b"GET /small.txt HTTP/1.1\r\nHost: localhost\r\n\

@@ -182,7 +182,7 @@ struct Cli {
     /// clients): the log and CGI name the rightmost address that is not
     /// itself trusted. Repeatable.
     #[arg(long, value_name = "CIDR")]
-    trusted_proxy: Vec<staticd::proxy::TrustedProxy>,
+    trusted_proxy: Vec<staticd::config::TrustedProxy>,
 
     #[cfg(feature = "tls")]
     #[command(flatten)]
@@ -222,15 +222,15 @@ struct CompressArgs {
     /// Larger files are sent as they are: bytes, or with K or M (4M).
     /// Files under 256 bytes are too.
     #[arg(long, value_name = "BYTES", default_value = "4M", conflicts_with = "no_compress",
-          value_parser = site::compress::parse_size)]
+          value_parser = staticd::config::parse_size)]
     compress_max: u64,
 }
 
 #[cfg(feature = "compress")]
 impl Cli {
-    fn compress_settings(&self) -> Option<site::compress::CompressSettings> {
+    fn compress_settings(&self) -> Option<staticd::config::CompressSettings> {
         let args = &self.compress;
-        (!args.no_compress).then_some(site::compress::CompressSettings {
+        (!args.no_compress).then_some(staticd::config::CompressSettings {
             cache_bytes: (args.compress_cache as usize) << 20,
             max_size: args.compress_max,
         })
@@ -239,7 +239,7 @@ impl Cli {
 
 #[cfg(not(feature = "compress"))]
 impl Cli {
-    fn compress_settings(&self) -> Option<site::compress::CompressSettings> {
+    fn compress_settings(&self) -> Option<staticd::config::CompressSettings> {
         None
     }
 }
@@ -496,7 +496,7 @@ impl Cli {
             inetd: self.inetd,
             io_uring: self.io_uring,
             index: self.index,
-            features: site::Features {
+            features: staticd::config::Features {
                 vhosts: self.vhosts,
                 listing: self.listing,
                 cgi: self.cgi,
@@ -527,7 +527,7 @@ impl Cli {
             auth: self.auth,
             metrics: self.metrics,
             proxy_protocol: self.proxy_protocol,
-            trusted_proxies: staticd::proxy::TrustedProxies(self.trusted_proxy),
+            trusted_proxies: staticd::config::TrustedProxies(self.trusted_proxy),
             ..defaults
         }
     }
@@ -572,7 +572,7 @@ fn main() -> ExitCode {
             eprintln!(
                 "staticd: log file {}: {}",
                 path.display(),
-                site::describe(&e)
+                staticd::sys::describe(&e)
             );
             return ExitCode::FAILURE;
         }
@@ -770,7 +770,7 @@ fn run(
     };
     let (cfg, site) = (Arc::new(cfg), Arc::new(site));
     let Some(bound) = bound else {
-        return serve::stdio::run(cfg, site, extras).map_err(|e| site::describe(&e));
+        return serve::stdio::run(cfg, site, extras).map_err(|e| staticd::sys::describe(&e));
     };
     // The Unix socket files go when `_files` drops: once the workers stopped.
     let serve::listen::Bound {
@@ -779,9 +779,9 @@ fn run(
     } = bound;
     #[cfg(feature = "uring")]
     if cfg.io_uring {
-        return serve::uring::run(cfg, site, groups).map_err(|e| site::describe(&e));
+        return serve::uring::run(cfg, site, groups).map_err(|e| staticd::sys::describe(&e));
     }
-    serve::event_loop::run(cfg, site, groups, extras).map_err(|e| site::describe(&e))
+    serve::event_loop::run(cfg, site, groups, extras).map_err(|e| staticd::sys::describe(&e))
 }
 
 /// `--metrics`: its port is bound with the others, while still privileged.
@@ -792,7 +792,7 @@ fn bind_metrics(
     staticd::metrics::Endpoint::bind(addr, reuse_port).map_err(|e| {
         let why = match e.kind() {
             std::io::ErrorKind::AddrInUse => "address already in use".to_string(),
-            _ => site::describe(&e),
+            _ => staticd::sys::describe(&e),
         };
         format!("cannot listen for --metrics on {addr}: {why}")
     })
@@ -800,10 +800,10 @@ fn bind_metrics(
 
 /// Serves `--metrics` from now on, announced before the public ports are.
 fn start_metrics(endpoint: staticd::metrics::Endpoint, max: usize) -> Result<(), String> {
-    let addr = endpoint.local_addr().map_err(|e| site::describe(&e))?;
+    let addr = endpoint.local_addr().map_err(|e| staticd::sys::describe(&e))?;
     endpoint
         .start(max)
-        .map_err(|e| format!("--metrics: {}", site::describe(&e)))?;
+        .map_err(|e| format!("--metrics: {}", staticd::sys::describe(&e)))?;
     eprintln!("staticd: metrics on http://{addr}/metrics");
     Ok(())
 }

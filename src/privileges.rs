@@ -4,7 +4,7 @@ use std::ffi::CString;
 use std::io;
 use std::path::Path;
 
-use crate::site::describe;
+use crate::sys::describe;
 
 /// The identity to run as.
 pub struct Identity {

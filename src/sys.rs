@@ -13,6 +13,15 @@ use rustix::event::{PollFd, PollFlags};
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 use rustix::net::SendFlags;
 
+/// An I/O error as a short phrase without Rust's "(os error N)" suffix.
+pub fn describe(e: &io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
 /// Opens `rel` beneath the directory `dir` for reading. The kernel refuses
 /// any resolution that would leave `dir` (`..`, absolute symlinks, symlinks
 /// pointing outside), so the check cannot race with the file system.

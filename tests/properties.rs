@@ -31,7 +31,8 @@ use staticd::http::range::{self, ByteRange, RangeOutcome};
 use staticd::http::response::Chunk;
 use staticd::respond::{self, Answer};
 use staticd::site::path::{PathError, SitePath};
-use staticd::site::{Features, Site};
+use staticd::config::Features;
+use staticd::site::Site;
 
 // --- path normalisation ------------------------------------------------------------------
 

@@ -207,7 +207,7 @@ fn exchange(
             return fail(job, io, cfg, site, Status::Forbidden, "permission denied");
         }
         Err(e) => {
-            let why = format!("cannot start: {}", crate::site::describe(&e));
+            let why = format!("cannot start: {}", crate::sys::describe(&e));
             return fail(job, io, cfg, site, Status::InternalServerError, &why);
         }
     };
