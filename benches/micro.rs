@@ -6,9 +6,9 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use staticd::config::Features;
 use staticd::http::parse::{self, Parsed};
 use staticd::respond::{self, Answer};
-use staticd::config::Features;
 use staticd::site::Site;
 
 /// What a browser-like client sends, give or take a few headers.

@@ -91,6 +91,8 @@ pub struct Config {
     pub index: Vec<String>,
     pub features: Features,
     pub log_format: LogFormat,
+    /// `--log-file`: the access log goes here instead of stderr.
+    pub log_file: Option<PathBuf>,
     pub read_timeout: Duration,
     pub keepalive_timeout: Duration,
     pub send_timeout: Duration,
@@ -112,6 +114,8 @@ pub struct Config {
     pub min_rate: u64,
     /// How long in-flight responses may run after SIGINT/SIGTERM.
     pub shutdown_grace: Duration,
+    /// Who to become once the ports are bound and the certificates read.
+    pub privileges: Privileges,
     /// HTTPS on the listeners (or stdin/stdout); None: cleartext.
     pub https: Option<Https>,
     /// HTTP/2 (ALPN h2 over TLS, h2c with prior knowledge in cleartext);
@@ -128,6 +132,17 @@ pub struct Config {
     /// `--trusted-proxy`: peers whose `Forwarded` / `X-Forwarded-For`
     /// name the client.
     pub trusted_proxies: TrustedProxies,
+}
+
+/// `--user`, `--group` and `--chroot`; none: keep running as started.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Privileges {
+    /// A user name or uid.
+    pub user: Option<String>,
+    /// A group name or gid; None: the user's primary group.
+    pub group: Option<String>,
+    /// chroot(2) here; the root is then inside it.
+    pub chroot: Option<PathBuf>,
 }
 
 /// What a site serves, beyond plain files.
@@ -291,6 +306,7 @@ impl Default for Config {
             index: vec![INDEX.to_string()],
             features: Features::default(),
             log_format: LOG_FORMAT,
+            log_file: None,
             read_timeout: secs(READ_TIMEOUT),
             keepalive_timeout: secs(KEEPALIVE_TIMEOUT),
             send_timeout: secs(SEND_TIMEOUT),
@@ -303,6 +319,7 @@ impl Default for Config {
             ipv6_prefix: IPV6_PREFIX as u8,
             min_rate: MIN_RATE,
             shutdown_grace: secs(SHUTDOWN_GRACE),
+            privileges: Privileges::default(),
             https: None,
             http2: None,
             auth: Vec::new(),

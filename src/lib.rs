@@ -10,6 +10,7 @@ pub mod acme;
 pub mod auth;
 pub mod calendar;
 pub mod cgi;
+pub mod cli;
 pub mod complaint;
 pub mod config;
 pub mod http;
@@ -25,6 +26,7 @@ pub mod rules;
 pub mod serve;
 pub mod session;
 pub mod site;
+pub mod start;
 pub mod sys;
 #[cfg(feature = "tls")]
 pub mod tls;

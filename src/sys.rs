@@ -22,6 +22,17 @@ pub fn describe(e: &io::Error) -> String {
     }
 }
 
+/// Raises the descriptor limit to its hard maximum, as nginx's
+/// worker_rlimit_nofile does: each connection needs one.
+pub fn raise_fd_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        limit.current = limit.maximum;
+        let _ = setrlimit(Resource::Nofile, limit);
+    }
+}
+
 /// Opens `rel` beneath the directory `dir` for reading. The kernel refuses
 /// any resolution that would leave `dir` (`..`, absolute symlinks, symlinks
 /// pointing outside), so the check cannot race with the file system.

@@ -284,9 +284,9 @@ fn a_precompressed_variant_allocates_nothing() {
 #[cfg(feature = "compress")]
 #[test]
 fn a_file_compressed_on_the_fly_allocates_nothing_once_cached() {
+    use staticd::config::CompressSettings;
     use staticd::http::parse::{self, Parsed};
     use staticd::respond::{self, Answer};
-    use staticd::config::CompressSettings;
 
     let features = Features {
         compress: Some(CompressSettings::default()),

@@ -56,7 +56,13 @@ fn lex(src: &str) -> Vec<(Tok<'_>, usize)> {
             match b[i] {
                 b'\n' => *line += 1,
                 b'\\' if !raw => i += 1,
-                b'"' if b[i + 1..].iter().take(hashes).filter(|&&c| c == b'#').count() == hashes => {
+                b'"' if b[i + 1..]
+                    .iter()
+                    .take(hashes)
+                    .filter(|&&c| c == b'#')
+                    .count()
+                    == hashes =>
+                {
                     return i + 1 + hashes;
                 }
                 _ => {}
@@ -164,7 +170,12 @@ fn lex(src: &str) -> Vec<(Tok<'_>, usize)> {
 
 /// Every path a `use` tree starting at `toks[*i]` names, each with the line
 /// of its last segment; `*i` ends after the tree.
-fn use_tree(toks: &[(Tok, usize)], i: &mut usize, prefix: &[String], out: &mut Vec<(usize, Module)>) {
+fn use_tree(
+    toks: &[(Tok, usize)],
+    i: &mut usize,
+    prefix: &[String],
+    out: &mut Vec<(usize, Module)>,
+) {
     let mut path = prefix.to_vec();
     let mut line = toks.get(*i).map_or(0, |t| t.1);
     if toks.get(*i).map(|t| t.0) == Some(Tok::Path) {
@@ -236,7 +247,9 @@ fn imports(module: &[String], src: &str, root: &str) -> Vec<(usize, Module)> {
                 depth -= 1;
             }
             Tok::Ident("mod") => {
-                if let (Some((Tok::Ident(name), _)), Some((Tok::Open, _))) = (toks.get(i + 1), toks.get(i + 2)) {
+                if let (Some((Tok::Ident(name), _)), Some((Tok::Open, _))) =
+                    (toks.get(i + 1), toks.get(i + 2))
+                {
                     inline.push((name.to_string(), depth + 1));
                 }
             }
@@ -244,7 +257,11 @@ fn imports(module: &[String], src: &str, root: &str) -> Vec<(usize, Module)> {
                 let mut found = Vec::new();
                 i += 1;
                 use_tree(&toks, &mut i, &[], &mut found);
-                paths.extend(found.into_iter().filter_map(|(line, p)| Some((line, absolute(&here, &p, root)?))));
+                paths.extend(
+                    found
+                        .into_iter()
+                        .filter_map(|(line, p)| Some((line, absolute(&here, &p, root)?))),
+                );
                 continue;
             }
             Tok::Ident(word) if word == root || word == "super" => {
@@ -253,7 +270,9 @@ fn imports(module: &[String], src: &str, root: &str) -> Vec<(usize, Module)> {
                 if !after_dollar && !continues && toks.get(i + 1).map(|t| t.0) == Some(Tok::Path) {
                     let mut path = vec![word.to_string()];
                     let mut line = toks[i].1;
-                    while let (Some((Tok::Path, _)), Some(&(Tok::Ident(next), at))) = (toks.get(i + 1), toks.get(i + 2)) {
+                    while let (Some((Tok::Path, _)), Some(&(Tok::Ident(next), at))) =
+                        (toks.get(i + 1), toks.get(i + 2))
+                    {
                         path.push(next.to_string());
                         line = at;
                         i += 2;
@@ -335,7 +354,11 @@ fn circles(edges: &[Edge]) -> Vec<(BTreeSet<File>, String)> {
     let mut graph: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
     for e in edges {
         graph.entry(&e.to).or_default();
-        graph.entry(&e.from).or_default().entry(&e.to).or_insert(e.line);
+        graph
+            .entry(&e.from)
+            .or_default()
+            .entry(&e.to)
+            .or_insert(e.line);
     }
     struct Tarjan<'g> {
         graph: &'g BTreeMap<&'g str, BTreeMap<&'g str, usize>>,
@@ -399,7 +422,10 @@ fn circles(edges: &[Edge]) -> Vec<(BTreeSet<File>, String)> {
 
 /// The shortest circle from the first file of `component` back to it,
 /// with the line of each import.
-fn shortest_circle(graph: &BTreeMap<&str, BTreeMap<&str, usize>>, component: &BTreeSet<File>) -> String {
+fn shortest_circle(
+    graph: &BTreeMap<&str, BTreeMap<&str, usize>>,
+    component: &BTreeSet<File>,
+) -> String {
     let start = component.first().unwrap().as_str();
     let mut came_from: BTreeMap<&str, (&str, usize)> = BTreeMap::new();
     let mut queue = std::collections::VecDeque::from([start]);
@@ -446,7 +472,10 @@ impl Layers {
                 continue;
             }
             if comment.trim().is_empty() {
-                return Err(format!("layers.txt:{}: no comment says what the layer is", n + 1));
+                return Err(format!(
+                    "layers.txt:{}: no comment says what the layer is",
+                    n + 1
+                ));
             }
             let mut modules = Vec::new();
             for entry in entries.split_whitespace() {
@@ -516,7 +545,12 @@ fn read_sources(base: &Path, dir: &Path, out: &mut BTreeMap<File, String>) {
         if path.is_dir() {
             read_sources(base, &path, out);
         } else if path.extension().is_some_and(|e| e == "rs") {
-            let rel = path.strip_prefix(base).unwrap().to_str().unwrap().to_string();
+            let rel = path
+                .strip_prefix(base)
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_string();
             out.insert(rel, fs::read_to_string(&path).unwrap());
         }
     }
@@ -547,7 +581,11 @@ fn every_layer_entry_names_files() {
                 "main.rs" | "lib.rs" => entry.len() == 1 && f.starts_with(&entry[0]),
                 _ => module_of(f).starts_with(entry),
             });
-            assert!(named, "layers.txt: {} ({comment}) names no file of src/", entry.join("/"));
+            assert!(
+                named,
+                "layers.txt: {} ({comment}) names no file of src/",
+                entry.join("/")
+            );
         }
     }
 }
@@ -559,7 +597,11 @@ fn no_import_circles() {
         .into_iter()
         .map(|(files, shown)| {
             let files: Vec<String> = files.iter().map(|f| format!("src/{f}")).collect();
-            format!("{} files import each other: {}\n  e.g. {shown}", files.len(), files.join(", "))
+            format!(
+                "{} files import each other: {}\n  e.g. {shown}",
+                files.len(),
+                files.join(", ")
+            )
         })
         .collect();
     assert!(found.is_empty(), "{}", found.join("\n"));
@@ -568,7 +610,10 @@ fn no_import_circles() {
 // --- the checker's own tests ------------------------------------------------------------
 
 fn module(s: &str) -> Module {
-    s.split("::").filter(|s| !s.is_empty()).map(str::to_string).collect()
+    s.split("::")
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 #[test]
@@ -610,12 +655,19 @@ fn super_in_an_inline_module_is_the_file() {
     let src = "mod tests {\n    use super::*;\n    use super::super::z;\n}\nuse super::w;\n";
     assert_eq!(
         imports(&module("x::y"), src, "crate"),
-        vec![(2, module("x::y")), (3, module("x::z")), (5, module("x::w"))]
+        vec![
+            (2, module("x::y")),
+            (3, module("x::z")),
+            (5, module("x::w"))
+        ]
     );
 }
 
 fn crate_of(files: &[(&str, &str)]) -> BTreeMap<File, String> {
-    files.iter().map(|(f, s)| (f.to_string(), s.to_string())).collect()
+    files
+        .iter()
+        .map(|(f, s)| (f.to_string(), s.to_string()))
+        .collect()
 }
 
 #[test]
@@ -623,12 +675,25 @@ fn imports_reach_the_longest_module_that_is_a_file() {
     let sources = crate_of(&[
         ("lib.rs", "pub mod a;\npub mod b;\n"),
         ("a/mod.rs", "pub mod inner;\nuse crate::b::Thing;\n"),
-        ("a/inner.rs", "use super::Outer;\nfn f() { crate::a::inner::g(); }\n"),
+        (
+            "a/inner.rs",
+            "use super::Outer;\nfn f() { crate::a::inner::g(); }\n",
+        ),
         ("b.rs", "pub struct Thing;\n"),
         ("main.rs", "use staticd::a::inner;\n"),
     ]);
-    let shown: Vec<String> = edges(&sources).iter().map(|e| format!("{}:{} {}", e.from, e.line, e.to)).collect();
-    assert_eq!(shown, ["a/inner.rs:1 a/mod.rs", "a/mod.rs:2 b.rs", "main.rs:1 a/inner.rs"]);
+    let shown: Vec<String> = edges(&sources)
+        .iter()
+        .map(|e| format!("{}:{} {}", e.from, e.line, e.to))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "a/inner.rs:1 a/mod.rs",
+            "a/mod.rs:2 b.rs",
+            "main.rs:1 a/inner.rs"
+        ]
+    );
 }
 
 #[test]
@@ -649,7 +714,8 @@ fn finds_a_circle_and_names_its_files() {
 
 #[test]
 fn finds_an_import_from_a_higher_layer() {
-    let layers = Layers::parse("# staticd\nlow other # the bottom\n\nhigh main # the top\n").unwrap();
+    let layers =
+        Layers::parse("# staticd\nlow other # the bottom\n\nhigh main # the top\n").unwrap();
     let sources = crate_of(&[
         ("lib.rs", ""),
         ("low.rs", "use crate::high::X;\n"),

@@ -26,12 +26,12 @@ use common::*;
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 
+use staticd::config::Features;
 use staticd::http::parse::{self, Parsed};
 use staticd::http::range::{self, ByteRange, RangeOutcome};
 use staticd::http::response::Chunk;
 use staticd::respond::{self, Answer};
 use staticd::site::path::{PathError, SitePath};
-use staticd::config::Features;
 use staticd::site::Site;
 
 // --- path normalisation ------------------------------------------------------------------

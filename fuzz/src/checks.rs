@@ -990,8 +990,8 @@ pub fn proxy_header(data: &[u8]) {
 ///   is what a walk from the right gives: the first untrusted address;
 ///   past garbage, the last trusted one (or none); all trusted, the leftmost.
 pub fn forwarded(data: &[u8]) {
-    use staticd::proxy::forwarded::origin;
     use staticd::config::{TrustedProxies, TrustedProxy};
+    use staticd::proxy::forwarded::origin;
     use std::net::IpAddr;
     let text = String::from_utf8_lossy(data);
     let mut parts = text.splitn(3, '\n');
