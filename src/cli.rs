@@ -518,15 +518,19 @@ impl Cli {
             },
             #[cfg(feature = "tls")]
             https: self.https.settings(acme),
+            #[cfg(not(feature = "tls"))]
+            https: None,
             #[cfg(feature = "http2")]
             http2: self.http2.settings(),
+            #[cfg(not(feature = "http2"))]
+            http2: None,
             #[cfg(feature = "auth")]
             auth: self.auth,
+            #[cfg(not(feature = "auth"))]
+            auth: Vec::new(),
             metrics: self.metrics,
             proxy_protocol: self.proxy_protocol,
             trusted_proxies: config::TrustedProxies(self.trusted_proxy),
-            // HTTPS, HTTP/2 and --auth in builds without them.
-            ..Config::default()
         }
     }
 }

@@ -121,7 +121,6 @@ struct Listening {
 /// The HTTPS acceptor, and ACME's certificates: served by the acceptor
 /// from the first handshake on, filled in by its thread once privileges
 /// are dropped.
-#[derive(Default)]
 struct Certificates {
     #[cfg(feature = "tls")]
     tls: Option<crate::tls::Acceptor>,
@@ -157,30 +156,33 @@ impl Steps for Process {
     fn certificates(&mut self, cfg: &Config) -> Result<Certificates, String> {
         #[cfg(not(feature = "tls"))]
         let _ = cfg;
-        #[allow(unused_mut)]
-        let mut certs = Certificates::default();
         #[cfg(feature = "acme")]
-        {
-            certs.acme = cfg.https.as_ref().and_then(|https| {
-                let settings = https.acme.clone()?;
-                let issued = Arc::new(crate::acme::Issued::new(&settings.dir));
-                Some((settings, issued))
-            });
-        }
+        let acme = cfg.https.as_ref().and_then(|https| {
+            let settings = https.acme.clone()?;
+            let issued = Arc::new(crate::acme::Issued::new(&settings.dir));
+            Some((settings, issued))
+        });
         #[cfg(feature = "tls")]
-        if let Some(https) = &cfg.https {
-            let mut warn = |w: String| eprintln!("staticd: warning: {w}");
-            let h2 = cfg.http2.is_some();
+        let tls = match &cfg.https {
+            Some(https) => {
+                let mut warn = |w: String| eprintln!("staticd: warning: {w}");
+                let h2 = cfg.http2.is_some();
+                #[cfg(feature = "acme")]
+                let managed = acme
+                    .as_ref()
+                    .map(|(_, issued)| Arc::clone(issued) as Arc<dyn crate::tls::Managed>);
+                #[cfg(not(feature = "acme"))]
+                let managed = None;
+                Some(crate::tls::Acceptor::new(https, h2, managed, &mut warn)?)
+            }
+            None => None,
+        };
+        Ok(Certificates {
+            #[cfg(feature = "tls")]
+            tls,
             #[cfg(feature = "acme")]
-            let managed = certs
-                .acme
-                .as_ref()
-                .map(|(_, issued)| Arc::clone(issued) as Arc<dyn crate::tls::Managed>);
-            #[cfg(not(feature = "acme"))]
-            let managed = None;
-            certs.tls = Some(crate::tls::Acceptor::new(https, h2, managed, &mut warn)?);
-        }
-        Ok(certs)
+            acme,
+        })
     }
 
     fn drop_privileges(&mut self, cfg: &Config) -> Result<(), String> {
