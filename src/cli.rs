@@ -597,3 +597,31 @@ fn bind_given(matches: &clap::ArgMatches) -> bool {
         .iter()
         .any(|id| matches.value_source(id) == Some(ValueSource::CommandLine))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The flags' defaults are `Config::default()`'s, but for what the
+    /// command line sizes by the machine and the features it turns on.
+    #[test]
+    fn an_empty_command_line_is_the_default_config() {
+        let mut parsed = Cli::try_parse_from(["staticd"]).unwrap().into_config();
+        let default = Config::default();
+        assert!(parsed.threads >= 1 && parsed.max_connections >= 16);
+        assert_eq!(
+            parsed.features.compress.is_some(),
+            cfg!(feature = "compress")
+        );
+        assert_eq!(parsed.http2.is_some(), cfg!(feature = "http2"));
+        if let Some(settings) = parsed.features.compress.take() {
+            assert_eq!(settings, config::CompressSettings::default());
+        }
+        if let Some(h2) = parsed.http2.take() {
+            assert_eq!(h2, config::Http2::default());
+        }
+        parsed.threads = default.threads;
+        parsed.max_connections = default.max_connections;
+        assert_eq!(format!("{parsed:?}"), format!("{default:?}"));
+    }
+}

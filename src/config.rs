@@ -471,8 +471,8 @@ mod tests {
 
     #[test]
     fn textual_defaults_parse() {
-        assert_eq!(Config::default().unix_mode, 0o666);
-        assert_eq!(CompressSettings::default().max_size, 4 << 20);
+        assert!(parse_mode(UNIX_MODE).is_ok());
+        assert!(parse_size(COMPRESS_MAX).is_ok());
     }
 
     #[test]

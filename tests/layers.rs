@@ -7,7 +7,9 @@
 //! written inline. It reaches the file that defines the longest module
 //! prefix of the path. Comments and string literals are skipped, so a path
 //! named in prose is no import. Test modules count: a test that needs a
-//! higher layer is a dependency like any other.
+//! higher layer is a dependency like any other. A mod.rs naming its own
+//! children (`pub use file::FileSet`) is not counted: a directory and the
+//! mod.rs that re-exports it are one module, whose files may share items.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
