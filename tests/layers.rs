@@ -108,7 +108,8 @@ fn lex(src: &str) -> Vec<(Tok<'_>, usize)> {
             b'\'' => {
                 // A character ('a', '\n', '\u{1F600}') or a lifetime ('a).
                 if b.get(i + 1) == Some(&b'\\') {
-                    i += 2;
+                    // Past the escaped character, which may be a quote.
+                    i += 3;
                     while i < b.len() && b[i] != b'\'' {
                         i += 1;
                     }
@@ -317,6 +318,15 @@ fn module_of(file: &str) -> Module {
     }
 }
 
+/// What layers.txt calls a file: its module, but `main` and `lib` for the
+/// binary and the crate root.
+fn layer_path(file: &str) -> Module {
+    match file {
+        "main.rs" | "lib.rs" => vec![file.trim_end_matches(".rs").to_string()],
+        _ => module_of(file),
+    }
+}
+
 /// Every import between two different files of `sources` (path below
 /// src/ -> text).
 fn edges(sources: &BTreeMap<File, String>) -> Vec<Edge> {
@@ -494,11 +504,7 @@ impl Layers {
     /// The layer holding `file`: that of the longest entry its module
     /// starts with.
     fn of(&self, file: &str) -> Option<usize> {
-        let module = match file {
-            "main.rs" => vec!["main".to_string()],
-            "lib.rs" => vec!["lib".to_string()],
-            _ => module_of(file),
-        };
+        let module = layer_path(file);
         self.layers
             .iter()
             .enumerate()
@@ -579,10 +585,7 @@ fn every_layer_entry_names_files() {
     let (sources, layers) = the_crate();
     for (entries, comment) in &layers.layers {
         for entry in entries {
-            let named = sources.keys().any(|f| match f.as_str() {
-                "main.rs" | "lib.rs" => entry.len() == 1 && f.starts_with(&entry[0]),
-                _ => module_of(f).starts_with(entry),
-            });
+            let named = sources.keys().any(|f| layer_path(f).starts_with(entry));
             assert!(
                 named,
                 "layers.txt: {} ({comment}) names no file of src/",
@@ -632,6 +635,7 @@ fn x<'a>(s: &'a str) -> char {
     let _ = "crate::in_a_string";
     let _ = r#"crate::in_a_raw "string""#;
     let _ = b'"';
+    let _ = ['\'', '\\'];
     crate::i::j(crate::k::L);
     macro_rules! m { () => { $crate::in_a_macro } }
     '"'
@@ -645,8 +649,8 @@ fn x<'a>(s: &'a str) -> char {
         (4, "e"),
         (6, "f::G"),
         (7, "x::h"),
-        (13, "i::j"),
-        (13, "k::L"),
+        (14, "i::j"),
+        (14, "k::L"),
     ];
     let expected: Vec<(usize, Module)> = expected.iter().map(|&(l, p)| (l, module(p))).collect();
     assert_eq!(found, expected);
