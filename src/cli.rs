@@ -78,7 +78,7 @@ pub struct Cli {
 
     /// Serve one connection on stdin/stdout, then exit (for tcpserver, tcpsvd, inetd, systemd).
     #[arg(long)]
-    pub inetd: bool,
+    inetd: bool,
 
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics, on a listener
     /// of their own (standalone; an IP address and port, e.g. 127.0.0.1:9180).
