@@ -6,10 +6,11 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use staticd::config::Features;
 use staticd::http::parse::{self, Parsed};
 use staticd::http::response::{encode, Http1};
 use staticd::respond::{self, Answer};
-use staticd::site::{Features, Site};
+use staticd::site::Site;
 
 /// What a browser-like client sends, give or take a few headers.
 const REQUEST: &[u8] = b"GET /small.txt HTTP/1.1\r\nHost: localhost\r\n\

@@ -255,7 +255,7 @@ impl Exchange {
                 self.fail(ctx, Status::Forbidden, "permission denied");
             }
             Err(e) => {
-                let why = format!("cannot start: {}", crate::site::describe(&e));
+                let why = format!("cannot start: {}", crate::sys::describe(&e));
                 self.fail(ctx, Status::InternalServerError, &why);
             }
         }

@@ -944,8 +944,8 @@ fn boundary(etag: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Features;
     use crate::http::parse::{self, Parsed};
-    use crate::site::Features;
 
     fn site() -> (tempfile::TempDir, Site) {
         let dir = tempfile::tempdir().unwrap();

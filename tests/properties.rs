@@ -26,12 +26,13 @@ use common::*;
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 
+use staticd::config::Features;
 use staticd::http::parse::{self, Parsed};
 use staticd::http::range::{self, ByteRange, RangeOutcome};
 use staticd::http::response::{encode, Chunk, Http1};
 use staticd::respond::{self, Answer};
 use staticd::site::path::{PathError, SitePath};
-use staticd::site::{Features, Site};
+use staticd::site::Site;
 
 // --- path normalisation ------------------------------------------------------------------
 

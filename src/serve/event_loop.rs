@@ -34,8 +34,8 @@ use crate::pace::Pace;
 use crate::pool;
 use crate::respond::CgiJob;
 use crate::session::{Kind, Sent, Session, Step};
-use crate::site::{describe, Site};
-use crate::sys;
+use crate::site::Site;
+use crate::sys::{self, describe};
 
 pub(crate) use super::READ_CHUNK;
 /// How long accepting pauses when the process is out of descriptors.

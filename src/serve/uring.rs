@@ -36,8 +36,8 @@ use crate::http::response::Chunk;
 use crate::pace::Pace;
 use crate::pool;
 use crate::session::{Sent, Session, Step};
-use crate::site::{describe, Site};
-use crate::sys;
+use crate::site::Site;
+use crate::sys::{self, describe};
 
 /// Submission queue entries of each worker's ring.
 const RING_ENTRIES: u32 = 1024;

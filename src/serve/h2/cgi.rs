@@ -17,7 +17,7 @@ use h2::{Reason, RecvStream};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 
-use super::stream::Body;
+use super::send::Body;
 use super::{Open, Served};
 use crate::exchange::{Context, Exchange, Step};
 use crate::http::h2 as fields;
@@ -64,7 +64,7 @@ pub(super) async fn run(
             // One of ours (a failure's, a local redirect's): sent as any
             // other response is.
             if let Some(respond) = stream.respond.take() {
-                super::stream::send(*sent, respond, &served, open);
+                super::send::send(*sent, respond, &served, open);
             }
             return;
         }
@@ -175,7 +175,7 @@ impl Stream {
         *message.headers_mut() = fields;
         let out = respond
             .send_response(message, false)
-            .map_err(|e| super::stream::stream_error(&e))?;
+            .map_err(|e| super::send::stream_error(&e))?;
         // A script's output comes as it writes it: no rate, only the
         // timeout without progress.
         self.out = Some(Body {
