@@ -179,10 +179,23 @@ impl Session {
     /// When more requests are already buffered (pipelining), their answers
     /// are appended to the first one's, so they leave in a single write.
     pub fn step(&mut self, cfg: &Config, site: &Site, stopping: bool) -> Step {
+        self.step_at(cfg, site, stopping, Instant::now)
+    }
+
+    /// `step` with the clock given: `now` is read only when a deadline is
+    /// set (a warm request that needs none reads no clock), and a test can
+    /// give a clock of its own.
+    pub fn step_at(
+        &mut self,
+        cfg: &Config,
+        site: &Site,
+        stopping: bool,
+        now: impl Fn() -> Instant,
+    ) -> Step {
         if let Some(job) = self.pending_cgi.take() {
             return Step::Cgi(job);
         }
-        let mut sent = match self.advance(cfg, site, stopping) {
+        let mut sent = match self.advance(cfg, site, stopping, &now) {
             Step::Send(sent) => sent,
             other => return other,
         };
@@ -191,7 +204,7 @@ impl Session {
             && !self.input.is_empty()
             && sent.wire.len() < MAX_BATCH
         {
-            match self.advance(cfg, site, stopping) {
+            match self.advance(cfg, site, stopping, &now) {
                 Step::Send(next) => sent.append(next),
                 Step::Cgi(job) => {
                     self.pending_cgi = Some(job);
@@ -204,7 +217,13 @@ impl Session {
     }
 
     /// One request's worth of progress.
-    fn advance(&mut self, cfg: &Config, site: &Site, stopping: bool) -> Step {
+    fn advance(
+        &mut self,
+        cfg: &Config,
+        site: &Site,
+        stopping: bool,
+        now: &impl Fn() -> Instant,
+    ) -> Step {
         if self.closing {
             return Step::Close;
         }
@@ -218,7 +237,7 @@ impl Session {
                 Skip::NeedMore => {
                     // The body must keep coming at --min-rate, and never
                     // pause for a whole --read-timeout.
-                    let now = Instant::now();
+                    let now = now();
                     let pace = self
                         .body_pace
                         .get_or_insert_with(|| Pace::new(now, cfg.read_timeout, cfg.min_rate));
@@ -242,7 +261,7 @@ impl Session {
                 cfg.keepalive_timeout
             };
             return Step::Read {
-                deadline: Instant::now() + timeout,
+                deadline: now() + timeout,
                 idle: true,
             };
         }
@@ -250,7 +269,7 @@ impl Session {
             Parsed::Incomplete => {
                 let deadline = *self
                     .head_deadline
-                    .get_or_insert_with(|| Instant::now() + cfg.read_timeout);
+                    .get_or_insert_with(|| now() + cfg.read_timeout);
                 Step::Read {
                     deadline,
                     idle: false,
@@ -559,6 +578,79 @@ mod tests {
             "{text}"
         );
         assert_eq!(next, "close");
+    }
+
+    #[test]
+    fn deadlines_follow_the_clock_given() {
+        use std::cell::Cell;
+        use std::time::Duration;
+        let f = fixture();
+        let start = Instant::now();
+        let clock = Cell::new(start);
+        let now = || clock.get();
+        let later = |secs| clock.set(start + Duration::from_secs(secs));
+        let mut s = Session::new("-".into());
+        let read_deadline = |s: &mut Session| match s.step_at(&f.cfg, &f.site, false, now) {
+            Step::Read { deadline, idle } => (deadline - start, idle),
+            _ => panic!("a read"),
+        };
+        // A new connection has the read timeout for its first request.
+        assert_eq!(read_deadline(&mut s), (f.cfg.read_timeout, true));
+        // A head that trickles in keeps the deadline its first byte set.
+        s.input().extend_from_slice(b"GET /a.txt HTTP/1.1\r\n");
+        later(3);
+        assert_eq!(
+            read_deadline(&mut s),
+            (Duration::from_secs(3) + f.cfg.read_timeout, false)
+        );
+        later(9);
+        s.input().extend_from_slice(b"Host: x\r\n");
+        assert_eq!(
+            read_deadline(&mut s),
+            (Duration::from_secs(3) + f.cfg.read_timeout, false)
+        );
+        s.input().extend_from_slice(b"\r\n");
+        assert!(matches!(
+            s.step_at(&f.cfg, &f.site, false, now),
+            Step::Send(_)
+        ));
+        // Then it idles for the keep-alive timeout, from when it is asked.
+        later(10);
+        let keepalive = Duration::from_secs(10) + f.cfg.keepalive_timeout;
+        assert_eq!(read_deadline(&mut s), (keepalive, true));
+    }
+
+    #[test]
+    fn a_body_to_skip_must_keep_coming() {
+        use std::cell::Cell;
+        use std::time::Duration;
+        let f = fixture();
+        let start = Instant::now();
+        let clock = Cell::new(start);
+        let now = || clock.get();
+        let mut s = Session::new("-".into());
+        s.input()
+            .extend_from_slice(b"GET /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
+        assert!(matches!(
+            s.step_at(&f.cfg, &f.site, false, now),
+            Step::Send(_)
+        ));
+        let Step::Read { deadline, idle } = s.step_at(&f.cfg, &f.site, false, now) else {
+            panic!("the rest of the body is read");
+        };
+        // One timeout of credit to start, nothing earned yet.
+        assert_eq!((deadline - start, idle), (f.cfg.read_timeout, false));
+        // 5 KB at --min-rate 500 B/s buys 10 s more, but never more than a
+        // timeout ahead of now.
+        clock.set(start + Duration::from_secs(2));
+        s.input().extend_from_slice(&[b'x'; 5000]);
+        let Step::Read { deadline, .. } = s.step_at(&f.cfg, &f.site, false, now) else {
+            panic!("still reading the body");
+        };
+        assert_eq!(
+            deadline - start,
+            Duration::from_secs(2) + f.cfg.read_timeout
+        );
     }
 
     #[test]
