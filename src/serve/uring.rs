@@ -27,10 +27,11 @@ use tokio_uring::buf::{BoundedBuf, BoundedBufMut, IoBuf};
 use tokio_uring::net::{TcpListener, TcpStream, UnixStream};
 use tokio_uring::{BufResult, OneshotOutputTransform, UnsubmittedOneshot};
 
-use super::event_loop::{self, Shared, READ_CHUNK};
-use super::linger_deadline;
+use super::cgi_task::run_cgi;
 use super::listen::Listener;
-use super::Wire;
+use super::workers::{self, Shared};
+use super::{accept, idle, stop, Extras, Wire};
+use super::{linger_deadline, READ_CHUNK};
 use crate::config::Config;
 use crate::http::response::Chunk;
 use crate::pace::Pace;
@@ -70,14 +71,13 @@ pub fn run(cfg: Arc<Config>, site: Arc<Site>, listeners: Vec<Vec<Listener>>) -> 
             "--io-uring does not serve HTTPS or --redirect-http",
         ));
     }
-    event_loop::run_workers(cfg, site, listeners, event_loop::Extras::default(), worker)
+    workers::run_workers(cfg, site, listeners, Extras::default(), worker)
 }
 
 fn worker(shared: Shared, group: Vec<Listener>) {
     let mut builder = tokio_uring::builder();
     builder.entries(RING_ENTRIES);
-    let Some(rt) = event_loop::start_runtime(&shared, || tokio_uring::Runtime::new(&builder))
-    else {
+    let Some(rt) = workers::start_runtime(&shared, || tokio_uring::Runtime::new(&builder)) else {
         return;
     };
     rt.block_on(async move {
@@ -99,7 +99,7 @@ fn worker(shared: Shared, group: Vec<Listener>) {
         }
         drop(accepting);
         shared.conns.listeners_closed();
-        event_loop::connections_finished(&shared).await;
+        stop::connections_finished(&shared).await;
     });
 }
 
@@ -125,22 +125,21 @@ async fn accept_loop<L: Accept>(listener: Rc<L>, shared: Shared) {
     loop {
         match L::next(&listener).await {
             Ok((stream, peer)) => {
-                let client = event_loop::client_name(peer);
+                let client = accept::client_name(peer);
                 let cleartext = !shared.extras.tls_on();
-                let admitted =
-                    event_loop::admit(&shared, peer, &client, borrow(&stream), cleartext);
+                let admitted = accept::admit(&shared, peer, &client, borrow(&stream), cleartext);
                 let Some(claim) = admitted else {
                     continue;
                 };
                 // As in the event loop: the place is taken after accept(2).
-                let slot = shared.conns.take_slot(claim).await;
+                let slot = accept::place(&shared.conns, claim).await;
                 let shared = shared.clone();
                 tokio_uring::spawn(async move {
                     connection(stream, client, shared).await;
                     drop(slot);
                 });
             }
-            Err(e) => event_loop::accept_failed(&e, &mut last_complaint).await,
+            Err(e) => accept::accept_failed(&e, &mut last_complaint).await,
         }
     }
 }
@@ -243,7 +242,7 @@ async fn connection(stream: impl Socket, client: String, shared: Shared) {
     let _ = stream.shutdown(Shutdown::Both);
 }
 
-/// Drives the session exactly as `event_loop::connection` does.
+/// Drives the session exactly as `connection` does for the event loop.
 async fn serve(
     stream: &impl Socket,
     session: &mut Session,
@@ -259,7 +258,7 @@ async fn serve(
                 // loop an idle connection keeps one.
                 let read = read_some(stream, session.input());
                 // Idle, it may be closed to make room at --max-connections.
-                let read = super::park::unless_shed(read, idle && !stopping);
+                let read = idle::unless_shed(read, idle && !stopping);
                 let timed = tokio::time::timeout_at(deadline.into(), read);
                 let outcome = if idle {
                     tokio::select! {
@@ -291,7 +290,7 @@ async fn serve(
                 // The exchange runs blocking code that waits with poll(2).
                 sys::set_nonblocking(borrow(stream));
                 let io = (borrow(stream), &mut Wire::Clear);
-                let keep_alive = event_loop::run_cgi(io, session, job, cfg, site).await;
+                let keep_alive = run_cgi(io, session, job, cfg, site).await;
                 session.cgi_finished(keep_alive);
             }
             Step::Close => {
