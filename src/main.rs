@@ -577,19 +577,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    let mut cfg = cli.into_config();
-    if cfg.io_uring {
-        // The io_uring transport speaks HTTP/1.x only (README).
-        cfg.http2 = None;
-    }
-    if cfg.io_uring && cfg.https.is_some() {
-        eprintln!("staticd: --io-uring does not serve HTTPS yet: leave out --io-uring or the --tls-* and --acme flags");
-        return ExitCode::from(2);
-    }
-    if cfg.io_uring && cfg.proxy_protocol {
-        eprintln!("staticd: --io-uring does not read PROXY headers yet: leave out --io-uring or --proxy-protocol");
-        return ExitCode::from(2);
-    }
+    let cfg = cli.into_config();
     if !cfg.auth.is_empty() && cfg.https.is_none() {
         eprintln!("staticd: warning: --auth without TLS sends passwords in the clear");
     }
@@ -779,7 +767,7 @@ fn run(
     } = bound;
     #[cfg(feature = "uring")]
     if cfg.io_uring {
-        return serve::uring::run(cfg, site, groups).map_err(|e| site::describe(&e));
+        return serve::uring::run(cfg, site, groups, extras).map_err(|e| site::describe(&e));
     }
     serve::event_loop::run(cfg, site, groups, extras).map_err(|e| site::describe(&e))
 }

@@ -30,7 +30,7 @@ use crate::site::Site;
 /// Most bytes of DATA queued in h2 per stream beyond what the socket took:
 /// with the stream limit, what bounds a connection's memory whatever
 /// windows the client grants.
-pub(super) const SEND_BUFFER: usize = 64 << 10;
+pub(crate) const SEND_BUFFER: usize = 64 << 10;
 
 /// Streams reset by the client (after we accepted them) that a connection
 /// may accumulate beyond the ones it let finish before it is told to calm
