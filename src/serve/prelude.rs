@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::session::Kind;
 
 /// What a client speaking HTTP/2 sends first (RFC 9113 §3.4).
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Where a connection is in its prelude.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,11 +100,16 @@ impl Prelude {
 mod tests {
     use super::*;
 
+    fn config(proxy: bool, http2: bool) -> Config {
+        Config {
+            proxy_protocol: proxy,
+            http2: http2.then(Default::default),
+            ..Config::default()
+        }
+    }
+
     fn prelude(proxy: bool, http2: bool) -> Prelude {
-        let mut cfg = Config::default();
-        cfg.proxy_protocol = proxy;
-        cfg.http2 = http2.then(Default::default);
-        Prelude::new(&cfg, Kind::Http)
+        Prelude::new(&config(proxy, http2), Kind::Http)
     }
 
     #[test]
@@ -133,10 +138,9 @@ mod tests {
     #[test]
     fn without_http2_or_on_a_redirect_port_there_is_nothing_to_sniff() {
         assert_eq!(prelude(false, false).next(PREFACE), Next::Http1);
-        let mut cfg = Config::default();
-        cfg.http2 = Some(Default::default());
         let redirect = Kind::RedirectToHttps { port: 443 };
-        assert_eq!(Prelude::new(&cfg, redirect).next(PREFACE), Next::Http1);
+        let mut on_redirect = Prelude::new(&config(false, true), redirect);
+        assert_eq!(on_redirect.next(PREFACE), Next::Http1);
         assert_eq!(Prelude::resumed(false).next(PREFACE), Next::Http1);
         assert_eq!(Prelude::resumed(true).next(PREFACE), Next::Http2);
     }

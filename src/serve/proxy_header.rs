@@ -95,6 +95,7 @@ impl Drop for HeaderReader {
 /// Ok(Some((len, source))): a header of `len` bytes, naming `source` (None
 /// for LOCAL or UNKNOWN); what follows it is the connection's. An invalid
 /// header is an InvalidData error.
+#[cfg(any(feature = "uring", test))]
 pub(crate) fn parse_read(bytes: &[u8]) -> io::Result<Option<(usize, Option<SocketAddr>)>> {
     match header::parse(bytes) {
         Parsed::Incomplete { .. } => Ok(None),
