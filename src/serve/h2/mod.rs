@@ -20,9 +20,9 @@ use h2::Reason;
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncWrite, Interest};
 
-pub(crate) use io::{Ready, WireIo};
 /// For the fuzz checks, which open connections with it.
 pub use super::prelude::PREFACE;
+pub(crate) use io::{Ready, WireIo};
 
 use crate::config::{Config, Http2};
 use crate::http::limits::MAX_HEAD_BYTES;
