@@ -1,8 +1,10 @@
 //! Standalone mode on io_uring (`--io-uring`, cargo feature `uring`): the
 //! event loop's workers, listeners, signals and connection bound, with each
 //! worker on a tokio-uring runtime and every accept, socket read and write
-//! and file read an io_uring operation. `Session` decides everything, as it
-//! does for the other transports.
+//! and HTTP/1.1 file read an io_uring operation (HTTP/2 streams read their
+//! files with pread(2), as on the event loop: see `h2::stream`). `Session`
+//! decides everything, as it does for the other transports, and a
+//! connection opens with the same prelude (see `prelude`).
 //!
 //! tokio-uring does not cancel an operation whose future is dropped: the
 //! kernel finishes it, and the buffer and descriptor stay alive until then.
