@@ -91,7 +91,7 @@ pub(crate) fn connection<S: Socket>(
             tuned,
         } => (session, Prelude::resumed(sniffing), source, tuned),
     };
-    let conn = Connection {
+    let mut conn = Connection {
         stream,
         wire,
         kind,
@@ -104,7 +104,6 @@ pub(crate) fn connection<S: Socket>(
         shared,
     };
     async move {
-        let mut conn = conn;
         let timer = tokio::time::sleep(Duration::ZERO);
         tokio::pin!(timer);
         match conn.serve(timer.as_mut()).await {

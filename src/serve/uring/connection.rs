@@ -2,7 +2,6 @@
 //! one session step at a time, or HTTP/2 (see `h2io`), until it closes.
 
 use std::net::{Shutdown, SocketAddr};
-use std::sync::Arc;
 use std::time::Instant;
 
 use super::socket::{self, borrow, Socket};
@@ -34,6 +33,7 @@ pub(super) async fn connection(
     sys::tune_connection(borrow(&stream));
     let mut conn = Connection {
         wire,
+        #[cfg(feature = "http2")]
         kind,
         session: Session::with_kind(client, kind),
         prelude: Prelude::new(&shared.cfg, kind),
@@ -50,6 +50,8 @@ pub(super) async fn connection(
 /// A connection's state between its operations.
 struct Connection {
     wire: Wire,
+    /// What HTTP/2 is told it speaks (HSTS and CGI's HTTPS=on follow it).
+    #[cfg(feature = "http2")]
     kind: Kind,
     session: Session,
     prelude: Prelude,
@@ -186,8 +188,8 @@ impl Connection {
         use crate::serve::h2;
         let read = std::mem::take(self.session.input());
         let served = h2::Served {
-            cfg: Arc::clone(&self.shared.cfg),
-            site: Arc::clone(&self.shared.site),
+            cfg: std::sync::Arc::clone(&self.shared.cfg),
+            site: std::sync::Arc::clone(&self.shared.site),
             kind: self.kind,
             client: self.session.client().into(),
             sockets: proxy_header::sockets(borrow(&stream), self.source),

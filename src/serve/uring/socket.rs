@@ -35,6 +35,8 @@ pub(super) fn borrow(owner: &(impl AsRawFd + ?Sized)) -> BorrowedFd<'_> {
 /// gives both these methods, but no trait for them.
 pub(super) trait Socket: AsRawFd + 'static {
     async fn read<T: BoundedBufMut>(&self, buf: T) -> BufResult<usize, T>;
+    /// Over TLS, and for HTTP/2.
+    #[cfg_attr(not(any(feature = "tls", feature = "http2")), allow(dead_code))]
     async fn write_all<T: BoundedBuf>(&self, buf: T) -> BufResult<(), T>;
     async fn writev<T: BoundedBuf>(&self, bufs: Vec<T>) -> BufResult<usize, Vec<T>>;
     fn shutdown(&self, how: Shutdown) -> io::Result<()>;
@@ -133,6 +135,7 @@ struct Outgoing<'a> {
     /// The response head once written, to be reused.
     head: Option<Vec<u8>>,
     /// Over TLS, the pieces are sealed into records on their way out.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
     wire: &'a mut Wire,
     pace: &'a mut Pace,
     /// Bytes of the response written so far.
@@ -465,21 +468,19 @@ pub(super) fn take(wire: &mut Wire, bytes: &[u8], input: &mut Vec<u8>) -> io::Re
 
 /// Writes the records TLS has waiting (handshake messages, tickets,
 /// alerts); nothing on a cleartext wire.
+#[cfg_attr(not(feature = "tls"), allow(unused_variables))]
 pub(super) async fn write_records(stream: &impl Socket, wire: &mut Wire) -> io::Result<()> {
-    let mut records = Vec::new();
-    sealed(wire, &mut records);
-    if records.is_empty() {
-        return Ok(());
-    }
-    stream.write_all(records).await.0
-}
-
-/// Appends to `out` the records TLS has waiting.
-pub(super) fn sealed(wire: &mut Wire, out: &mut Vec<u8>) {
     match wire {
-        Wire::Clear => {}
+        Wire::Clear => Ok(()),
         #[cfg(feature = "tls")]
-        Wire::Tls(tls) => tls.sealed(out),
+        Wire::Tls(tls) => {
+            let mut records = Vec::new();
+            tls.sealed(&mut records);
+            match records.is_empty() {
+                true => Ok(()),
+                false => stream.write_all(records).await.0,
+            }
+        }
     }
 }
 
