@@ -38,14 +38,22 @@ pub(crate) enum Start {
     },
 }
 
-/// How a connection's HTTP/1.1 part ended.
-enum End {
-    /// The connection is done with.
-    Closed,
+/// Where a connection is in its life.
+enum Phase {
+    /// `--proxy-protocol`: the PROXY header comes first, before TLS.
+    ProxyHeader,
+    /// What came is a prefix of the HTTP/2 preface: the rest decides.
+    Sniffing,
+    /// HTTP/1.1, one session step at a time, the prelude deciding on the
+    /// way from what the session's reads bring: a new connection's first
+    /// wait is the session's, so a quiet new connection is parked, shed and
+    /// left out of a graceful stop's wait as an idle keep-alive one is.
+    Http1,
     /// Quiet long enough to be parked, until this keep-alive deadline.
-    Park(Instant),
+    Parked(Instant),
     /// It opened with the HTTP/2 preface: h2 serves it from here.
     Http2,
+    Closed,
 }
 
 /// A connection's state between its waits.
@@ -106,54 +114,31 @@ pub(crate) fn connection<S: Socket>(
     async move {
         let timer = tokio::time::sleep(Duration::ZERO);
         tokio::pin!(timer);
-        match conn.serve(timer.as_mut()).await {
-            End::Closed => {}
-            End::Park(deadline) => conn.park(deadline),
-            End::Http2 => conn.http2().await,
+        let mut phase = Phase::Http1;
+        loop {
+            phase = match phase {
+                Phase::ProxyHeader => conn.proxy_header(timer.as_mut()).await,
+                Phase::Sniffing => conn.sniff(timer.as_mut()).await,
+                Phase::Http1 => conn.step(timer.as_mut()).await,
+                Phase::Parked(deadline) => return conn.park(deadline),
+                Phase::Http2 => return conn.http2().await,
+                Phase::Closed => return,
+            };
         }
     }
 }
 
 impl<S: Socket> Connection<S> {
-    /// The prelude, then HTTP/1.1; `timer` is the connection's one timer.
-    async fn serve(&mut self, mut timer: Pin<&mut Sleep>) -> End {
-        loop {
-            match self.prelude.next(self.session.input()) {
-                Next::ProxyHeader => {
-                    if !self.proxy_header(timer.as_mut()).await {
-                        return End::Closed;
-                    }
-                    continue;
-                }
-                Next::Http2 => return End::Http2,
-                Next::Read => {
-                    // A prefix of the preface: the rest decides.
-                    let deadline = Instant::now() + self.shared.cfg.read_timeout;
-                    let read = read_wire(&self.stream, &mut self.wire, self.session.input());
-                    match within(read, deadline, timer.as_mut()).await {
-                        Ok(Got::Bytes) => continue,
-                        _ => return End::Closed,
-                    }
-                }
-                Next::Http1 | Next::HttpsRequired => {}
-            }
-            if let Some(end) = self.step(timer.as_mut()).await {
-                return end;
-            }
-        }
-    }
-
-    /// --proxy-protocol: takes the header, before TLS. False: the
-    /// connection closes (no header in time, an invalid one, or its client
-    /// is over its bound).
-    async fn proxy_header(&mut self, timer: Pin<&mut Sleep>) -> bool {
+    /// Takes the PROXY header. The connection closes without one in time,
+    /// with an invalid one, or when the client it names is over its bound.
+    async fn proxy_header(&mut self, timer: Pin<&mut Sleep>) -> Phase {
         self.prelude.proxied();
         // Waiting for it is like waiting for a first request: it does not
         // hold up a graceful stop.
         self.busy.idle();
         let deadline = Instant::now() + self.shared.cfg.read_timeout;
         let Ok(source) = within(read_proxy_header(&self.stream), deadline, timer).await else {
-            return false;
+            return Phase::Closed;
         };
         self.busy.resume();
         self.source = source;
@@ -164,15 +149,31 @@ impl<S: Socket> Connection<S> {
                 let cleartext = !self.shared.extras.tls_on();
                 let max = self.shared.conns.max_per_client();
                 clients::refuse(self.stream.as_fd(), self.session.client(), cleartext, max);
-                return false;
+                return Phase::Closed;
             }
         }
-        true
+        Phase::Http1
     }
 
-    /// One step of the HTTP/1.1 session; Some when the connection's
-    /// HTTP/1.1 part ends.
-    async fn step(&mut self, mut timer: Pin<&mut Sleep>) -> Option<End> {
+    /// Reads the rest of what may be the HTTP/2 preface.
+    async fn sniff(&mut self, timer: Pin<&mut Sleep>) -> Phase {
+        let deadline = Instant::now() + self.shared.cfg.read_timeout;
+        let read = read_wire(&self.stream, &mut self.wire, self.session.input());
+        match within(read, deadline, timer).await {
+            Ok(Got::Bytes) => Phase::Http1,
+            _ => Phase::Closed,
+        }
+    }
+
+    /// What the prelude says of the bytes so far, then one step of the
+    /// HTTP/1.1 session.
+    async fn step(&mut self, mut timer: Pin<&mut Sleep>) -> Phase {
+        match self.prelude.next(self.session.input()) {
+            Next::ProxyHeader => return Phase::ProxyHeader,
+            Next::Read => return Phase::Sniffing,
+            Next::Http2 => return Phase::Http2,
+            Next::Http1 | Next::HttpsRequired => {}
+        }
         let shared = &self.shared;
         let stopping = shared.conns.stopping.load(Ordering::Relaxed);
         let mut step = self.session.step(&shared.cfg, &shared.site, stopping);
@@ -207,18 +208,18 @@ impl<S: Socket> Connection<S> {
                 match read {
                     Ok(Got::Bytes) => {}
                     Err(e) if parkable && e.kind() == io::ErrorKind::TimedOut => {
-                        return Some(End::Park(deadline));
+                        return Phase::Parked(deadline);
                     }
                     Err(e) if e.kind() == io::ErrorKind::TimedOut => {
                         self.session.read_timed_out(&shared.cfg);
-                        return Some(End::Closed);
+                        return Phase::Closed;
                     }
                     Ok(Got::Cleartext) => {
                         if self.prelude.cleartext() == Next::HttpsRequired {
                             self.session.https_required();
                         }
                     }
-                    Ok(Got::Closed) | Err(_) => return Some(End::Closed),
+                    Ok(Got::Closed) | Err(_) => return Phase::Closed,
                 }
             }
             Step::Send(sent) => {
@@ -235,7 +236,7 @@ impl<S: Socket> Connection<S> {
                 // or with the task if the stop's grace runs out.
                 if let Err(e) = result {
                     super::response_failed(&e, &pace, self.session.client(), cfg);
-                    return Some(End::Closed);
+                    return Phase::Closed;
                 }
             }
             Step::Cgi(_) => {
@@ -258,10 +259,10 @@ impl<S: Socket> Connection<S> {
                     sys::shutdown_write(self.stream.as_fd());
                     linger(&self.stream, timer).await;
                 }
-                return Some(End::Closed);
+                return Phase::Closed;
             }
         }
-        None
+        Phase::Http1
     }
 
     /// Parks the quiet connection until `deadline` (see `park`).

@@ -14,11 +14,19 @@ use crate::serve::{clients, idle, proxy_header, Got, Wire};
 use crate::session::{Kind, Session, Step};
 use crate::sys;
 
-/// How the HTTP/1.1 part of a connection ended.
-enum End {
-    Closed,
-    /// It opened with the HTTP/2 preface.
+/// Where a connection is in its life (as on the event loop, but never
+/// parked: see `connection::Phase`).
+enum Phase {
+    /// `--proxy-protocol`: the PROXY header comes first, before TLS.
+    ProxyHeader,
+    /// What came is a prefix of the HTTP/2 preface: the rest decides.
+    Sniffing,
+    /// HTTP/1.1, one session step at a time, the prelude deciding on the
+    /// way from what the session's reads bring.
+    Http1,
+    /// It opened with the HTTP/2 preface: h2 serves it from here.
     Http2,
+    Closed,
 }
 
 /// Serves one connection, holding `slot` (its place, claimed for the
@@ -40,9 +48,15 @@ pub(super) async fn connection(
         source: None,
         shared,
     };
-    match conn.serve(&stream, slot).await {
-        End::Closed => {}
-        End::Http2 => return conn.http2(stream).await,
+    let mut phase = Phase::Http1;
+    loop {
+        phase = match phase {
+            Phase::ProxyHeader => conn.proxy_header(&stream, slot).await,
+            Phase::Sniffing => conn.sniff(&stream).await,
+            Phase::Http1 => conn.step(&stream).await,
+            Phase::Http2 => return conn.http2(stream).await,
+            Phase::Closed => break,
+        };
     }
     let _ = stream.shutdown(Shutdown::Both);
 }
@@ -61,42 +75,14 @@ struct Connection {
 }
 
 impl Connection {
-    /// The prelude, then HTTP/1.1.
-    async fn serve(&mut self, stream: &impl Socket, slot: &mut Slot) -> End {
-        let read_timeout = self.shared.cfg.read_timeout;
-        loop {
-            match self.prelude.next(self.session.input()) {
-                Next::ProxyHeader => {
-                    self.prelude.proxied();
-                    if !self.proxy_header(stream, slot).await {
-                        return End::Closed;
-                    }
-                    continue;
-                }
-                Next::Http2 => return End::Http2,
-                Next::Read => {
-                    // A prefix of the preface: the rest decides.
-                    let read = socket::read_wire(stream, &mut self.wire, self.session.input());
-                    match tokio::time::timeout(read_timeout, read).await {
-                        Ok(Ok(Got::Bytes)) => continue,
-                        _ => return End::Closed,
-                    }
-                }
-                Next::Http1 | Next::HttpsRequired => {}
-            }
-            if !self.step(stream).await {
-                return End::Closed;
-            }
-        }
-    }
-
-    /// Takes the PROXY header, before TLS. False: the connection closes
-    /// (no header in time, an invalid one, or its client is over its bound).
-    async fn proxy_header(&mut self, stream: &impl Socket, slot: &mut Slot) -> bool {
+    /// Takes the PROXY header. The connection closes without one in time,
+    /// with an invalid one, or when the client it names is over its bound.
+    async fn proxy_header(&mut self, stream: &impl Socket, slot: &mut Slot) -> Phase {
+        self.prelude.proxied();
         let read_timeout = self.shared.cfg.read_timeout;
         let read = socket::read_proxy_header(stream, &mut self.wire, self.session.input());
         let Ok(Ok((source, got))) = tokio::time::timeout(read_timeout, read).await else {
-            return false;
+            return Phase::Closed;
         };
         self.source = source;
         proxy_header::name_client(&mut self.session, source);
@@ -109,10 +95,19 @@ impl Connection {
                 let cleartext = !self.shared.extras.tls_on();
                 let max = self.shared.conns.max_per_client();
                 clients::refuse(borrow(stream), self.session.client(), cleartext, max);
-                return false;
+                return Phase::Closed;
             }
         }
-        true
+        Phase::Http1
+    }
+
+    /// Reads the rest of what may be the HTTP/2 preface.
+    async fn sniff(&mut self, stream: &impl Socket) -> Phase {
+        let read = socket::read_wire(stream, &mut self.wire, self.session.input());
+        match tokio::time::timeout(self.shared.cfg.read_timeout, read).await {
+            Ok(Ok(Got::Bytes)) => Phase::Http1,
+            _ => Phase::Closed,
+        }
     }
 
     /// Cleartext came on a TLS port.
@@ -122,8 +117,15 @@ impl Connection {
         }
     }
 
-    /// One step of the HTTP/1.1 session; false when the connection closes.
-    async fn step(&mut self, stream: &impl Socket) -> bool {
+    /// What the prelude says of the bytes so far, then one step of the
+    /// HTTP/1.1 session.
+    async fn step(&mut self, stream: &impl Socket) -> Phase {
+        match self.prelude.next(self.session.input()) {
+            Next::ProxyHeader => return Phase::ProxyHeader,
+            Next::Read => return Phase::Sniffing,
+            Next::Http2 => return Phase::Http2,
+            Next::Http1 | Next::HttpsRequired => {}
+        }
         let (cfg, site) = (&self.shared.cfg, &self.shared.site);
         let mut stop = self.shared.stop.clone();
         let stopping = *stop.borrow();
@@ -138,7 +140,7 @@ impl Connection {
                 let outcome = if idle {
                     tokio::select! {
                         r = timed => r,
-                        _ = stop.wait_for(|s| *s) => return false,
+                        _ = stop.wait_for(|s| *s) => return Phase::Closed,
                     }
                 } else {
                     timed.await
@@ -148,9 +150,9 @@ impl Connection {
                     Ok(Ok(Got::Cleartext)) => self.cleartext(),
                     Err(_) => {
                         self.session.read_timed_out(cfg);
-                        return false;
+                        return Phase::Closed;
                     }
-                    Ok(Ok(Got::Closed) | Err(_)) => return false,
+                    Ok(Ok(Got::Closed) | Err(_)) => return Phase::Closed,
                 }
             }
             Step::Send(mut sent) => {
@@ -159,7 +161,7 @@ impl Connection {
                 let mut pace = Pace::new(Instant::now(), cfg.send_timeout, cfg.min_rate);
                 if let Err(e) = socket::send(stream, &mut self.wire, &mut sent, &mut pace).await {
                     crate::serve::response_failed(&e, &pace, self.session.client(), cfg);
-                    return false;
+                    return Phase::Closed;
                 }
             }
             Step::Cgi(mut job) => {
@@ -176,10 +178,10 @@ impl Connection {
                 if self.session.unread_input() {
                     socket::linger(stream).await;
                 }
-                return false;
+                return Phase::Closed;
             }
         }
-        true
+        Phase::Http1
     }
 
     /// Serves the connection as HTTP/2 from the bytes read so far.
