@@ -84,24 +84,11 @@ pub fn start(mut cfg: Config, passed: Vec<Passed>) -> ExitCode {
 }
 
 /// What `--io-uring` cannot do, refused (exit code 2) before anything is
-/// opened. Its transport speaks HTTP/1.x only (README), so HTTP/2 goes.
+/// opened: only a build without io_uring support refuses it now.
 fn io_uring_limits(cfg: &mut Config) -> Result<(), String> {
-    if !cfg.io_uring {
-        return Ok(());
-    }
-    if !cfg!(feature = "uring") {
+    if cfg.io_uring && !cfg!(feature = "uring") {
         return Err(
             "--io-uring: this build has no io_uring support (build with --features uring)".into(),
-        );
-    }
-    cfg.http2 = None;
-    if cfg.https.is_some() {
-        return Err("--io-uring does not serve HTTPS yet: leave out --io-uring or the --tls-* and --acme flags".into());
-    }
-    if cfg.proxy_protocol {
-        return Err(
-            "--io-uring does not read PROXY headers yet: leave out --io-uring or --proxy-protocol"
-                .into(),
         );
     }
     Ok(())
@@ -248,7 +235,7 @@ impl Steps for Process {
         } = listeners;
         #[cfg(feature = "uring")]
         if cfg.io_uring {
-            return serve::uring::run(cfg, site, groups).map_err(|e| describe(&e));
+            return serve::uring::run(cfg, site, groups, extras).map_err(|e| describe(&e));
         }
         serve::event_loop::run(cfg, site, groups, extras).map_err(|e| describe(&e))
     }

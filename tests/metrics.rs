@@ -237,9 +237,8 @@ fn counts_exactly_what_was_served() {
     let old = server
         .connect()
         .roundtrip("GET /cached.txt HTTP/1.0\r\n\r\n");
-    // The io_uring transport (and a build without HTTP/2) speaks HTTP/1.x only: there,
-    // the same request over HTTP/1.1.
-    let (h2, h2_resp, h2_protocol) = if io_uring_from_env() || !cfg!(feature = "http2") {
+    // A build without HTTP/2 speaks HTTP/1.x only: there, the same request over HTTP/1.1.
+    let (h2, h2_resp, h2_protocol) = if !cfg!(feature = "http2") {
         let mut conn = server.connect();
         let resp = conn.roundtrip(request("GET", "/cached.txt", &[]));
         (Box::new(conn) as Box<dyn std::any::Any>, resp, "http/1.1")
@@ -360,11 +359,6 @@ fn connections_held_at_the_limit_are_counted() {
 #[cfg(feature = "tls")]
 #[test]
 fn counts_tls_handshakes() {
-    // Under STATICD_TEST_IO_URING=1 (.ci/run) there is nothing to count: that transport
-    // does not serve HTTPS (it refuses the flags).
-    if io_uring_from_env() {
-        return;
-    }
     let root = site();
     let server = Server::builder(Mode::Standalone, root.path())
         .tls_files(&Pki::shared().localhost().1)

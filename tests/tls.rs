@@ -670,16 +670,6 @@ fn expired_certificate_warns_in_inetd_mode() {
     );
 }
 
-#[cfg(feature = "uring")]
-#[test]
-fn io_uring_with_tls_is_a_one_line_error_exit_2() {
-    let root = site();
-    let mut args = localhost_files().args();
-    args.push("--io-uring".into());
-    let outcome = run_with(STANDALONE, &root, args);
-    assert_startup_failure(&outcome, 2, &["--io-uring"]);
-}
-
 // ---------------------------------------------------------------------------------------
 // What else arrives on the TLS port
 // ---------------------------------------------------------------------------------------

@@ -1,11 +1,14 @@
 //! The io_uring transport (`--io-uring`, cargo feature `uring`) checked
-//! directly. The whole standalone suite runs on it too, with
+//! directly: HTTP/1.1, and the connection prelude it shares with the other
+//! transports (TLS, HTTP/2 with prior knowledge and over ALPN, the PROXY
+//! header). The whole standalone suite runs on it too, with
 //! STATICD_TEST_IO_URING=1 (see .ci/run).
 #![cfg(feature = "uring")]
 
 mod common;
 
 use std::ffi::OsString;
+use std::io::Write;
 use std::net::TcpListener;
 use std::time::Duration;
 
@@ -139,6 +142,151 @@ fn port_in_use_fails_with_one_line() {
     args.extend(["--io-uring", "--port", &port, "--bind", "127.0.0.1"].map(OsString::from));
     let outcome = run_to_exit(&args);
     assert_startup_failure(&outcome, 1, &["in use", &port]);
+}
+
+// --- the prelude: TLS, HTTP/2, the PROXY header ---------------------------------------
+
+fn start_tls(root: &Docroot, args: &[&str]) -> Server {
+    Server::builder(Mode::Standalone, root.path())
+        .io_uring()
+        .tls_files(&Pki::shared().localhost().1)
+        .log_format("common")
+        .args(args)
+        .start()
+}
+
+#[test]
+fn serves_https() {
+    let root = site();
+    let server = start_tls(&root, &[]);
+    let mut conn = server.connect();
+    // Keep-alive over TLS, a file larger than one io_uring file read included.
+    for path in ["/a.txt", "/big.bin", "/nope", "/b.txt"] {
+        let resp = conn.roundtrip(request("GET", path, &[]));
+        let want = if path == "/nope" { 404 } else { 200 };
+        assert_eq!(resp.status, want, "{path}");
+        if want == 200 {
+            assert!(resp.body == root_bytes(&root, path), "{path}: body differs");
+        }
+    }
+    let resp = conn.roundtrip(request("GET", "/a.txt", &["Connection: close"]));
+    assert_eq!(resp.body_str(), "alpha\n");
+    let (_, ended) = conn.read_to_end();
+    assert!(matches!(ended, Ended::Eof), "{ended:?}");
+}
+
+#[test]
+fn cleartext_on_the_tls_port_is_told_to_use_https() {
+    let root = site();
+    let server = start_tls(&root, &[]);
+    let mut conn = Conn::from_stream(Stream::Plain(server.connector().tcp()));
+    let resp = conn.roundtrip(request("GET", "/a.txt", &[]));
+    assert_eq!(resp.status, 400, "{resp:#?}");
+    assert!(
+        resp.body_str().to_ascii_lowercase().contains("https"),
+        "{resp:#?}"
+    );
+}
+
+#[test]
+#[cfg_attr(not(feature = "http2"), ignore = "HTTP/2 is not built in")]
+fn serves_h2c_with_prior_knowledge() {
+    let root = site();
+    let server = start(&root);
+    let mut h2 = server.connector().client_proto(Proto::Http2);
+    for path in ["/a.txt", "/big.bin", "/b.txt"] {
+        let resp = h2.get(path);
+        assert_eq!(resp.status, 200, "{path}");
+        assert_eq!(resp.version, hyper::Version::HTTP_2, "{path}");
+        assert!(resp.body == root_bytes(&root, path), "{path}: body differs");
+    }
+    assert_eq!(h2.get("/nope").status, 404);
+    // HTTP/1.1 on the same port as before.
+    assert_eq!(
+        server.client_http1().get("/a.txt").version,
+        hyper::Version::HTTP_11
+    );
+}
+
+#[test]
+#[cfg_attr(not(feature = "http2"), ignore = "HTTP/2 is not built in")]
+fn serves_h2_over_tls() {
+    let root = site();
+    let server = start_tls(&root, &[]);
+    let mut h2 = server.connector().client_proto(Proto::Http2);
+    let requests = ["/a.txt", "/big.bin", "/b.txt", "/a.txt"].map(|path| {
+        hyper::Request::get(path)
+            .header("host", "localhost")
+            .body(Default::default())
+            .unwrap()
+    });
+    // Concurrent streams on the one connection.
+    let responses = h2.send_all(requests.into());
+    for (resp, path) in responses
+        .iter()
+        .zip(["/a.txt", "/big.bin", "/b.txt", "/a.txt"])
+    {
+        assert_eq!(resp.status, 200, "{path}");
+        assert_eq!(resp.version, hyper::Version::HTTP_2, "{path}");
+        assert!(resp.body == root_bytes(&root, path), "{path}: body differs");
+    }
+}
+
+/// The access log's client for the request whose target holds `marker`.
+fn logged_client(server: &Server, marker: &str) -> String {
+    let line = server
+        .stderr()
+        .wait_line(|l| !l.starts_with("staticd: ") && l.contains(marker));
+    line.split(' ').next().unwrap_or_default().to_string()
+}
+
+/// A connection that opens with `header`, then speaks as the server does.
+fn connect_with(server: &Server, header: &[u8]) -> Conn {
+    let connector = server.connector();
+    let mut tcp = connector.tcp();
+    tcp.write_all(header).expect("send the PROXY header");
+    Conn::from_stream(connector.wrap(tcp))
+}
+
+#[test]
+fn proxy_protocol_names_the_client() {
+    let root = site();
+    let server = Server::builder(Mode::Standalone, root.path())
+        .io_uring()
+        .log_format("common")
+        .arg("--proxy-protocol")
+        .start();
+    // The header and the request in one write: what follows the header is the request's.
+    let mut tcp = server.connector().tcp();
+    let mut first = b"PROXY TCP4 203.0.113.7 127.0.0.1 40001 80\r\n".to_vec();
+    first.extend_from_slice(request("GET", "/a.txt?one-write", &[]).as_bytes());
+    tcp.write_all(&first).unwrap();
+    let mut conn = Conn::from_stream(Stream::Plain(tcp));
+    assert_eq!(conn.read_response().status, 200);
+    assert_eq!(logged_client(&server, "one-write"), "203.0.113.7");
+    // Two requests on the connection: the header counts for both.
+    let mut conn = connect_with(&server, b"PROXY TCP6 2001:db8::17 ::1 40002 80\r\n");
+    for marker in ["first", "second"] {
+        let resp = conn.roundtrip(request("GET", &format!("/a.txt?{marker}"), &[]));
+        assert_eq!(resp.body_str(), "alpha\n");
+        assert_eq!(logged_client(&server, marker), "2001:db8::17");
+    }
+    // No header: closed unanswered.
+    let mut conn = server.connect();
+    conn.send(request("GET", "/a.txt", &[]));
+    let (bytes, _) = conn.read_to_end();
+    assert!(bytes.is_empty(), "{:?}", String::from_utf8_lossy(&bytes));
+}
+
+#[test]
+fn proxy_protocol_before_tls() {
+    let root = site();
+    let server = start_tls(&root, &["--proxy-protocol"]);
+    let mut conn = connect_with(&server, b"PROXY TCP4 198.51.100.9 127.0.0.1 5555 443\r\n");
+    let resp = conn.roundtrip(request("GET", "/big.bin?over-tls", &[]));
+    assert_eq!(resp.status, 200);
+    assert!(resp.body == root_bytes(&root, "/big.bin"), "body differs");
+    assert_eq!(logged_client(&server, "over-tls"), "198.51.100.9");
 }
 
 fn root_bytes(root: &Docroot, path: &str) -> Vec<u8> {

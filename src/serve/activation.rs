@@ -5,8 +5,7 @@
 //! binding --bind/--port: the socket outlives the process, so a restart
 //! loses no connection (queued ones wait for the next process).
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::OnceLock;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use rustix::net::{AddressFamily, SocketType};
 
@@ -87,7 +86,7 @@ pub fn listeners(cfg: &mut Config, passed: Vec<Passed>) -> Result<Bound, String>
             });
         }
     }
-    let _ = LABELS.set(labels);
+    super::listen::remember_passed(labels);
     Ok(Bound {
         groups,
         files: Vec::new(),
@@ -150,18 +149,5 @@ impl Passed {
     /// How an error names the socket: `fd 3 ("web.socket")`.
     fn shown(&self) -> String {
         format!("fd {} ({:?})", self.fd.as_raw_fd(), self.name)
-    }
-}
-
-/// The descriptor and name of every passed socket, for the start-up lines.
-static LABELS: OnceLock<Vec<(RawFd, String)>> = OnceLock::new();
-
-/// What the `listening on` line adds for a passed socket: ` (fd 3 "web")`;
-/// nothing for one staticd bound itself.
-pub(crate) fn label(fd: RawFd) -> String {
-    let labels = LABELS.get().map(Vec::as_slice).unwrap_or_default();
-    match labels.iter().find(|(passed, _)| *passed == fd) {
-        Some((fd, name)) => format!(" (socket activation: fd {fd} {name:?})"),
-        None => String::new(),
     }
 }

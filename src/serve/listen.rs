@@ -4,9 +4,11 @@
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
+use std::os::fd::RawFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use crate::config::{Bind, Config};
 use crate::sys::{self, describe};
@@ -26,7 +28,7 @@ pub enum Listener {
 impl Listener {
     /// What the start-up line names: `127.0.0.1:8080`, `unix:/run/staticd.sock`.
     /// A socket systemd passed adds its descriptor and name (see
-    /// `activation::label`).
+    /// `label`).
     pub fn name(&self) -> io::Result<String> {
         use std::os::fd::AsRawFd;
         let (addr, fd) = match self {
@@ -47,8 +49,27 @@ impl Listener {
                 (shown, l.as_raw_fd())
             }
         };
-        Ok(addr + &super::activation::label(fd))
+        Ok(addr + &label(fd))
     }
+}
+
+/// The descriptor and name of every passed socket, for the start-up lines.
+static LABELS: OnceLock<Vec<(RawFd, String)>> = OnceLock::new();
+
+/// What the `listening on` line adds for a passed socket: ` (fd 3 "web")`;
+/// nothing for one staticd bound itself.
+fn label(fd: RawFd) -> String {
+    let labels = LABELS.get().map(Vec::as_slice).unwrap_or_default();
+    match labels.iter().find(|(passed, _)| *passed == fd) {
+        Some((fd, name)) => format!(" (socket activation: fd {fd} {name:?})"),
+        None => String::new(),
+    }
+}
+
+/// Socket activation's passed descriptors and their names, kept for the
+/// start-up lines (set once, before the workers start).
+pub(crate) fn remember_passed(labels: Vec<(RawFd, String)>) {
+    let _ = LABELS.set(labels);
 }
 
 /// Everything bound at start-up.

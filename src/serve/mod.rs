@@ -1,20 +1,29 @@
 //! Transports: they move bytes between a socket (or stdin/stdout) and a
 //! `Session`, and decide nothing about HTTP.
 
+pub(crate) mod accept;
 pub mod activation;
 pub mod cgi_exchange;
+pub(crate) mod cgi_task;
 pub(crate) mod clients;
+pub(crate) mod connection;
 pub mod event_loop;
 #[cfg(feature = "http2")]
 pub mod h2;
+pub(crate) mod idle;
 pub(crate) mod lazy;
+pub(crate) mod limits;
 pub mod listen;
 pub mod notify;
 pub(crate) mod park;
+pub(crate) mod prelude;
 pub(crate) mod proxy_header;
+pub(crate) mod socket;
 pub mod stdio;
+pub(crate) mod stop;
 #[cfg(feature = "uring")]
 pub mod uring;
+pub(crate) mod workers;
 pub mod writer;
 
 use std::time::{Duration, Instant};

@@ -14,27 +14,24 @@
 //! At `--max-connections`, parked connections are the ones closed to make
 //! room for new clients, oldest first (`shed_oldest`); then idle ones that
 //! wait as tasks (TLS, Unix sockets, the first `PARK_AFTER` of quiet), also
-//! oldest first (`shed_waiting`).
+//! oldest first (`idle::shed_waiting`).
 //!
 //! Each worker thread has its own lot, watched by one task on its runtime;
 //! records never move between threads.
 
 use std::cell::RefCell;
-use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use rustix::buffer::spare_capacity;
 use rustix::event::epoll;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
-use tokio::sync::Notify;
 
-use super::event_loop::Slot;
+use super::idle::shed_waiting;
+use super::limits::Slot;
 use crate::complaint::{complain, Complaint};
 use crate::session::{Kind, Session};
 
@@ -93,65 +90,6 @@ unsafe impl Send for Events {}
 
 thread_local! {
     static LOT: RefCell<Option<Lot>> = const { RefCell::new(None) };
-    /// Idle connections of this worker waiting as tasks: each waits on
-    /// this too, and tokio wakes `notify_one`'s waiters in the order they
-    /// began to wait, so the first woken has been idle longest. Leaked
-    /// once per worker thread, so a wait can borrow it for as long as it
-    /// likes.
-    /// (An atomic only so that a connection's future stays Send: it is
-    /// only ever touched by its worker's thread.)
-    static WAITING: &'static (Notify, AtomicUsize) =
-        Box::leak(Box::new((Notify::new(), AtomicUsize::new(0))));
-}
-
-/// Runs `read`, the wait of a connection; if `idle`, it ends early
-/// (ConnectionAborted) when the connection is chosen to be closed to make
-/// room (see `shed_waiting`).
-pub(crate) async fn unless_shed<T>(
-    read: impl Future<Output = io::Result<T>>,
-    idle: bool,
-) -> io::Result<T> {
-    let mut read = std::pin::pin!(read);
-    if !idle {
-        return read.await;
-    }
-    let (notify, count) = WAITING.with(|w| *w);
-    count.fetch_add(1, Ordering::Relaxed);
-    let _counted = Uncount(count);
-    let mut shed = std::pin::pin!(notify.notified());
-    std::future::poll_fn(|cx| {
-        if let Poll::Ready(r) = read.as_mut().poll(cx) {
-            return Poll::Ready(r);
-        }
-        match shed.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(io::ErrorKind::ConnectionAborted.into())),
-            Poll::Pending => Poll::Pending,
-        }
-    })
-    .await
-}
-
-/// Takes a waiting connection off the count when its wait ends.
-struct Uncount(&'static AtomicUsize);
-
-impl Drop for Uncount {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// Tells the longest-idle connection of this worker that waits as a task
-/// to close. False if none waits. Its place is free once its task has run.
-pub(crate) fn shed_waiting() -> bool {
-    let (notify, count) = WAITING.with(|w| *w);
-    // Only with a waiter: notify_one with none would store a permit for
-    // the next connection to go idle, which is not the oldest.
-    if count.load(Ordering::Relaxed) == 0 {
-        return false;
-    }
-    notify.notify_one();
-    crate::metrics::count(crate::metrics::Event::ConnectionShed);
-    true
 }
 
 /// Whether this worker parks idle connections (until its stop).

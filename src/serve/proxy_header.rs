@@ -90,6 +90,21 @@ impl Drop for HeaderReader {
     }
 }
 
+/// For a transport that reads by itself (io_uring), sans-IO: what the
+/// bytes read so far hold. Ok(None): part of a header, read more.
+/// Ok(Some((len, source))): a header of `len` bytes, naming `source` (None
+/// for LOCAL or UNKNOWN); what follows it is the connection's. An invalid
+/// header is an InvalidData error.
+#[cfg(any(feature = "uring", test))]
+pub(crate) fn parse_read(bytes: &[u8]) -> io::Result<Option<(usize, Option<SocketAddr>)>> {
+    match header::parse(bytes) {
+        Parsed::Incomplete { .. } => Ok(None),
+        Parsed::Header { len, source, .. } => Ok(Some((len, Some(source)))),
+        Parsed::Local { len } => Ok(Some((len, None))),
+        Parsed::Invalid => Err(io::ErrorKind::InvalidData.into()),
+    }
+}
+
 /// Blocking: the header from `fd` within `timeout` (inetd mode).
 pub(crate) fn read_blocking(
     fd: BorrowedFd<'_>,
@@ -166,6 +181,17 @@ mod tests {
             let n = sys::read(server.as_fd(), &mut rest).unwrap();
             assert_eq!(&rest[..n], b"GET / HTTP/1.1\r\n", "socket: {socket}");
         }
+    }
+
+    #[test]
+    fn bytes_read_past_the_header_are_the_connection_s() {
+        let mut read = V1.to_vec();
+        read.extend_from_slice(b"\x16\x03\x01");
+        let source = Some("192.0.2.1:56324".parse().unwrap());
+        assert_eq!(parse_read(&read).unwrap(), Some((V1.len(), source)));
+        assert_eq!(parse_read(&V1[..20]).unwrap(), None);
+        let e = parse_read(b"GET / HTTP/1.1\r\n\r\n").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
     }
 
     #[test]

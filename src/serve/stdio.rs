@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::cgi_exchange::{self, ClientIo};
+use super::prelude::{Next, Prelude};
 use super::proxy_header;
 use super::writer::{send_blocking, ResponseWriter};
 use super::{linger_deadline, Extras, Got, Wire};
@@ -48,48 +49,46 @@ fn serve(cfg: &Arc<Config>, site: &Arc<Site>, extras: Extras) -> io::Result<()> 
         sys::set_nonblocking(output);
     }
     let (wire, kind) = extras.wire()?;
-    // A connection that opens with the HTTP/2 preface (after ALPN h2, or
-    // h2c with prior knowledge) is served as HTTP/2 once the first bytes tell.
-    #[cfg(feature = "http2")]
-    let mut sniffing = cfg.http2.is_some();
+    let mut prelude = Prelude::new(cfg, kind);
     let wire = RefCell::new(wire);
     let mut session = Session::with_kind(client_address(input), kind);
-    // --proxy-protocol: the header comes first, before TLS.
-    let source = match cfg.proxy_protocol {
-        true => match proxy_header::read_blocking(input, cfg.read_timeout) {
-            Ok(source) => source,
-            Err(_) => return Ok(()),
-        },
-        false => None,
-    };
-    proxy_header::name_client(&mut session, source);
+    let mut source = None;
     loop {
-        #[cfg(feature = "http2")]
-        if sniffing && !session.input().is_empty() {
-            use super::h2;
-            match h2::opening(session.input()) {
-                Some(true) => {
-                    let served = h2::Served {
-                        cfg: Arc::clone(cfg),
-                        site: Arc::clone(site),
-                        kind,
-                        client: session.client().into(),
-                        sockets: proxy_header::sockets(input, source),
-                    };
-                    let read = std::mem::take(session.input());
-                    return h2::serve_stdio(served, wire.into_inner(), read, (input, output));
+        match prelude.next(session.input()) {
+            Next::ProxyHeader => {
+                prelude.proxied();
+                match proxy_header::read_blocking(input, cfg.read_timeout) {
+                    Ok(header) => source = header,
+                    Err(_) => return Ok(()),
                 }
-                Some(false) => sniffing = false,
-                None => {
-                    // A prefix of the preface: the rest decides.
-                    let mut wire = wire.borrow_mut();
-                    let timeout = cfg.read_timeout;
-                    match read_some(&mut wire, input, output, session.input(), timeout) {
-                        Got::Bytes => continue,
-                        _ => return Ok(()),
-                    }
+                proxy_header::name_client(&mut session, source);
+                continue;
+            }
+            #[cfg(feature = "http2")]
+            Next::Http2 => {
+                let served = super::h2::Served {
+                    cfg: Arc::clone(cfg),
+                    site: Arc::clone(site),
+                    kind,
+                    client: session.client().into(),
+                    sockets: proxy_header::sockets(input, source),
+                };
+                let read = std::mem::take(session.input());
+                let io = (input, output);
+                return super::h2::serve_stdio(served, wire.into_inner(), read, io);
+            }
+            #[cfg(not(feature = "http2"))]
+            Next::Http2 => unreachable!("the prelude sniffs for HTTP/2 only when it is built in"),
+            Next::Read => {
+                // A prefix of the preface: the rest decides.
+                let mut wire = wire.borrow_mut();
+                let timeout = cfg.read_timeout;
+                match read_some(&mut wire, input, output, session.input(), timeout) {
+                    Got::Bytes => continue,
+                    _ => return Ok(()),
                 }
             }
+            Next::Http1 | Next::HttpsRequired => {}
         }
         match session.step(cfg, site, sys::stop_requested()) {
             Step::Read { deadline, .. } => {
@@ -98,10 +97,8 @@ fn serve(cfg: &Arc<Config>, site: &Arc<Site>, extras: Extras) -> io::Result<()> 
                 match read_some(&mut wire, input, output, session.input(), timeout) {
                     Got::Bytes => {}
                     Got::Cleartext => {
-                        session.https_required();
-                        #[cfg(feature = "http2")]
-                        {
-                            sniffing = false;
+                        if prelude.cleartext() == Next::HttpsRequired {
+                            session.https_required();
                         }
                     }
                     Got::Closed => {

@@ -81,16 +81,39 @@ impl Connection {
             return Ok(Received::Closed);
         }
         self.fresh = false;
-        if plain[start] != HANDSHAKE && plain[start].is_ascii_uppercase() {
+        if !opens_tls(plain[start]) {
             return Ok(Received::Cleartext);
         }
         // Moved aside: the plaintext goes where the ciphertext was.
         let ciphertext = plain[start..].to_vec();
         plain.truncate(start);
-        let mut record = &ciphertext[..];
-        while !record.is_empty() {
+        self.take(&ciphertext, plain)
+    }
+
+    /// `receive` for a transport that reads by itself (io_uring): takes
+    /// the `ciphertext` it read (empty: the client closed) and appends the
+    /// plaintext to `plain`. A first read that is cleartext HTTP is
+    /// appended as it is, as `receive` does.
+    pub fn receive_bytes(
+        &mut self,
+        ciphertext: &[u8],
+        plain: &mut Vec<u8>,
+    ) -> io::Result<Received> {
+        if ciphertext.is_empty() {
+            return Ok(Received::Closed);
+        }
+        if std::mem::replace(&mut self.fresh, false) && !opens_tls(ciphertext[0]) {
+            plain.extend_from_slice(ciphertext);
+            return Ok(Received::Cleartext);
+        }
+        self.take(ciphertext, plain)
+    }
+
+    /// Gives rustls `ciphertext`, record by record.
+    fn take(&mut self, mut ciphertext: &[u8], plain: &mut Vec<u8>) -> io::Result<Received> {
+        while !ciphertext.is_empty() {
             // rustls takes nothing more once the client said close_notify.
-            if self.tls.read_tls(&mut record)? == 0 {
+            if self.tls.read_tls(&mut ciphertext)? == 0 {
                 return Ok(Received::Closed);
             }
             if self.process(plain)? == Received::Closed {
@@ -206,6 +229,25 @@ impl Connection {
         Ok(n)
     }
 
+    /// For a transport that writes by itself (io_uring): seals the start
+    /// of `bytes` into records, and returns how much it took (at most
+    /// MAX_SEALED); `sealed` then hands the records over.
+    pub fn seal(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        let take = bytes.len().min(MAX_SEALED);
+        self.tls.writer().write(&bytes[..take])
+    }
+
+    /// Appends every record waiting to be written (sealed data, handshake
+    /// messages, alerts) to `out`.
+    pub fn sealed(&mut self, out: &mut Vec<u8>) {
+        self.held = false;
+        while self.tls.wants_write() {
+            if self.tls.write_tls(out).is_err() {
+                break;
+            }
+        }
+    }
+
     /// Queues a close_notify alert, for the next `flush`.
     pub fn close(&mut self) {
         self.tls.send_close_notify();
@@ -215,6 +257,12 @@ impl Connection {
     pub fn protocol(&self) -> Option<&[u8]> {
         self.tls.alpn_protocol()
     }
+}
+
+/// Whether a connection's first byte opens a TLS handshake rather than
+/// cleartext HTTP (a method's capital letter).
+fn opens_tls(first: u8) -> bool {
+    first == HANDSHAKE || !first.is_ascii_uppercase()
 }
 
 /// Reads from a descriptor, noting a short read.

@@ -21,6 +21,8 @@ use h2::Reason;
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncWrite, Interest};
 
+/// For the fuzz checks, which open connections with it.
+pub use super::prelude::PREFACE;
 pub(crate) use io::{Ready, WireIo};
 
 use crate::config::{Config, Http2};
@@ -28,13 +30,10 @@ use crate::http::limits::MAX_HEAD_BYTES;
 use crate::session::Kind;
 use crate::site::Site;
 
-/// What a client speaking HTTP/2 sends first (RFC 9113 §3.4).
-pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
 /// Most bytes of DATA queued in h2 per stream beyond what the socket took:
 /// with the stream limit, what bounds a connection's memory whatever
 /// windows the client grants.
-pub(super) const SEND_BUFFER: usize = 64 << 10;
+pub(crate) const SEND_BUFFER: usize = 64 << 10;
 
 /// Streams reset by the client (after we accepted them) that a connection
 /// may accumulate beyond the ones it let finish before it is told to calm
@@ -44,18 +43,6 @@ const RESET_ALLOWANCE: usize = 200;
 /// How long a connection closed for a stalled client may take to get its
 /// GOAWAY out before the socket just closes.
 const LAST_WORDS: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Whether a connection that opened with `buf` speaks HTTP/2: None while
-/// what arrived is still a strict prefix of the preface.
-pub fn opening(buf: &[u8]) -> Option<bool> {
-    if buf.starts_with(PREFACE) {
-        Some(true)
-    } else if PREFACE.starts_with(buf) {
-        None
-    } else {
-        Some(false)
-    }
-}
 
 /// What every stream of one connection is served with.
 pub(crate) struct Served {
@@ -296,19 +283,5 @@ impl Drop for Open {
         };
         count.fetch_add(1, Ordering::AcqRel);
         self.activity.open.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn opening_tells_the_preface_from_http1() {
-        assert_eq!(opening(b""), None);
-        assert_eq!(opening(b"PRI * HTTP/2.0\r\n\r\n"), None);
-        assert_eq!(opening(PREFACE), Some(true));
-        assert_eq!(opening(b"GET / HTTP/1.1\r\n"), Some(false));
-        assert_eq!(opening(b"PRI * HTTP/1.1\r\n"), Some(false));
     }
 }

@@ -1,212 +1,43 @@
-//! Standalone mode on io_uring (`--io-uring`, cargo feature `uring`): the
-//! event loop's workers, listeners, signals and connection bound, with each
-//! worker on a tokio-uring runtime and every accept, socket read and write
-//! and file read an io_uring operation. `Session` decides everything, as it
-//! does for the other transports.
-//!
-//! tokio-uring does not cancel an operation whose future is dropped: the
-//! kernel finishes it, and the buffer and descriptor stay alive until then.
-//! A connection given up on (a timeout, the stop) therefore shuts its socket
-//! down, which ends any read or write still pending on it, so that the
-//! descriptor closes at once rather than whenever the client sends again.
+//! io_uring socket and file I/O: reads into a connection's buffer and
+//! responses written by gathered operations, through TLS (sealed here with
+//! rustls, written by io_uring) when the wire has it.
 
 use std::cell::RefCell;
 use std::fs::File;
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, Shutdown};
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd};
-use std::os::unix::net::UnixListener;
-use std::rc::Rc;
+use std::net::{Shutdown, SocketAddr};
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::Instant;
 
 use io_uring::{cqueue, opcode, types};
-use tokio::sync::watch;
 use tokio_uring::buf::{BoundedBuf, BoundedBufMut, IoBuf};
-use tokio_uring::net::{TcpListener, TcpStream, UnixStream};
+use tokio_uring::net::{TcpStream, UnixStream};
 use tokio_uring::{BufResult, OneshotOutputTransform, UnsubmittedOneshot};
 
-use super::event_loop::{self, Shared, READ_CHUNK};
-use super::linger_deadline;
-use super::listen::Listener;
-use super::Wire;
-use crate::config::Config;
 use crate::http::response::Chunk;
 use crate::pace::Pace;
 use crate::pool;
-use crate::session::{Sent, Session, Step};
-use crate::site::Site;
-use crate::sys::{self, describe};
+use crate::serve::{linger_deadline, proxy_header, Got, Wire, READ_CHUNK};
+use crate::session::Sent;
 
-/// Submission queue entries of each worker's ring.
-const RING_ENTRIES: u32 = 1024;
 /// How much of a file one read operation moves.
 const FILE_BLOCK: usize = 128 * 1024;
 
-/// Fails with a message for the user when the kernel refuses io_uring:
-/// ENOSYS without it, EPERM under a seccomp filter or
-/// /proc/sys/kernel/io_uring_disabled.
-pub fn check() -> Result<(), String> {
-    match io_uring::IoUring::new(2) {
-        Ok(_) => Ok(()),
-        Err(e) => Err(format!(
-            "--io-uring: the kernel refuses io_uring: {}",
-            describe(&e)
-        )),
-    }
-}
-
-/// Runs the workers until SIGINT or SIGTERM, as `event_loop::run` does.
-/// HTTPS is not served here (main refuses it at start-up), so neither are
-/// `--redirect-http`'s listeners.
-pub fn run(cfg: Arc<Config>, site: Arc<Site>, listeners: Vec<Vec<Listener>>) -> io::Result<()> {
-    let redirects = listeners
-        .iter()
-        .flatten()
-        .any(|l| matches!(l, Listener::Redirect(..)));
-    if redirects {
-        return Err(io::Error::other(
-            "--io-uring does not serve HTTPS or --redirect-http",
-        ));
-    }
-    event_loop::run_workers(cfg, site, listeners, event_loop::Extras::default(), worker)
-}
-
-fn worker(shared: Shared, group: Vec<Listener>) {
-    let mut builder = tokio_uring::builder();
-    builder.entries(RING_ENTRIES);
-    let Some(rt) = event_loop::start_runtime(&shared, || tokio_uring::Runtime::new(&builder))
-    else {
-        return;
-    };
-    rt.block_on(async move {
-        let accepting: Vec<_> = group
-            .into_iter()
-            .filter_map(|l| match l {
-                Listener::Tcp(l) => Some(start(TcpListener::from_std(l), &shared)),
-                Listener::Unix(l) => Some(start(l, &shared)),
-                Listener::Redirect(..) => None,
-            })
-            .collect();
-        let mut stop_wait = shared.stop.clone();
-        let _ = stop_wait.wait_for(|s| *s).await;
-        for (listener, task) in &accepting {
-            task.abort();
-            // Ends the accept in flight, which would otherwise keep the
-            // listener open: new connections are refused from now on.
-            let _ = rustix::net::shutdown(borrow(&**listener), rustix::net::Shutdown::Both);
-        }
-        drop(accepting);
-        shared.conns.listeners_closed();
-        event_loop::connections_finished(&shared).await;
-    });
-}
-
-/// Starts accepting on `listener`; returns it (to shut it down at the
-/// stop) and the task.
-fn start<L: Accept>(
-    listener: L,
-    shared: &Shared,
-) -> (Rc<dyn AsRawFd>, tokio::task::JoinHandle<()>) {
-    let listener = Rc::new(listener);
-    let task = tokio_uring::spawn(accept_loop(Rc::clone(&listener), shared.clone()));
-    (listener, task)
-}
-
 /// The descriptor of something that owns one, for the `sys` helpers.
-fn borrow(owner: &(impl AsRawFd + ?Sized)) -> BorrowedFd<'_> {
+pub(super) fn borrow(owner: &(impl AsRawFd + ?Sized)) -> BorrowedFd<'_> {
     // SAFETY: `owner` keeps the descriptor open for as long as the borrow.
     unsafe { BorrowedFd::borrow_raw(owner.as_raw_fd()) }
 }
 
-async fn accept_loop<L: Accept>(listener: Rc<L>, shared: Shared) {
-    let mut last_complaint: Option<Instant> = None;
-    loop {
-        match L::next(&listener).await {
-            Ok((stream, peer)) => {
-                let client = event_loop::client_name(peer);
-                let cleartext = !shared.extras.tls_on();
-                let admitted =
-                    event_loop::admit(&shared, peer, &client, borrow(&stream), cleartext);
-                let Some(claim) = admitted else {
-                    continue;
-                };
-                // As in the event loop: the place is taken after accept(2).
-                let slot = shared.conns.take_slot(claim).await;
-                let shared = shared.clone();
-                tokio_uring::spawn(async move {
-                    connection(stream, client, shared).await;
-                    drop(slot);
-                });
-            }
-            Err(e) => event_loop::accept_failed(&e, &mut last_complaint).await,
-        }
-    }
-}
-
-/// A listener as the accept loop sees it.
-trait Accept: AsRawFd + 'static {
-    type Stream: Socket;
-
-    /// The next connection, and its client's address for the log.
-    async fn next(listener: &Rc<Self>) -> io::Result<(Self::Stream, Option<IpAddr>)>;
-}
-
-impl Accept for TcpListener {
-    type Stream = TcpStream;
-
-    async fn next(listener: &Rc<Self>) -> io::Result<(TcpStream, Option<IpAddr>)> {
-        let (stream, peer) = listener.accept().await?;
-        Ok((stream, Some(peer.ip())))
-    }
-}
-
-impl Accept for UnixListener {
-    type Stream = UnixStream;
-
-    async fn next(listener: &Rc<Self>) -> io::Result<(UnixStream, Option<IpAddr>)> {
-        let fd = accept_unix(Rc::clone(listener)).await?;
-        // SAFETY: accept(2) made the descriptor for this stream alone.
-        let stream = unsafe { UnixStream::from_raw_fd(fd.into_raw_fd()) };
-        Ok((stream, None))
-    }
-}
-
-/// accept(2) on a Unix listener as an io_uring operation: tokio-uring's
-/// UnixListener only binds a socket of its own, and staticd binds before it
-/// gives up its privileges. The operation holds the listener open.
-fn accept_unix(listener: Rc<UnixListener>) -> impl Future<Output = io::Result<OwnedFd>> {
-    let sqe = opcode::Accept::new(
-        types::Fd(listener.as_raw_fd()),
-        std::ptr::null_mut(),
-        std::ptr::null_mut(),
-    )
-    .flags(libc::SOCK_CLOEXEC)
-    .build();
-    UnsubmittedOneshot::new(listener, AcceptDone, sqe).submit()
-}
-
-struct AcceptDone;
-
-impl OneshotOutputTransform for AcceptDone {
-    type Output = io::Result<OwnedFd>;
-    type StoredData = Rc<UnixListener>;
-
-    fn transform_oneshot_output(self, _: Rc<UnixListener>, cqe: cqueue::Entry) -> Self::Output {
-        let fd = cqe.result();
-        if fd < 0 {
-            return Err(io::Error::from_raw_os_error(-fd));
-        }
-        // SAFETY: the kernel made this descriptor for us, and nothing else owns it.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-    }
-}
-
 /// What a connection does with its socket, TCP or Unix-domain: tokio-uring
 /// gives both these methods, but no trait for them.
-trait Socket: AsRawFd + 'static {
+pub(super) trait Socket: AsRawFd + 'static {
     async fn read<T: BoundedBufMut>(&self, buf: T) -> BufResult<usize, T>;
+    /// Over TLS, and for HTTP/2.
+    #[cfg_attr(not(any(feature = "tls", feature = "http2")), allow(dead_code))]
+    async fn write_all<T: BoundedBuf>(&self, buf: T) -> BufResult<(), T>;
     async fn writev<T: BoundedBuf>(&self, bufs: Vec<T>) -> BufResult<usize, Vec<T>>;
     fn shutdown(&self, how: Shutdown) -> io::Result<()>;
 }
@@ -216,6 +47,9 @@ macro_rules! socket {
         impl Socket for $stream {
             async fn read<T: BoundedBufMut>(&self, buf: T) -> BufResult<usize, T> {
                 <$stream>::read(self, buf).await
+            }
+            async fn write_all<T: BoundedBuf>(&self, buf: T) -> BufResult<(), T> {
+                <$stream>::write_all(self, buf).await
             }
             async fn writev<T: BoundedBuf>(&self, bufs: Vec<T>) -> BufResult<usize, Vec<T>> {
                 <$stream>::writev(self, bufs).await
@@ -229,81 +63,6 @@ macro_rules! socket {
 
 socket!(TcpStream);
 socket!(UnixStream);
-
-async fn connection(stream: impl Socket, client: String, shared: Shared) {
-    let Shared {
-        cfg,
-        site,
-        mut stop,
-        ..
-    } = shared;
-    sys::tune_connection(borrow(&stream));
-    let mut session = Session::new(client);
-    serve(&stream, &mut session, &cfg, &site, &mut stop).await;
-    let _ = stream.shutdown(Shutdown::Both);
-}
-
-/// Drives the session exactly as `event_loop::connection` does.
-async fn serve(
-    stream: &impl Socket,
-    session: &mut Session,
-    cfg: &Arc<Config>,
-    site: &Arc<Site>,
-    stop: &mut watch::Receiver<bool>,
-) {
-    loop {
-        let stopping = *stop.borrow();
-        match session.step(cfg, site, stopping) {
-            Step::Read { deadline, idle } => {
-                // A read in flight needs its buffer, so unlike the event
-                // loop an idle connection keeps one.
-                let read = read_some(stream, session.input());
-                // Idle, it may be closed to make room at --max-connections.
-                let read = super::park::unless_shed(read, idle && !stopping);
-                let timed = tokio::time::timeout_at(deadline.into(), read);
-                let outcome = if idle {
-                    tokio::select! {
-                        r = timed => r,
-                        _ = stop.wait_for(|s| *s) => return,
-                    }
-                } else {
-                    timed.await
-                };
-                match outcome {
-                    Ok(Ok(true)) => {}
-                    Err(_) => {
-                        session.read_timed_out(cfg);
-                        return;
-                    }
-                    _ => return,
-                }
-            }
-            Step::Send(mut sent) => {
-                // Dropping `sent` writes its log line: after this arm, or
-                // with the task if the stop's grace runs out.
-                let mut pace = Pace::new(Instant::now(), cfg.send_timeout, cfg.min_rate);
-                if let Err(e) = send(stream, &mut sent, &mut pace).await {
-                    super::response_failed(&e, &pace, session.client(), cfg);
-                    return;
-                }
-            }
-            Step::Cgi(job) => {
-                // The exchange runs blocking code that waits with poll(2).
-                sys::set_nonblocking(borrow(stream));
-                let io = (borrow(stream), &mut Wire::Clear);
-                let keep_alive = event_loop::run_cgi(io, session, job, cfg, site).await;
-                session.cgi_finished(keep_alive);
-            }
-            Step::Close => {
-                sys::shutdown_write(borrow(stream));
-                if session.unread_input() {
-                    linger(stream).await;
-                }
-                return;
-            }
-        }
-    }
-}
 
 /// Reads what is there into the spare capacity of `input`. False: the
 /// client closed or failed.
@@ -319,7 +78,9 @@ async fn read_some(stream: &impl Socket, input: &mut Vec<u8>) -> io::Result<bool
     Ok(result? > 0)
 }
 
-async fn linger(stream: &impl Socket) {
+/// Reads and drops what the client still sends until it closes or the
+/// linger time is over.
+pub(super) async fn linger(stream: &impl Socket) {
     let _ = tokio::time::timeout_at(linger_deadline().into(), async {
         let mut scratch = Vec::with_capacity(4096);
         loop {
@@ -340,27 +101,33 @@ async fn linger(stream: &impl Socket) {
 /// in `sent.written` what went out. A client that takes it slower than
 /// `pace` allows is given up on; a file that shrank ends the connection
 /// after what was read of it, never padded.
-async fn send(stream: &impl Socket, sent: &mut Sent, pace: &mut Pace) -> io::Result<()> {
+pub(super) async fn send(
+    stream: &impl Socket,
+    wire: &mut Wire,
+    sent: &mut Sent,
+    pace: &mut Pace,
+) -> io::Result<()> {
     let Sent {
         response,
-        wire,
+        wire: head,
         written,
         ..
     } = sent;
     let mut out = Outgoing {
         pieces: Vec::new(),
         head: None,
+        wire,
         pace,
         written,
     };
     out.pieces
-        .push(Piece::new(Held::Head(std::mem::take(wire))));
+        .push(Piece::new(Held::Head(std::mem::take(head))));
     let mut body = std::mem::take(&mut response.body);
     let result = out.send_body(stream, &mut body).await;
     // Back where `Sent`'s and `Response`'s Drop hand them to the free lists.
     response.body = body;
-    if let Some(head) = out.head.take() {
-        *wire = head;
+    if let Some(written_head) = out.head.take() {
+        *head = written_head;
     }
     result
 }
@@ -370,6 +137,9 @@ struct Outgoing<'a> {
     pieces: Vec<Piece>,
     /// The response head once written, to be reused.
     head: Option<Vec<u8>>,
+    /// Over TLS, the pieces are sealed into records on their way out.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    wire: &'a mut Wire,
     pace: &'a mut Pace,
     /// Bytes of the response written so far.
     written: &'a mut u64,
@@ -431,6 +201,10 @@ impl Outgoing<'_> {
 
     /// Writes every piece, with as few operations as the socket allows.
     async fn flush(&mut self, stream: &impl Socket) -> io::Result<()> {
+        #[cfg(feature = "tls")]
+        if matches!(self.wire, Wire::Tls(_)) {
+            return self.flush_sealed(stream).await;
+        }
         while !self.pieces.is_empty() {
             let write = stream.writev(std::mem::take(&mut self.pieces));
             let deadline = self.pace.deadline().into();
@@ -464,6 +238,50 @@ impl Outgoing<'_> {
             }
             self.pieces = pieces;
         }
+        Ok(())
+    }
+
+    /// `flush` over TLS: every piece sealed into records, which go out as
+    /// the socket takes them.
+    #[cfg(feature = "tls")]
+    async fn flush_sealed(&mut self, stream: &impl Socket) -> io::Result<()> {
+        let Wire::Tls(tls) = &mut *self.wire else {
+            return Ok(());
+        };
+        let mut plain = 0;
+        let mut records = Vec::new();
+        for piece in self.pieces.drain(..) {
+            let mut bytes = piece.bytes();
+            while !bytes.is_empty() {
+                let n = tls.seal(bytes)?;
+                bytes = &bytes[n..];
+                plain += n as u64;
+                tls.sealed(&mut records);
+            }
+            match piece.held {
+                Held::Head(head) => self.head = Some(head),
+                Held::Block(block) => blocks::give(block),
+                Held::Bytes(_) | Held::Shared(_) | Held::Static(_) => {}
+            }
+        }
+        let mut at = 0;
+        while at < records.len() {
+            let write = stream.writev(vec![records.slice(at..)]);
+            let deadline = self.pace.deadline().into();
+            let (result, mut left) = match tokio::time::timeout_at(deadline, write).await {
+                Ok(done) => done,
+                Err(_) => return Err(io::ErrorKind::TimedOut.into()),
+            };
+            records = left.pop().map(|s| s.into_inner()).unwrap_or_default();
+            let n = match result {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => n,
+                Err(e) => return Err(e),
+            };
+            at += n;
+            self.pace.progress(Instant::now(), n as u64);
+        }
+        *self.written += plain;
         Ok(())
     }
 }
@@ -596,5 +414,115 @@ mod blocks {
                 free.push(block);
             }
         });
+    }
+}
+
+/// Reads what is there into `input`, through TLS when the wire has it:
+/// what TLS has to say goes out before each read, and a read that only
+/// moved the handshake along is not the end of the wait.
+pub(super) async fn read_wire(
+    stream: &impl Socket,
+    wire: &mut Wire,
+    input: &mut Vec<u8>,
+) -> io::Result<Got> {
+    if matches!(wire, Wire::Clear) {
+        return Ok(match read_some(stream, input).await? {
+            true => Got::Bytes,
+            false => Got::Closed,
+        });
+    }
+    loop {
+        write_records(stream, wire).await?;
+        let mut ciphertext = pool::take(&pool::READS);
+        ciphertext.clear();
+        ciphertext.reserve(READ_CHUNK);
+        let (result, ciphertext) = stream.read(ciphertext).await;
+        let before = input.len();
+        let got = result.and_then(|_| take(wire, &ciphertext, input));
+        pool::give(&pool::READS, ciphertext);
+        match got {
+            Ok(Got::Bytes) if input.len() == before => {}
+            Ok(got) => return Ok(got),
+            Err(e) => {
+                // The alert TLS queued for the client, if the socket takes it.
+                let _ = write_records(stream, wire).await;
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// Takes `bytes` read off the connection: as they are on a cleartext wire,
+/// through TLS otherwise (where cleartext HTTP turns the wire cleartext).
+pub(super) fn take(wire: &mut Wire, bytes: &[u8], input: &mut Vec<u8>) -> io::Result<Got> {
+    match wire {
+        Wire::Clear if bytes.is_empty() => Ok(Got::Closed),
+        Wire::Clear => {
+            input.extend_from_slice(bytes);
+            Ok(Got::Bytes)
+        }
+        #[cfg(feature = "tls")]
+        Wire::Tls(tls) => match tls.receive_bytes(bytes, input)? {
+            crate::tls::Received::Progress => Ok(Got::Bytes),
+            crate::tls::Received::Closed => Ok(Got::Closed),
+            crate::tls::Received::Cleartext => {
+                *wire = Wire::Clear;
+                Ok(Got::Cleartext)
+            }
+        },
+    }
+}
+
+/// Writes the records TLS has waiting (handshake messages, tickets,
+/// alerts); nothing on a cleartext wire.
+#[cfg_attr(not(feature = "tls"), allow(unused_variables))]
+pub(super) async fn write_records(stream: &impl Socket, wire: &mut Wire) -> io::Result<()> {
+    match wire {
+        Wire::Clear => Ok(()),
+        #[cfg(feature = "tls")]
+        Wire::Tls(tls) => {
+            let mut records = Vec::new();
+            tls.sealed(&mut records);
+            match records.is_empty() {
+                true => Ok(()),
+                false => stream.write_all(records).await.0,
+            }
+        }
+    }
+}
+
+/// Over TLS: says close_notify, within the linger time, before the socket
+/// closes.
+pub(super) async fn close(stream: &impl Socket, wire: &mut Wire) {
+    wire.close_notify();
+    let write = write_records(stream, wire);
+    let _ = tokio::time::timeout_at(linger_deadline().into(), write).await;
+}
+
+/// Reads the PROXY protocol header (`--proxy-protocol`) off the connection:
+/// the client it names, if any, and what the bytes read past it brought
+/// (see `take`).
+pub(super) async fn read_proxy_header(
+    stream: &impl Socket,
+    wire: &mut Wire,
+    input: &mut Vec<u8>,
+) -> io::Result<(Option<SocketAddr>, Got)> {
+    let mut read = Vec::with_capacity(READ_CHUNK);
+    loop {
+        let filled = read.len();
+        let (result, buf) = stream.read(read.slice(filled..)).await;
+        read = buf.into_inner();
+        if result? == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        if let Some((len, source)) = proxy_header::parse_read(&read)? {
+            let rest = &read[len..];
+            let got = match rest.is_empty() {
+                true => Got::Bytes,
+                false => take(wire, rest, input)?,
+            };
+            return Ok((source, got));
+        }
+        read.reserve(READ_CHUNK);
     }
 }

@@ -1,0 +1,183 @@
+//! The standalone transports' frame: one thread per listener group, the
+//! signals that stop them (SIGINT, SIGTERM) or reload (SIGHUP), and what
+//! every connection of the process shares.
+
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::limits::Connections;
+use super::listen::Listener;
+use super::Extras;
+use crate::config::Config;
+use crate::log;
+use crate::site::Site;
+use crate::sys::describe;
+
+/// How long accepting (or starting a worker) pauses when the process is
+/// out of descriptors.
+pub(crate) const EMFILE_PAUSE: Duration = Duration::from_millis(100);
+
+pub(crate) fn run_workers(
+    cfg: Arc<Config>,
+    site: Arc<Site>,
+    listeners: Vec<Vec<Listener>>,
+    extras: Extras,
+    worker: fn(Shared, Vec<Listener>),
+) -> io::Result<()> {
+    // Signal handlers first: from the first accepted connection on, SIGTERM
+    // must mean a graceful stop, never the default kill.
+    let signals = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut stop_signals = signals.block_on(async { StopSignals::register(extras.clone()) })?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let conns = Arc::new(Connections::new(&cfg));
+    // Announced only when everything is ready: tests and scripts wait for it.
+    let mut names = Vec::new();
+    for l in listeners.first().into_iter().flatten() {
+        let name = l.name()?;
+        match l {
+            Listener::Redirect(..) => eprintln!("staticd: redirecting to https on {name}"),
+            _ => eprintln!("staticd: listening on {name}"),
+        }
+        names.push(name);
+    }
+    // From here on, log lines go through the log writer's queue: a
+    // blocked log output never holds up a worker (see `log::queue`).
+    log::start_writer()?;
+    let grace = cfg.shutdown_grace;
+    let shared = Shared {
+        cfg,
+        site,
+        stop: stop_rx,
+        conns: Arc::clone(&conns),
+        extras,
+    };
+    let mut workers = Vec::new();
+    for (i, group) in listeners.into_iter().enumerate() {
+        let shared = shared.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("staticd-{i}"))
+            .spawn(move || worker(shared, group))?;
+        workers.push(handle);
+    }
+    super::notify::ready(&format!("listening on {}", names.join(", ")));
+    signals.block_on(stop_signals.recv());
+    conns.stop_begins();
+    log::abandon_after(grace);
+    super::notify::stopping();
+    let _ = stop_tx.send(true);
+    conns.wait_listeners_closed(workers.len());
+    conns.stopping.store(true, Ordering::Relaxed);
+    for w in workers {
+        let _ = w.join();
+    }
+    log::finish();
+    Ok(())
+}
+
+/// SIGINT and SIGTERM, both meaning: stop gracefully; and SIGHUP, which
+/// reopens the access-log file and reloads the certificates.
+struct StopSignals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+    extras: Extras,
+}
+
+impl StopSignals {
+    fn register(extras: Extras) -> io::Result<StopSignals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(StopSignals {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+            hup: signal(SignalKind::hangup())?,
+            extras,
+        })
+    }
+
+    /// Returns once a stop is asked for; handles SIGHUP meanwhile.
+    async fn recv(&mut self) {
+        loop {
+            tokio::select! {
+                _ = self.int.recv() => return,
+                _ = self.term.recv() => return,
+                _ = self.hup.recv() => {
+                    super::notify::reloading();
+                    if let Err(e) = log::reopen() {
+                        log::diagnostic(&format!("staticd: cannot reopen the log file: {}\n", describe(&e)));
+                    }
+                    self.reload_certificates();
+                    super::notify::reloaded();
+                }
+            }
+        }
+    }
+}
+
+impl StopSignals {
+    #[cfg(feature = "tls")]
+    fn reload_certificates(&self) {
+        let Some(tls) = &self.extras.tls else {
+            return;
+        };
+        let mut warn = |w: String| log::diagnostic(&format!("staticd: warning: {w}\n"));
+        match tls.reload(&mut warn) {
+            Ok(()) => log::diagnostic("staticd: reloaded certificates\n"),
+            Err(e) => log::diagnostic(&format!(
+                "staticd: reload: {e}; keeping the old certificates\n"
+            )),
+        }
+    }
+
+    #[cfg(not(feature = "tls"))]
+    fn reload_certificates(&self) {
+        let _ = &self.extras;
+    }
+}
+
+/// What every connection of the process shares.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub(crate) cfg: Arc<Config>,
+    pub(crate) site: Arc<Site>,
+    pub(crate) stop: watch::Receiver<bool>,
+    pub(crate) conns: Arc<Connections>,
+    pub(crate) extras: Extras,
+}
+
+/// Builds a worker's runtime with `build`. The other workers' connections
+/// may have taken every descriptor before this worker starts: then it waits
+/// for one to close rather than give up, which would drop its listener and
+/// reset the connections queued on it. None: it cannot start (said on stderr).
+pub(crate) fn start_runtime<T>(shared: &Shared, build: impl Fn() -> io::Result<T>) -> Option<T> {
+    loop {
+        match build() {
+            Ok(rt) => return Some(rt),
+            Err(e) if out_of_resources(&e) && !shared.conns.stopping.load(Ordering::Relaxed) => {
+                std::thread::sleep(EMFILE_PAUSE);
+            }
+            Err(e) => {
+                log::diagnostic(&format!(
+                    "staticd: cannot start a worker: {}\n",
+                    describe(&e)
+                ));
+                return None;
+            }
+        }
+    }
+}
+
+/// Whether an error says the process (or system) is out of descriptors or
+/// memory, which passes, rather than that one connection failed.
+pub(crate) fn out_of_resources(e: &io::Error) -> bool {
+    use rustix::io::Errno;
+    matches!(
+        e.raw_os_error().map(Errno::from_raw_os_error),
+        Some(Errno::MFILE | Errno::NFILE | Errno::NOBUFS | Errno::NOMEM)
+    )
+}
