@@ -719,9 +719,7 @@ fn connection_flood_from_one_address_standalone(v: Variant) {
     let _serial = serial();
     raise_nofile(4096);
     let root = site();
-    let server = Server::builder(v, root.path())
-        .plain()
-        .start();
+    let server = Server::builder(v, root.path()).plain().start();
     let good = GoodClient::start(server.connector());
     let started = Instant::now();
     let (flood, held) = flood(server.addr(), 1000);

@@ -48,7 +48,7 @@ fn cgi_server(v: Variant, root: &Docroot) -> Server {
 }
 
 /// `GET target` with a Host and extra header lines, on a fresh connection (over HTTP/2
-/// under STATICD_TEST_H2=1).
+/// in the HTTP/2 cells).
 fn get(server: &Server, target: &str, extra: &[&str]) -> Response {
     server.exchange(request("GET", target, extra))
 }

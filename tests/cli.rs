@@ -136,9 +136,7 @@ fn host_name_binds_every_address_it_resolves_to(v: Variant) {
         "localhost resolves to {expected:?}"
     );
     let root = site();
-    let server = Server::builder(v, root.path())
-        .bind("localhost")
-        .start();
+    let server = Server::builder(v, root.path()).bind("localhost").start();
     let addrs = announced(&server, expected.len());
     let mut ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
     ips.sort();

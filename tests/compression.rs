@@ -335,9 +335,7 @@ fn a_precompressed_sibling_wins(v: Variant) {
 
 fn no_compress_sends_files_as_they_are(v: Variant) {
     let root = js_site();
-    let server = Server::builder(v, root.path())
-        .arg("--no-compress")
-        .start();
+    let server = Server::builder(v, root.path()).arg("--no-compress").start();
     assert_as_is(
         &get_encoded(&server, "/app.js", "br, gzip"),
         &script(),

@@ -16,7 +16,7 @@ fn site() -> Docroot {
 }
 
 /// `curl -sv --max-time 10 --http1.1 ARGS`, trusting the test root CA for `https://` URLs
-/// (a server under STATICD_TEST_TLS=1). HTTP/1.1 even over TLS, where curl would choose
+/// (a server of a TLS cell). HTTP/1.1 even over TLS, where curl would choose
 /// h2 by ALPN: these checks read HTTP/1.1's trace; tests/http2_tools.rs has curl's h2.
 fn curl(curl: &Path, args: &[&str]) -> Output {
     let mut cmd = Command::new(curl);

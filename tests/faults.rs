@@ -24,7 +24,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use rustix::process::Signal;
 
-
 /// The large file of the mid-response tests.
 const BIG: u64 = 64 << 20;
 /// How much of it is read (slowly) before the file is changed.
@@ -429,9 +428,7 @@ fn no_sendfile_serves_large_files_whole(v: Variant) {
     let root = Docroot::new();
     let big = root.join("big.bin");
     write_pattern_file(&big, BIG);
-    let server = Server::builder(v, root.path())
-        .arg("--no-sendfile")
-        .start();
+    let server = Server::builder(v, root.path()).arg("--no-sendfile").start();
     let stream = server.connector().wrap(connect_small_window(server.addr()));
     let mut download = Download::start(stream, "/big.bin").unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(download.head.status, 200, "{:#?}", download.head);
@@ -758,7 +755,12 @@ fn assert_answers_once_drained(server: &Server, path: &str, when: &str) {
 /// an overloaded server may answer 500 or 503; unanswered and refused clients are fine.
 /// Then every client closes, and the server must still run and answer `GET /a.txt` and
 /// `GET /fresh.txt` (a file nobody asked for before) correctly.
-fn thousand_clients_at_64_descriptors(v: Variant, root: &Docroot, args: &[&str], targets: Vec<String>) {
+fn thousand_clients_at_64_descriptors(
+    v: Variant,
+    root: &Docroot,
+    args: &[&str],
+    targets: Vec<String>,
+) {
     const THREADS: usize = 4;
     const PER_THREAD: usize = 250;
     let mut server = Server::builder(v, root.path())
@@ -909,7 +911,9 @@ fn thousand_clients_past_the_descriptor_limit_leave_the_server_serving(v: Varian
 }
 
 /// The same storm spread over 200 different files.
-fn thousand_clients_asking_for_200_files_at_a_64_descriptor_limit_leave_the_server_serving(v: Variant) {
+fn thousand_clients_asking_for_200_files_at_a_64_descriptor_limit_leave_the_server_serving(
+    v: Variant,
+) {
     let root = many_files_site(200);
     let targets = (0..200).map(|i| format!("/f{i}.bin")).collect();
     thousand_clients_at_64_descriptors(v, &root, &[], targets);

@@ -1,7 +1,7 @@
 //! HTTP/2 itself, through hyper's HTTP/2 client, in both modes: h2c with prior knowledge
-//! in cleartext and, under STATICD_TEST_TLS=1, ALPN `h2` over TLS (the harness's client
+//! in cleartext and, in the TLS cells, ALPN `h2` over TLS (the harness's client
 //! offers `h2` and `http/1.1` and insists on `h2`). What HTTP/2 shares with HTTP/1.1 is
-//! tested by the other files under STATICD_TEST_H2=1 (see `.ci/run`); this file tests
+//! tested by the other files' `h2c` and `h2_tls` cells (tests/common/variant.rs); this file tests
 //! what only HTTP/2 has: streams on one connection, the protocol in the log and CGI,
 //! SETTINGS, `--no-http2` and `--h2-max-streams`, and the harness's switch itself.
 
@@ -30,12 +30,10 @@ fn site() -> (Docroot, Vec<u8>) {
 }
 
 fn server(v: Variant, root: &Docroot) -> Server {
-    Server::builder(v, root.path())
-        .log_format("common")
-        .start()
+    Server::builder(v, root.path()).log_format("common").start()
 }
 
-/// An HTTP/2 connection whatever STATICD_TEST_H2 says.
+/// An HTTP/2 connection whatever the cell.
 fn h2(server: &Server) -> Client {
     server.connector().client_proto(Proto::Http2)
 }

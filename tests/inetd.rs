@@ -252,9 +252,7 @@ fn tcpremoteip_takes_precedence_over_tcpremoteaddr(v: Variant) {
 
 fn log_falls_back_to_the_socket_peer_address(v: Variant) {
     let root = site();
-    let server = Server::builder(v, root.path())
-        .log_format("common")
-        .start();
+    let server = Server::builder(v, root.path()).log_format("common").start();
     let mut conn = server.connect_from(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)));
     assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
     let line = server.stderr().wait_line(|l| l.contains("/a.txt"));

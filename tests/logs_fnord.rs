@@ -35,7 +35,7 @@ fn client_ip(v: Variant) -> &'static str {
     }
 }
 
-/// Sends one request (over HTTP/2 under STATICD_TEST_H2=1), checks the status, and
+/// Sends one request (over HTTP/2 in the HTTP/2 cells), checks the status, and
 /// returns the response and the first access-log line that contains `marker`.
 fn logged(server: &Server, raw: &str, status: u16, marker: &str) -> (Response, String) {
     let resp = server.exchange(raw);

@@ -59,8 +59,8 @@ impl Secret {
     }
 }
 
-/// One GET on a fresh connection (some answers close the connection); over HTTP/2 under
-/// STATICD_TEST_H2=1.
+/// One GET on a fresh connection (some answers close the connection); over HTTP/2 in the
+/// HTTP/2 cells.
 fn get_raw(server: &Server, target: &str) -> Response {
     server.exchange(request("GET", target, &[]))
 }

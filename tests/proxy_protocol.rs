@@ -3,7 +3,7 @@
 //! only). The client they name is what the access log and CGI's REMOTE_ADDR and
 //! REMOTE_PORT say; a connection without a valid header is closed; nobody else can
 //! choose the address logged. Most tests run in both modes; their clients speak TLS
-//! under STATICD_TEST_TLS=1 (the header still goes first, in cleartext).
+//! in the TLS cells (the header still goes first, in cleartext).
 
 #[macro_use]
 mod common;

@@ -291,9 +291,7 @@ fn ranges_of_a_large_file_with_no_sendfile_are_exact(v: Variant) {
     let root = Docroot::new();
     let content = pattern(BIG);
     root.file("big.bin", &content);
-    let server = Server::builder(v, root.path())
-        .arg("--no-sendfile")
-        .start();
+    let server = Server::builder(v, root.path()).arg("--no-sendfile").start();
     let resp = server.request("GET", "/big.bin", &[("range", "bytes=70000-200123")]);
     assert_eq!(resp.status, 206, "{resp:#?}");
     assert!(resp.body == content[70_000..=200_123], "wrong bytes");

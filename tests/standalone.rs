@@ -329,9 +329,7 @@ fn a_stalled_client_does_not_block_others_on_one_thread(v: Variant) {
 
 fn access_log_common_format_names_the_peer(v: Variant) {
     let root = site();
-    let server = Server::builder(v, root.path())
-        .log_format("common")
-        .start();
+    let server = Server::builder(v, root.path()).log_format("common").start();
     let mut conn = server.connect();
     assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
     let line = server

@@ -1,8 +1,9 @@
 //! The io_uring transport (`--io-uring`, cargo feature `uring`) checked
-//! directly. The whole standalone suite runs on it too, with
-//! STATICD_TEST_IO_URING=1 (see .ci/run).
+//! directly. The black-box suites run on it too, in their `uring` cells
+//! (tests/common/variant.rs).
 #![cfg(feature = "uring")]
 
+#[macro_use]
 mod common;
 
 use std::ffi::OsString;
@@ -24,16 +25,25 @@ fn site() -> Docroot {
     root
 }
 
-fn start(root: &Docroot) -> Server {
-    Server::builder(Mode::Standalone, root.path())
-        .io_uring()
-        .start()
+// Each a `uring` cell (NAME::uring), as the other suites' io_uring runs are, so that
+// `cargo test --features uring -- ::uring` picks every io_uring cell of every suite.
+matrix!([uring] standalone:
+    serves_a_file,
+    keep_alive_carries_several_requests,
+    pipelined_requests_are_answered_in_order,
+    large_file_and_a_range_of_it,
+    idle_keep_alive_connection_is_closed_after_the_timeout,
+    sigterm_with_an_idle_connection_exits_zero,
+);
+
+/// The `uring` cell's server: standalone with `--io-uring`.
+fn start(v: Variant, root: &Docroot) -> Server {
+    Server::builder(v, root.path()).io_uring().start()
 }
 
-#[test]
-fn serves_a_file() {
+fn serves_a_file(v: Variant) {
     let root = site();
-    let server = start(&root);
+    let server = start(v, &root);
     let resp = server.get("/a.txt");
     assert_eq!(resp.status, 200);
     assert_eq!(resp.body_str(), "alpha\n");
@@ -41,10 +51,9 @@ fn serves_a_file() {
     assert_eq!(server.get("/nope").status, 404);
 }
 
-#[test]
-fn keep_alive_carries_several_requests() {
+fn keep_alive_carries_several_requests(v: Variant) {
     let root = site();
-    let server = start(&root);
+    let server = start(v, &root);
     let mut conn = server.connect();
     for path in ["/a.txt", "/b.txt", "/big.bin", "/a.txt"] {
         let resp = conn.roundtrip(request("GET", path, &[]));
@@ -53,10 +62,9 @@ fn keep_alive_carries_several_requests() {
     }
 }
 
-#[test]
-fn pipelined_requests_are_answered_in_order() {
+fn pipelined_requests_are_answered_in_order(v: Variant) {
     let root = site();
-    let server = start(&root);
+    let server = start(v, &root);
     let mut conn = server.connect();
     let mut batch = String::new();
     for path in ["/a.txt", "/b.txt", "/nope", "/a.txt"] {
@@ -77,10 +85,9 @@ fn pipelined_requests_are_answered_in_order() {
     assert_eq!(responses[4].body_str(), "bravo, a little longer\n");
 }
 
-#[test]
-fn large_file_and_a_range_of_it() {
+fn large_file_and_a_range_of_it(v: Variant) {
     let root = site();
-    let server = start(&root);
+    let server = start(v, &root);
     let whole = server.get("/big.bin");
     assert_eq!(whole.status, 200);
     assert!(whole.body == pattern(BIG), "the whole file, byte for byte");
@@ -99,10 +106,9 @@ fn large_file_and_a_range_of_it() {
     assert!(part.body == pattern(BIG)[first..=last], "the range's bytes");
 }
 
-#[test]
-fn idle_keep_alive_connection_is_closed_after_the_timeout() {
+fn idle_keep_alive_connection_is_closed_after_the_timeout(v: Variant) {
     let root = site();
-    let mut server = Server::builder(Mode::Standalone, root.path())
+    let mut server = Server::builder(v, root.path())
         .io_uring()
         .args(["--keepalive-timeout", "1"])
         .start();
@@ -115,10 +121,9 @@ fn idle_keep_alive_connection_is_closed_after_the_timeout() {
     server.assert_survived("/a.txt");
 }
 
-#[test]
-fn sigterm_with_an_idle_connection_exits_zero() {
+fn sigterm_with_an_idle_connection_exits_zero(v: Variant) {
     let root = site();
-    let mut server = start(&root);
+    let mut server = start(v, &root);
     let mut conn = server.connect();
     assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
     server.process().signal(Signal::TERM);

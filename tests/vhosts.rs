@@ -23,7 +23,7 @@ fn vhost_server(v: Variant, root: &Docroot) -> Server {
 }
 
 /// `GET target HTTP/1.1` with exactly the given Host value, on a fresh connection (over
-/// HTTP/2 under STATICD_TEST_H2=1, the Host as `:authority`).
+/// HTTP/2 in the HTTP/2 cells, the Host as `:authority`).
 fn get_with_host(server: &Server, host: &str, target: &str) -> Response {
     server.exchange(format!("GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n"))
 }
