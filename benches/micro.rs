@@ -6,9 +6,11 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use staticd::config::Features;
 use staticd::http::parse::{self, Parsed};
+use staticd::http::response::{encode, Http1};
 use staticd::respond::{self, Answer};
-use staticd::site::{Features, Site};
+use staticd::site::Site;
 
 /// What a browser-like client sends, give or take a few headers.
 const REQUEST: &[u8] = b"GET /small.txt HTTP/1.1\r\nHost: localhost\r\n\
@@ -16,13 +18,23 @@ User-Agent: Mozilla/5.0 (X11; Linux x86_64) micro-bench\r\n\
 Accept: text/html,application/xhtml+xml,*/*;q=0.8\r\n\
 Accept-Encoding: gzip, deflate, br\r\nConnection: keep-alive\r\n\r\n";
 
-/// Parse, resolve and respond; returns the head's length and status.
+/// Parse, resolve, respond and encode the head as HTTP/1.1; returns the
+/// head's length and status.
 fn answer(site: &Site, raw: &[u8]) -> (usize, u16) {
     let Parsed::Complete { request, .. } = parse::parse(raw) else {
         panic!("the benchmark request does not parse");
     };
     match respond::respond(site, &request, false) {
-        Answer::Send(response) => (response.head.len(), response.status.code()),
+        Answer::Send(response) => {
+            let conn = Http1 {
+                minor_version: response.minor_version,
+                close: response.close,
+                hsts: None,
+            };
+            let mut wire = Vec::with_capacity(512);
+            encode(&response.head, &conn, &mut wire);
+            (wire.len(), response.code())
+        }
         Answer::Cgi(_) => panic!("the benchmark file is not a script"),
     }
 }

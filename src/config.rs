@@ -1,25 +1,76 @@
-//! Every knob staticd has, with its default, in one struct.
+//! Every knob staticd has, with its default, in one struct, and the
+//! types of the values it holds: the lowest layer above the system calls,
+//! so every module may read it and it reads none of them.
+//!
+//! Each default the command line shows is a constant here, used both by
+//! the flag (src/cli.rs) and by `Config::default()`.
+
+mod trusted_proxy;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-pub use crate::site::Features;
+pub use trusted_proxy::{TrustedProxies, TrustedProxy};
 
-/// How access-log lines are written (to stderr).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// `--root`.
+pub const ROOT: &str = ".";
+/// `--port`.
+pub const PORT: u16 = 8080;
+/// `--unix-mode`, as the flag takes it: any local user may connect, as to
+/// a TCP port; a proxy's socket is usually guarded by its directory's
+/// permissions instead.
+pub const UNIX_MODE: &str = "666";
+/// `--index`.
+pub const INDEX: &str = "index.html";
+/// `--max-connections-per-ip`.
+pub const MAX_CONNECTIONS_PER_IP: u32 = 256;
+/// `--ipv6-prefix`: one host usually holds a whole /64.
+pub const IPV6_PREFIX: u32 = 64;
+/// `--min-rate`, in bytes per second.
+pub const MIN_RATE: u64 = 500;
+/// `--cgi-timeout`, in seconds.
+pub const CGI_TIMEOUT: u64 = 30;
+/// `--cgi-max`.
+pub const CGI_MAX: u32 = 16;
+/// `--log-format`.
+pub const LOG_FORMAT: LogFormat = LogFormat::Common;
+/// `--read-timeout`, in seconds.
+pub const READ_TIMEOUT: u64 = 10;
+/// `--keepalive-timeout`, in seconds.
+pub const KEEPALIVE_TIMEOUT: u64 = 15;
+/// `--send-timeout`, in seconds.
+pub const SEND_TIMEOUT: u64 = 30;
+/// `--shutdown-grace`, in seconds.
+pub const SHUTDOWN_GRACE: u64 = 10;
+/// `--compress-cache`, in megabytes.
+pub const COMPRESS_CACHE: u32 = 64;
+/// `--compress-max`, as the flag takes it.
+pub const COMPRESS_MAX: &str = "4M";
+/// `--h2-max-streams`.
+pub const H2_MAX_STREAMS: u32 = 128;
+/// `--acme-dir`.
+pub const ACME_DIR: &str = "/var/lib/staticd/acme";
+/// `--acme-backoff`, in seconds.
+pub const ACME_BACKOFF: u64 = 60;
+
+/// How access-log lines are written (to stderr). The doc comments are the
+/// `--log-format` help.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
-    /// NCSA common log format.
+    /// NCSA common log format
     Common,
-    /// Apache's combined format: common plus referer and user agent.
+    /// Apache combined: common plus referer and user agent
     Combined,
-    /// fnord's line: `IP STATUS SIZE HOST USER_AGENT REFERER PATH`.
+    /// fnord's `IP STATUS SIZE HOST USER_AGENT REFERER PATH`
     Fnord,
+    /// no access log
     Off,
 }
 
-/// Settings shared by every transport. Built once by `main` and never changed.
+/// Settings shared by every transport. Built once at start-up and never
+/// changed.
 #[derive(Clone, Debug)]
 pub struct Config {
     pub root: PathBuf,
@@ -40,6 +91,8 @@ pub struct Config {
     pub index: Vec<String>,
     pub features: Features,
     pub log_format: LogFormat,
+    /// `--log-file`: the access log goes here instead of stderr.
+    pub log_file: Option<PathBuf>,
     pub read_timeout: Duration,
     pub keepalive_timeout: Duration,
     pub send_timeout: Duration,
@@ -61,6 +114,8 @@ pub struct Config {
     pub min_rate: u64,
     /// How long in-flight responses may run after SIGINT/SIGTERM.
     pub shutdown_grace: Duration,
+    /// Who to become once the ports are bound and the certificates read.
+    pub privileges: Privileges,
     /// HTTPS on the listeners (or stdin/stdout); None: cleartext.
     pub https: Option<Https>,
     /// HTTP/2 (ALPN h2 over TLS, h2c with prior knowledge in cleartext);
@@ -76,7 +131,81 @@ pub struct Config {
     pub proxy_protocol: bool,
     /// `--trusted-proxy`: peers whose `Forwarded` / `X-Forwarded-For`
     /// name the client.
-    pub trusted_proxies: crate::proxy::TrustedProxies,
+    pub trusted_proxies: TrustedProxies,
+}
+
+/// `--user`, `--group` and `--chroot`; none: keep running as started.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Privileges {
+    /// A user name or uid.
+    pub user: Option<String>,
+    /// A group name or gid; None: the user's primary group.
+    pub group: Option<String>,
+    /// chroot(2) here; the root is then inside it.
+    pub chroot: Option<PathBuf>,
+}
+
+/// What a site serves, beyond plain files.
+#[derive(Clone, Debug, Default)]
+pub struct Features {
+    /// Pick a directory under the root by the Host header.
+    pub vhosts: bool,
+    /// Generate an index for directories without an index file.
+    pub listing: bool,
+    /// Run executable `*.cgi` files as CGI scripts.
+    pub cgi: bool,
+    /// Compress text on the fly (`--compress-*`); None: `--no-compress`,
+    /// or a build without the feature.
+    pub compress: Option<CompressSettings>,
+}
+
+/// `--compress-cache` and `--compress-max`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompressSettings {
+    /// Most bytes of compressed variants held in memory.
+    pub cache_bytes: usize,
+    /// Larger files are sent as they are.
+    pub max_size: u64,
+}
+
+impl Default for CompressSettings {
+    fn default() -> Self {
+        CompressSettings {
+            cache_bytes: megabytes(COMPRESS_CACHE),
+            max_size: parse_size(COMPRESS_MAX).expect("COMPRESS_MAX is a size"),
+        }
+    }
+}
+
+/// `--compress-cache`'s megabytes in bytes.
+pub fn megabytes(n: u32) -> usize {
+    (n as usize) << 20
+}
+
+/// A byte count as `--compress-max` takes it: a number, or one followed by
+/// K or M (KiB, MiB).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let (digits, unit) = match s.as_bytes().last() {
+        Some(b'k' | b'K') => (&s[..s.len() - 1], 1 << 10),
+        Some(b'm' | b'M') => (&s[..s.len() - 1], 1 << 20),
+        _ => (s, 1),
+    };
+    let n: u64 = digits
+        .parse()
+        .ok()
+        .filter(|_| !digits.starts_with('+'))
+        .ok_or("not a size in bytes, or with K or M after it, e.g. 4M")?;
+    n.checked_mul(unit)
+        .filter(|&bytes| bytes <= 1 << 30)
+        .ok_or_else(|| "more than 1G".to_string())
+}
+
+/// `--unix-mode`: permission bits in octal, as chmod(1) takes them.
+pub fn parse_mode(s: &str) -> Result<u32, String> {
+    match u32::from_str_radix(s, 8) {
+        Ok(mode) if mode <= 0o777 && !s.starts_with('+') => Ok(mode),
+        _ => Err("not an octal mode from 000 to 777, e.g. 660".to_string()),
+    }
 }
 
 /// HTTP/2 settings (`--h2-max-streams`).
@@ -88,7 +217,9 @@ pub struct Http2 {
 
 impl Default for Http2 {
     fn default() -> Self {
-        Http2 { max_streams: 128 }
+        Http2 {
+            max_streams: H2_MAX_STREAMS,
+        }
     }
 }
 
@@ -114,13 +245,15 @@ pub struct Acme {
     pub backoff: Duration,
 }
 
-/// How a CA checks that this server answers for a name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How a CA checks that this server answers for a name. The doc comments
+/// are the `--acme-challenge` help.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Challenge {
-    /// RFC 8737: a handshake on the TLS port with ALPN acme-tls/1.
+    /// TLS-ALPN-01 (RFC 8737): answered by the HTTPS port itself
+    #[value(name = "tls-alpn-01")]
     TlsAlpn01,
-    /// RFC 8555 8.3: a file under /.well-known/acme-challenge/ on port 80
-    /// (`--redirect-http`).
+    /// HTTP-01: answered on the --redirect-http port (80)
+    #[value(name = "http-01")]
     Http01,
 }
 
@@ -159,38 +292,40 @@ pub struct Https {
 
 impl Default for Config {
     fn default() -> Self {
+        let secs = Duration::from_secs;
         Config {
-            root: PathBuf::from("."),
-            port: 8080,
+            root: PathBuf::from(ROOT),
+            port: PORT,
             bind: Vec::new(),
-            // Any local user may connect, as to a TCP port; a proxy's socket
-            // is usually guarded by its directory's permissions instead.
-            unix_mode: 0o666,
+            unix_mode: parse_mode(UNIX_MODE).expect("UNIX_MODE is a mode"),
             reuse_port: false,
-            // main counts the cores; a library user says how many.
+            // The command line counts the cores; a library user says how many.
             threads: 1,
             inetd: false,
             io_uring: false,
-            index: vec!["index.html".to_string()],
+            index: vec![INDEX.to_string()],
             features: Features::default(),
-            log_format: LogFormat::Common,
-            read_timeout: Duration::from_secs(10),
-            keepalive_timeout: Duration::from_secs(15),
-            send_timeout: Duration::from_secs(30),
+            log_format: LOG_FORMAT,
+            log_file: None,
+            read_timeout: secs(READ_TIMEOUT),
+            keepalive_timeout: secs(KEEPALIVE_TIMEOUT),
+            send_timeout: secs(SEND_TIMEOUT),
             no_sendfile: false,
-            cgi_timeout: Duration::from_secs(30),
-            cgi_max: 16,
+            cgi_timeout: secs(CGI_TIMEOUT),
+            cgi_max: CGI_MAX as usize,
+            // The command line sizes it by the descriptor limit.
             max_connections: 1024,
-            max_connections_per_ip: 256,
-            ipv6_prefix: 64,
-            min_rate: 500,
-            shutdown_grace: Duration::from_secs(10),
+            max_connections_per_ip: MAX_CONNECTIONS_PER_IP as usize,
+            ipv6_prefix: IPV6_PREFIX as u8,
+            min_rate: MIN_RATE,
+            shutdown_grace: secs(SHUTDOWN_GRACE),
+            privileges: Privileges::default(),
             https: None,
             http2: None,
             auth: Vec::new(),
             metrics: None,
             proxy_protocol: false,
-            trusted_proxies: crate::proxy::TrustedProxies::default(),
+            trusted_proxies: TrustedProxies::default(),
         }
     }
 }
@@ -313,6 +448,32 @@ impl FromStr for AuthArea {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_on_the_command_line() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64k"), Ok(64 << 10));
+        assert_eq!(parse_size("4M"), Ok(4 << 20));
+        assert_eq!(parse_size("1024M"), Ok(1 << 30));
+        for bad in [
+            "",
+            "M",
+            "4G",
+            "-1",
+            "+4",
+            "4 M",
+            "1025M",
+            "99999999999999999999",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn textual_defaults_parse() {
+        assert!(parse_mode(UNIX_MODE).is_ok());
+        assert!(parse_size(COMPRESS_MAX).is_ok());
+    }
 
     #[test]
     fn bind_forms() {

@@ -1,8 +1,10 @@
-//! staticd as a library: everything but the command line, so that the
-//! binary, benchmarks, fuzz targets and property tests share one build.
+//! staticd as a library: everything but main.rs, so that the binary,
+//! benchmarks, fuzz targets and property tests share one build.
 //!
-//! `http` and `site` decide; `respond` is where decisions meet; `session`
-//! drives one connection without I/O; `serve` holds the transports.
+//! `config` is the leaf every module reads; `http` and `site` decide;
+//! `respond` is where decisions meet; `session` drives one connection
+//! without I/O; `serve` holds the transports; `cli` turns the command line
+//! into a `Config` and `start` starts from it. layers.txt orders them.
 
 #[cfg(feature = "acme")]
 pub mod acme;
@@ -10,8 +12,10 @@ pub mod acme;
 pub mod auth;
 pub mod calendar;
 pub mod cgi;
+pub mod cli;
 pub mod complaint;
 pub mod config;
+pub mod exchange;
 pub mod http;
 pub mod log;
 pub mod metrics;
@@ -25,6 +29,7 @@ pub mod rules;
 pub mod serve;
 pub mod session;
 pub mod site;
+pub mod start;
 pub mod sys;
 #[cfg(feature = "tls")]
 pub mod tls;

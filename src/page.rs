@@ -6,7 +6,7 @@
 //! Everything is inline: a page staticd writes makes no further requests,
 //! so it looks right even when the site has no stylesheet of its own.
 
-use crate::http::response::Status;
+use crate::http::status::Status;
 
 /// The stylesheet, as a literal macro so that `concat!` can build the error
 /// pages at compile time. Light and dark follow the reader's system setting;

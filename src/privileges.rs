@@ -4,7 +4,25 @@ use std::ffi::CString;
 use std::io;
 use std::path::Path;
 
-use crate::site::describe;
+use crate::config::Privileges;
+use crate::sys::describe;
+
+/// Gives up what `p` says to: looks the names up, then chroot, then the
+/// group and user.
+pub fn apply(p: &Privileges) -> Result<(), String> {
+    // Names are looked up before chroot hides /etc/passwd.
+    let identity = match &p.user {
+        Some(user) => Some(lookup(user, p.group.as_deref())?),
+        None => None,
+    };
+    if let Some(dir) = &p.chroot {
+        chroot(dir)?;
+    }
+    if let Some(id) = &identity {
+        become_user(id)?;
+    }
+    Ok(())
+}
 
 /// The identity to run as.
 pub struct Identity {

@@ -2,15 +2,15 @@
 //! and body bytes are decided.
 
 use std::cell::Cell;
-use std::io::Write;
-use std::ops::Range;
 use std::sync::Arc;
 
 use crate::cgi::{self, CgiHead};
 use crate::http::conditional::{self, Precondition, Validators};
+use crate::http::head::{Framing, Head};
 use crate::http::parse::{BodyFraming, Method, ParseError, Request};
 use crate::http::range::{self, ByteRange, RangeOutcome};
-use crate::http::response::{self, Chunk, HeadBuilder, Persistence, Status};
+use crate::http::response::{self, Chunk};
+use crate::http::status::Status;
 use crate::page;
 use crate::pool;
 use crate::rules::redirects::Match as RuleMatch;
@@ -23,10 +23,10 @@ use crate::site::{Access, Lookup, Resource, ScriptTarget, Site, SiteError};
 
 const ALLOW: &str = "GET, HEAD, OPTIONS";
 
-/// A decided response: the head, then body pieces in order.
+/// A decided response: the structured head, then body pieces in order.
+/// Each protocol encodes it (HTTP/1.1 bytes, HTTP/2 fields).
 pub struct Response {
-    pub status: Status,
-    pub head: Vec<u8>,
+    pub head: Head,
     pub body: Vec<Chunk>,
     /// Body bytes on the wire (for the access log).
     pub body_len: u64,
@@ -34,22 +34,21 @@ pub struct Response {
     pub user: Option<Arc<str>>,
     /// The server closes the connection after this response.
     pub close: bool,
+    /// The request's HTTP/1 minor version, for the HTTP/1.1 encoding of
+    /// persistence and open-ended bodies (1 when unknown).
+    pub minor_version: u8,
 }
 
 impl Response {
-    /// Where the body lies among the bytes the response puts on the wire:
-    /// it ends them, after the head (a small body rides in `head`).
-    pub fn body_range(&self) -> Range<u64> {
-        let chunks: u64 = self.body.iter().map(Chunk::size).sum();
-        let end = self.head.len() as u64 + chunks;
-        end.saturating_sub(self.body_len)..end
+    pub fn code(&self) -> u16 {
+        self.head.code()
     }
 }
 
-/// The head and body buffers go back to this thread's free lists.
+/// The body list goes back to this thread's free list (the head returns
+/// its own buffers).
 impl Drop for Response {
     fn drop(&mut self) {
-        pool::give(&pool::HEADS, std::mem::take(&mut self.head));
         pool::give(&response::BODIES, std::mem::take(&mut self.body));
     }
 }
@@ -94,7 +93,7 @@ pub fn respond(site: &Site, req: &Request, force_close: bool) -> Answer {
         path: url_path,
     };
     let reply = Reply {
-        persistence: persistence(req, force_close),
+        persistence: Persistence::of(req, force_close),
         head_only: req.method == Method::Head,
         errors: ErrorForm::for_accept(req.accept.as_deref()),
         site: Some(ctx),
@@ -143,7 +142,7 @@ impl Reply<'_> {
         }
         let user = match self.access(ctx, req, ctx.path) {
             Ok(user) => user,
-            Err(denied) => return Answer::Send(denied),
+            Err(denied) => return Answer::Send(*denied),
         };
         let mut answer = self.permitted(ctx, req, path, force_close);
         match &mut answer {
@@ -191,13 +190,14 @@ impl Reply<'_> {
     }
 
     /// Whether `--auth` lets the request for `url` through: the user whose
-    /// credentials passed (None: no area covers it), or the 401.
+    /// credentials passed (None: no area covers it), or the 401 (boxed:
+    /// a refusal is rare, and the usual result stays small).
     fn access(
         &self,
         ctx: &SiteCtx,
         req: &Request,
         url: Option<&[u8]>,
-    ) -> Result<Option<Arc<str>>, Response> {
+    ) -> Result<Option<Arc<str>>, Box<Response>> {
         let site = ctx.site;
         // A path that cannot be read is refused elsewhere; "/" stands in
         // so that an area at the root still covers it. A path that is not
@@ -207,12 +207,12 @@ impl Reply<'_> {
             Access::Open => Ok(None),
             Access::Granted { user } => Ok(Some(user)),
             Access::Denied { realm } => {
-                let mut h = HeadBuilder::new(Status::Unauthorized);
+                let mut h = Head::new(Status::Unauthorized);
                 h.header_display(
                     "WWW-Authenticate",
                     format_args!("Basic realm=\"{realm}\", charset=\"UTF-8\""),
                 );
-                Err(self.short_body(Status::Unauthorized, h))
+                Err(Box::new(self.short_body(Status::Unauthorized, h)))
             }
         }
     }
@@ -238,7 +238,7 @@ impl Reply<'_> {
             // The parser admits no other status.
             _ => return Answer::Send(self.error(Status::InternalServerError)),
         };
-        let mut h = HeadBuilder::new(status);
+        let mut h = Head::new(status);
         h.header("Location", &rule.target(path.query));
         Answer::Send(self.short_body(status, h))
     }
@@ -260,14 +260,12 @@ impl Reply<'_> {
         let mut scratch = Vec::new();
         let url = url_path(&path, &mut scratch);
         if let Err(denied) = self.access(ctx, req, Some(url)) {
-            return Answer::Send(denied);
+            return Answer::Send(*denied);
         }
         let resolved = lookup(ctx, req, &path);
         if rule.status() == 404 {
             return Answer::Send(match resolved {
-                Ok(Resource::File(set)) => {
-                    self.page_file(Status::NotFound, HeadBuilder::new(Status::NotFound), &set)
-                }
+                Ok(Resource::File(set)) => self.page_file(Head::new(Status::NotFound), &set),
                 _ => self.error(Status::NotFound),
             });
         }
@@ -342,12 +340,27 @@ pub struct SiteHeaders {
     path: Vec<u8>,
 }
 
-fn persistence(req: &Request, force_close: bool) -> Persistence {
-    match (force_close || !req.keep_alive, req.minor_version) {
-        (true, _) => Persistence::Close,
-        (false, 0) => Persistence::KeepAlive10,
-        (false, _) => Persistence::Default11,
+/// Whether the connection goes on after a response, and the request's
+/// version, which says how HTTP/1.1 tells the client so.
+#[derive(Clone, Copy)]
+struct Persistence {
+    close: bool,
+    minor_version: u8,
+}
+
+impl Persistence {
+    fn of(req: &Request, force_close: bool) -> Persistence {
+        Persistence {
+            close: force_close || !req.keep_alive,
+            minor_version: req.minor_version,
+        }
     }
+
+    /// The last response on its connection, to a request of unknown version.
+    const CLOSE: Persistence = Persistence {
+        close: true,
+        minor_version: 1,
+    };
 }
 
 impl Reply<'_> {
@@ -356,7 +369,7 @@ impl Reply<'_> {
         match resolved {
             Ok(Resource::File(set)) => reply.file(req, &set),
             Ok(Resource::AddSlash(location) | Resource::Redirect(location)) => {
-                let mut h = HeadBuilder::new(Status::MovedPermanently);
+                let mut h = Head::new(Status::MovedPermanently);
                 h.header("Location", &location);
                 reply.short_body(Status::MovedPermanently, h)
             }
@@ -371,43 +384,26 @@ impl Reply<'_> {
     }
 
     fn not_allowed(&self) -> Response {
-        let mut h = HeadBuilder::new(Status::MethodNotAllowed);
+        let mut h = Head::new(Status::MethodNotAllowed);
         h.header("Allow", ALLOW);
         self.short_body(Status::MethodNotAllowed, h)
     }
 }
 
-/// How a CGI response body is delimited on the way to the client.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CgiFraming {
-    /// No body (HEAD, 204, 304).
-    Empty,
-    /// The script gave a Content-Length.
-    Length(u64),
-    /// HTTP/1.1 without a length: chunked.
-    Chunked,
-    /// HTTP/1.0 without a length: the body ends when the connection closes.
-    UntilClose,
-}
-
-/// The response head for a script's header block (not a local redirect).
-pub fn cgi_head(job: &CgiJob, head: &CgiHead) -> (Vec<u8>, CgiFraming, bool) {
+/// The response for a script's header block (not a local redirect): its
+/// head, and whether the script's body follows it (not for HEAD, 204 or
+/// 304). The body's framing is the head's: its Content-Length, else
+/// open-ended (chunked in HTTP/1.1, until the close in HTTP/1.0, the
+/// stream's end in HTTP/2).
+pub fn cgi_head(job: &CgiJob, head: &CgiHead) -> (Response, bool) {
     let req = &job.request;
     let no_body = matches!(head.status, 204 | 304);
-    let framing = match head.content_length {
-        _ if no_body => CgiFraming::Empty,
-        Some(n) => CgiFraming::Length(n),
-        // An HTTP/2 stream's DATA frames end with the stream: no chunks.
-        None if req.minor_version >= 1 && !req.http2 => CgiFraming::Chunked,
-        None => CgiFraming::UntilClose,
+    let mut h = Head::with_code(head.status, &head.reason);
+    h.framing = match head.content_length {
+        _ if no_body => Framing::Empty,
+        Some(n) => Framing::Length(n),
+        None => Framing::Open,
     };
-    let close = job.force_close || !req.keep_alive || framing == CgiFraming::UntilClose;
-    let reason = if head.reason.is_empty() {
-        standard_reason(head.status)
-    } else {
-        head.reason.as_str()
-    };
-    let mut h = HeadBuilder::with_code(head.status, reason);
     if let Some(ct) = &head.content_type {
         h.header("Content-Type", ct);
     }
@@ -420,21 +416,19 @@ pub fn cgi_head(job: &CgiJob, head: &CgiHead) -> (Vec<u8>, CgiFraming, bool) {
     if let Some(sh) = &job.site_headers {
         add_site_headers(&sh.files, sh.host.as_deref(), &sh.path, head.status, &mut h);
     }
-    match framing {
-        CgiFraming::Length(n) => {
-            h.header_u64("Content-Length", n);
-        }
-        CgiFraming::Chunked => {
-            h.header("Transfer-Encoding", "chunked");
-        }
-        CgiFraming::Empty | CgiFraming::UntilClose => {}
-    }
-    let framing = if req.method == Method::Head {
-        CgiFraming::Empty
-    } else {
-        framing
+    // An open-ended body in HTTP/1.0 ends with the connection.
+    let until_close = h.framing == Framing::Open && req.minor_version == 0;
+    let persistence = Persistence::of(req, job.force_close || until_close);
+    let body_follows = !no_body && req.method != Method::Head;
+    let response = Response {
+        head: h,
+        body: pool::take(&response::BODIES),
+        body_len: 0,
+        user: job.user.clone(),
+        close: persistence.close,
+        minor_version: persistence.minor_version,
     };
-    (h.finish(persistence(req, close)), framing, close)
+    (response, body_follows)
 }
 
 /// A response to a CGI request that the script did not produce: the limit
@@ -450,41 +444,15 @@ pub fn cgi_failure(job: &CgiJob, site: &Site, status: Status) -> Response {
         files: headers.map(|h| &h.files),
         path: headers.map(|h| &h.path[..]),
     };
-    Reply {
-        persistence: Persistence::Close,
+    let mut response = Reply {
+        persistence: Persistence::CLOSE,
         head_only: req.method == Method::Head,
         errors: ErrorForm::for_accept(req.accept.as_deref()),
         site: Some(ctx),
     }
-    .error(status)
-}
-
-fn standard_reason(code: u16) -> &'static str {
-    match code {
-        200 => "OK",
-        201 => "Created",
-        202 => "Accepted",
-        204 => "No Content",
-        301 => "Moved Permanently",
-        302 => "Found",
-        303 => "See Other",
-        304 => "Not Modified",
-        307 => "Temporary Redirect",
-        308 => "Permanent Redirect",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        409 => "Conflict",
-        410 => "Gone",
-        422 => "Unprocessable Content",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        _ => "Status",
-    }
+    .error(status);
+    response.user = job.user.clone();
+    response
 }
 
 /// Answers a request head that could not be parsed; the connection closes,
@@ -498,7 +466,7 @@ pub fn refuse(err: ParseError) -> Response {
         ParseError::UnsupportedVersion => Status::VersionNotSupported,
     };
     Reply {
-        persistence: Persistence::Close,
+        persistence: Persistence::CLOSE,
         head_only: false,
         errors: ErrorForm::Plain,
         site: None,
@@ -512,7 +480,7 @@ pub fn refuse(err: ParseError) -> Response {
 pub fn https_required(head_only: bool) -> Response {
     const BODY: &str = "400 Bad Request: this port speaks HTTPS; use an https:// URL\n";
     let reply = Reply {
-        persistence: Persistence::Close,
+        persistence: Persistence::CLOSE,
         head_only,
         errors: ErrorForm::Plain,
         site: None,
@@ -520,7 +488,7 @@ pub fn https_required(head_only: bool) -> Response {
     reply.bytes(
         Status::BadRequest,
         "text/plain; charset=utf-8",
-        BODY.as_bytes(),
+        Chunk::Static(BODY.as_bytes()),
     )
 }
 
@@ -534,13 +502,13 @@ fn acme_http01(req: &Request, site: &Site, force_close: bool) -> Option<Response
         return None;
     }
     let reply = Reply {
-        persistence: persistence(req, force_close),
+        persistence: Persistence::of(req, force_close),
         head_only: req.method == Method::Head,
         errors: ErrorForm::for_accept(req.accept.as_deref()),
         site: None,
     };
     Some(match site.acme_http01(token) {
-        Some(answer) => reply.bytes(Status::Ok, "application/octet-stream", &answer),
+        Some(answer) => reply.bytes(Status::Ok, "application/octet-stream", Chunk::Bytes(answer)),
         None => reply.error(Status::NotFound),
     })
 }
@@ -556,7 +524,7 @@ pub fn redirect_to_https(req: &Request, site: &Site, port: u16, force_close: boo
     #[cfg(not(feature = "acme"))]
     let _ = site;
     let reply = Reply {
-        persistence: persistence(req, force_close),
+        persistence: Persistence::of(req, force_close),
         head_only: req.method == Method::Head,
         errors: ErrorForm::for_accept(req.accept.as_deref()),
         site: None,
@@ -572,7 +540,7 @@ pub fn redirect_to_https(req: &Request, site: &Site, port: u16, force_close: boo
     } else {
         "/"
     };
-    let mut h = HeadBuilder::new(Status::PermanentRedirect);
+    let mut h = Head::new(Status::PermanentRedirect);
     if port == 443 {
         h.header_display("Location", format_args!("https://{host}{target}"));
     } else {
@@ -615,9 +583,9 @@ struct SiteCtx<'a> {
 
 impl SiteCtx<'_> {
     /// The `_headers` fields for this request's path, added to a head.
-    fn add_headers(&self, status: Status, h: &mut HeadBuilder) {
+    fn add_headers(&self, h: &mut Head) {
         if let (Some(files), Some(path)) = (self.files, self.path) {
-            add_site_headers(files, self.host, path, status.code(), h);
+            add_site_headers(files, self.host, path, h.code(), h);
         }
     }
 
@@ -638,13 +606,7 @@ impl SiteCtx<'_> {
 /// Adds the `_headers` fields for `path` to a head: they replace staticd's
 /// own of the same name, except Vary, which is joined. A 304 leaves out the
 /// representation's own metadata (RFC 9110 §15.4.5).
-fn add_site_headers(
-    files: &RootFiles,
-    host: Option<&str>,
-    path: &[u8],
-    status: u16,
-    h: &mut HeadBuilder,
-) {
+fn add_site_headers(files: &RootFiles, host: Option<&str>, path: &[u8], status: u16, h: &mut Head) {
     let applied = files.headers.matching(host, path);
     for (name, value) in applied.iter() {
         let is = |names: &[&str]| names.iter().any(|m| m.eq_ignore_ascii_case(name));
@@ -689,20 +651,20 @@ impl ErrorForm {
 
 impl Reply<'_> {
     fn options(&self) -> Response {
-        let mut h = HeadBuilder::new(Status::NoContent);
+        let mut h = Head::new(Status::NoContent);
         h.header("Allow", ALLOW);
-        self.build(Status::NoContent, h, Vec::new(), 0)
+        self.build(h, pool::take(&response::BODIES), 0)
     }
 
     fn error(&self, status: Status) -> Response {
-        self.short_body(status, HeadBuilder::new(status))
+        self.short_body(status, Head::new(status))
     }
 
     /// A status with its short body: an HTML page for a person (an error,
     /// to a browser), else the text line `<code> <reason>\n`.
-    fn short_body(&self, status: Status, mut h: HeadBuilder) -> Response {
+    fn short_body(&self, status: Status, mut h: Head) -> Response {
         if let Some(set) = self.site_error_page(status) {
-            return self.page_file(status, h, &set);
+            return self.page_file(h, &set);
         }
         let page = match (self.errors, page::error_page(status)) {
             (ErrorForm::ByAccept { html }, Some(page)) => {
@@ -712,8 +674,15 @@ impl Reply<'_> {
             _ => None,
         };
         match page {
-            Some(page) => self.page(status, h, page),
-            None => self.status_line(status, h),
+            Some(page) => self.small_body(
+                h,
+                "text/html; charset=utf-8",
+                Chunk::Static(page.as_bytes()),
+            ),
+            None => {
+                let line = Chunk::Static(status.line().as_bytes());
+                self.small_body(h, "text/plain; charset=utf-8", line)
+            }
         }
     }
 
@@ -729,56 +698,24 @@ impl Reply<'_> {
     /// A file of the site as the body of an error (or `_redirects` 404)
     /// response: all of it, whatever the request's Range or conditionals
     /// (they are about the resource asked for, not this page).
-    fn page_file(&self, status: Status, mut h: HeadBuilder, set: &FileSet) -> Response {
+    fn page_file(&self, mut h: Head, set: &FileSet) -> Response {
         let f = &set.original;
         h.header("Content-Type", &f.content_type);
-        h.header_u64("Content-Length", f.len);
-        self.with_body(status, h, one_chunk(slice(&f.source, 0, f.len)), f.len)
-    }
-
-    /// A body that is an HTML page built at compile time.
-    fn page(&self, status: Status, h: HeadBuilder, page: &'static str) -> Response {
-        self.small_body(status, h, "text/html; charset=utf-8", page.as_bytes())
+        h.length(f.len);
+        self.with_body(h, one_chunk(slice(&f.source, 0, f.len)), f.len)
     }
 
     /// A short body of `content_type` with only the usual fields.
-    fn bytes(&self, status: Status, content_type: &str, body: &[u8]) -> Response {
-        self.small_body(status, HeadBuilder::new(status), content_type, body)
+    fn bytes(&self, status: Status, content_type: &str, body: Chunk) -> Response {
+        self.small_body(Head::new(status), content_type, body)
     }
 
-    /// A short body, sent in the same write as the head.
-    fn small_body(
-        &self,
-        status: Status,
-        mut h: HeadBuilder,
-        content_type: &str,
-        body: &[u8],
-    ) -> Response {
+    /// A short body held in memory.
+    fn small_body(&self, mut h: Head, content_type: &str, body: Chunk) -> Response {
+        let len = body.size();
         h.header("Content-Type", content_type);
-        h.header_u64("Content-Length", body.len() as u64);
-        let mut resp = self.build(status, h, Vec::new(), 0);
-        if !self.head_only {
-            resp.head.extend_from_slice(body);
-            resp.body_len = body.len() as u64;
-        }
-        resp
-    }
-
-    /// The body `<code> <reason>\n`, as text.
-    fn status_line(&self, status: Status, mut h: HeadBuilder) -> Response {
-        // Three digits, a space, the reason and a newline.
-        let body_len = 3 + 1 + status.reason().len() + 1;
-        h.header("Content-Type", "text/plain; charset=utf-8");
-        h.header_u64("Content-Length", body_len as u64);
-        let mut resp = self.build(status, h, Vec::new(), 0);
-        if !self.head_only {
-            // Small bodies ride in the same write as the head.
-            let before = resp.head.len();
-            let _ = writeln!(resp.head, "{} {}", status.code(), status.reason());
-            debug_assert_eq!(resp.head.len() - before, body_len);
-            resp.body_len = body_len as u64;
-        }
-        resp
+        h.length(len);
+        self.with_body(h, one_chunk(body), len)
     }
 
     fn file(&self, req: &Request, set: &FileSet) -> Response {
@@ -805,15 +742,15 @@ impl Reply<'_> {
         match range.map_or(RangeOutcome::Whole, |r| range::evaluate(r, size)) {
             RangeOutcome::Whole => {
                 let mut h = self.file_head(Status::Ok, &rep);
-                h.header_u64("Content-Length", size);
-                self.with_body(Status::Ok, h, one_chunk(slice(&f.source, 0, size)), size)
+                h.length(size);
+                self.with_body(h, one_chunk(slice(&f.source, 0, size)), size)
             }
             RangeOutcome::Ranges(ranges) if ranges.len() == 1 => {
                 self.one_range(&rep, &f.source, ranges[0], size)
             }
             RangeOutcome::Ranges(ranges) => self.multipart(&rep, &f.source, &ranges, size),
             RangeOutcome::Unsatisfiable => {
-                let mut h = HeadBuilder::new(Status::RangeNotSatisfiable);
+                let mut h = Head::new(Status::RangeNotSatisfiable);
                 h.header_display("Content-Range", format_args!("bytes */{size}"));
                 self.short_body(Status::RangeNotSatisfiable, h)
             }
@@ -830,9 +767,9 @@ impl Reply<'_> {
     ) -> Response {
         let mut h = self.file_head(Status::PartialContent, rep);
         h.header_display("Content-Range", ContentRange(r, size));
-        h.header_u64("Content-Length", r.len());
+        h.length(r.len());
         let body = one_chunk(slice(source, r.start, r.len()));
-        self.with_body(Status::PartialContent, h, body, r.len())
+        self.with_body(h, body, r.len())
     }
 
     /// 304 or 412 when the request's preconditions say so (RFC 9110 §13.2.2).
@@ -840,19 +777,19 @@ impl Reply<'_> {
         match conditional::evaluate(req, rep.validators) {
             Precondition::Proceed => None,
             Precondition::NotModified => {
-                let mut h = HeadBuilder::new(Status::NotModified);
+                let mut h = Head::new(Status::NotModified);
                 validator_headers(&mut h, rep.validators);
                 if let Some(vary) = rep.vary {
                     h.header("Vary", vary);
                 }
-                Some(self.build(Status::NotModified, h, Vec::new(), 0))
+                Some(self.build(h, pool::take(&response::BODIES), 0))
             }
             Precondition::Failed => Some(self.error(Status::PreconditionFailed)),
         }
     }
 
-    fn file_head(&self, status: Status, rep: &Representation) -> HeadBuilder {
-        let mut h = HeadBuilder::new(status);
+    fn file_head(&self, status: Status, rep: &Representation) -> Head {
+        let mut h = Head::new(status);
         h.header("Content-Type", rep.content_type);
         representation_headers(&mut h, rep);
         h
@@ -881,18 +818,13 @@ impl Reply<'_> {
         if let Some(resp) = self.preconditions(req, &rep) {
             return resp;
         }
-        let mut h = HeadBuilder::new(Status::Ok);
+        let mut h = Head::new(Status::Ok);
         h.header("Content-Type", content_type);
         validator_headers(&mut h, &v);
         h.header("Vary", "Accept");
-        h.header_u64("Content-Length", body.len() as u64);
         let len = body.len() as u64;
-        self.with_body(
-            Status::Ok,
-            h,
-            one_chunk(Chunk::Bytes(body.into_bytes())),
-            len,
-        )
+        h.length(len);
+        self.with_body(h, one_chunk(Chunk::Bytes(body.into_bytes())), len)
     }
 
     /// multipart/byteranges (RFC 9110 §14.6): each part names its range.
@@ -920,58 +852,38 @@ impl Reply<'_> {
         let end = format!("\r\n--{boundary}--\r\n");
         total += end.len() as u64;
         body.push(Chunk::Bytes(end.into_bytes()));
-        let mut h = HeadBuilder::new(Status::PartialContent);
+        let mut h = Head::new(Status::PartialContent);
         h.header(
             "Content-Type",
             &format!("multipart/byteranges; boundary={boundary}"),
         );
         representation_headers(&mut h, rep);
-        h.header_u64("Content-Length", total);
-        self.with_body(Status::PartialContent, h, body, total)
+        h.length(total);
+        self.with_body(h, body, total)
     }
 
     /// A response with a body, which HEAD leaves off.
-    fn with_body(&self, status: Status, h: HeadBuilder, body: Vec<Chunk>, len: u64) -> Response {
+    fn with_body(&self, h: Head, mut body: Vec<Chunk>, len: u64) -> Response {
         if self.head_only {
-            pool::give(&response::BODIES, body);
-            self.build(status, h, Vec::new(), 0)
+            body.clear();
+            self.build(h, body, 0)
         } else {
-            self.build(status, h, body, len)
+            self.build(h, body, len)
         }
     }
 
-    fn build(
-        &self,
-        status: Status,
-        mut h: HeadBuilder,
-        mut body: Vec<Chunk>,
-        body_len: u64,
-    ) -> Response {
+    /// The response, with the site's `_headers` fields added.
+    fn build(&self, mut h: Head, body: Vec<Chunk>, body_len: u64) -> Response {
         if let Some(ctx) = &self.site {
-            ctx.add_headers(status, &mut h);
-        }
-        let mut head = h.finish(self.persistence);
-        // A small body already in memory rides in the same write as the
-        // head; a large one (compressed on the fly) is sent from where it is.
-        let small = body_len <= crate::site::file::SMALL_FILE;
-        if small && body.iter().all(|c| !matches!(c, Chunk::File { .. })) {
-            for chunk in body.drain(..) {
-                match chunk {
-                    Chunk::Bytes(bytes) => head.extend_from_slice(&bytes),
-                    Chunk::Shared { bytes, offset, len } => {
-                        head.extend_from_slice(&bytes[offset..offset + len])
-                    }
-                    Chunk::File { .. } => {}
-                }
-            }
+            ctx.add_headers(&mut h);
         }
         Response {
-            status,
-            head,
+            head: h,
             body,
             body_len,
             user: None,
-            close: self.persistence == Persistence::Close,
+            close: self.persistence.close,
+            minor_version: self.persistence.minor_version,
         }
     }
 }
@@ -985,7 +897,7 @@ struct Representation<'a> {
 }
 
 /// Headers every 200/206 of a file carries, whatever its Content-Type.
-fn representation_headers(h: &mut HeadBuilder, rep: &Representation) {
+fn representation_headers(h: &mut Head, rep: &Representation) {
     if let Some(encoding) = rep.encoding {
         h.header("Content-Encoding", encoding);
     }
@@ -996,7 +908,7 @@ fn representation_headers(h: &mut HeadBuilder, rep: &Representation) {
     h.header("Accept-Ranges", "bytes");
 }
 
-fn validator_headers(h: &mut HeadBuilder, v: &Validators) {
+fn validator_headers(h: &mut Head, v: &Validators) {
     h.header_display("Last-Modified", httpdate::HttpDate::from(v.last_modified));
     h.header("ETag", &v.etag);
 }
@@ -1026,4 +938,108 @@ fn boundary(etag: &str) -> String {
         etag.bytes().chain(n.to_le_bytes()),
     );
     format!("staticd-{hash:016x}")
+}
+
+/// Decisions read off the structured head, before any encoding.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Features;
+    use crate::http::parse::{self, Parsed};
+
+    fn site() -> (tempfile::TempDir, Site) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "0123456789").unwrap();
+        let site = Site::open(dir.path(), &["index.html"], Features::default()).unwrap();
+        (dir, site)
+    }
+
+    fn answer(site: &Site, raw: &str) -> Response {
+        let Parsed::Complete { request, .. } = parse::parse(raw.as_bytes()) else {
+            panic!("{raw:?} parses");
+        };
+        match respond(site, &request, false) {
+            Answer::Send(response) => response,
+            Answer::Cgi(_) => panic!("no scripts"),
+        }
+    }
+
+    fn body(r: &Response) -> Vec<u8> {
+        let mut out = Vec::new();
+        for chunk in &r.body {
+            out.extend_from_slice(chunk.memory().expect("held in memory"));
+        }
+        out
+    }
+
+    #[test]
+    fn a_file_its_head_and_its_conditional() {
+        let (_dir, site) = site();
+        let ok = answer(&site, "GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(ok.code(), 200);
+        assert_eq!(ok.head.framing, Framing::Length(10));
+        assert_eq!(
+            ok.head.get("Content-Type"),
+            Some("text/plain; charset=utf-8")
+        );
+        assert_eq!(body(&ok), b"0123456789");
+        assert!(!ok.close);
+        let etag = ok.head.get("ETag").unwrap().to_string();
+        let head = answer(&site, "HEAD /a.txt HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(head.head.framing, Framing::Length(10));
+        assert!(head.body.is_empty() && head.body_len == 0);
+        let raw = format!("GET /a.txt HTTP/1.1\r\nHost: x\r\nIf-None-Match: {etag}\r\n\r\n");
+        let not_modified = answer(&site, &raw);
+        assert_eq!(not_modified.code(), 304);
+        assert_eq!(not_modified.head.framing, Framing::Empty);
+        assert_eq!(not_modified.head.get("ETag"), Some(etag.as_str()));
+        assert_eq!(not_modified.head.get("Content-Type"), None);
+    }
+
+    #[test]
+    fn a_range_and_one_that_cannot_be_satisfied() {
+        let (_dir, site) = site();
+        let part = answer(
+            &site,
+            "GET /a.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=2-4\r\n\r\n",
+        );
+        assert_eq!(part.code(), 206);
+        assert_eq!(part.head.get("Content-Range"), Some("bytes 2-4/10"));
+        assert_eq!(part.head.framing, Framing::Length(3));
+        assert_eq!(body(&part), b"234");
+        let raw = "GET /a.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=20-\r\n\r\n";
+        let none = answer(&site, raw);
+        assert_eq!(none.code(), 416);
+        assert_eq!(none.head.get("Content-Range"), Some("bytes */10"));
+    }
+
+    #[test]
+    fn errors_and_options() {
+        let (_dir, site) = site();
+        let missing = answer(&site, "GET /nope HTTP/1.0\r\n\r\n");
+        assert_eq!(missing.code(), 404);
+        assert_eq!(body(&missing), b"404 Not Found\n");
+        // HTTP/1.0 without keep-alive: the last response on its connection.
+        assert!(missing.close && missing.minor_version == 0);
+        let html = answer(
+            &site,
+            "GET /nope HTTP/1.1\r\nHost: x\r\nAccept: text/html\r\n\r\n",
+        );
+        assert_eq!(
+            html.head.get("Content-Type"),
+            Some("text/html; charset=utf-8")
+        );
+        assert_eq!(html.head.get("Vary"), Some("Accept"));
+        let options = answer(&site, "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(options.code(), 204);
+        assert_eq!(options.head.get("Allow"), Some(ALLOW));
+        assert_eq!(options.head.framing, Framing::Empty);
+        let post = answer(
+            &site,
+            "POST /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+        );
+        assert_eq!(post.code(), 405);
+        let refused = refuse(ParseError::TargetTooLong);
+        assert_eq!((refused.code(), refused.close), (414, true));
+    }
 }

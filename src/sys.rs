@@ -13,6 +13,26 @@ use rustix::event::{PollFd, PollFlags};
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 use rustix::net::SendFlags;
 
+/// An I/O error as a short phrase without Rust's "(os error N)" suffix.
+pub fn describe(e: &io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+/// Raises the descriptor limit to its hard maximum, as nginx's
+/// worker_rlimit_nofile does: each connection needs one.
+pub fn raise_fd_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        limit.current = limit.maximum;
+        let _ = setrlimit(Resource::Nofile, limit);
+    }
+}
+
 /// Opens `rel` beneath the directory `dir` for reading. The kernel refuses
 /// any resolution that would leave `dir` (`..`, absolute symlinks, symlinks
 /// pointing outside), so the check cannot race with the file system.

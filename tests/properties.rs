@@ -26,12 +26,13 @@ use common::*;
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 
+use staticd::config::Features;
 use staticd::http::parse::{self, Parsed};
 use staticd::http::range::{self, ByteRange, RangeOutcome};
-use staticd::http::response::Chunk;
+use staticd::http::response::{encode, Chunk, Http1};
 use staticd::respond::{self, Answer};
 use staticd::site::path::{PathError, SitePath};
-use staticd::site::{Features, Site};
+use staticd::site::Site;
 
 // --- path normalisation ------------------------------------------------------------------
 
@@ -413,30 +414,28 @@ impl Confined {
     }
 }
 
-/// The whole response as it would go on the wire: head (with any small
-/// body) followed by every body chunk read from its source.
+/// The whole response as it would go on the wire: the head encoded as
+/// HTTP/1.1, followed by every body chunk read from its source.
 fn wire_bytes(answer: Answer) -> Vec<u8> {
     let Answer::Send(resp) = answer else {
         panic!("no CGI here")
     };
-    let mut out = resp.head.clone();
+    let conn = Http1 {
+        minor_version: resp.minor_version,
+        close: resp.close,
+        hsts: None,
+    };
+    let mut out = Vec::new();
+    encode(&resp.head, &conn, &mut out);
     for chunk in &resp.body {
-        match *chunk {
-            Chunk::Bytes(ref b) => out.extend_from_slice(b),
-            Chunk::Shared {
-                ref bytes,
-                offset,
-                len,
-            } => out.extend_from_slice(&bytes[offset..offset + len]),
-            Chunk::File {
-                ref file,
-                offset,
-                len,
-            } => {
-                let mut buf = vec![0; len as usize];
-                file.read_exact_at(&mut buf, offset).unwrap();
+        match (chunk.memory(), chunk) {
+            (Some(bytes), _) => out.extend_from_slice(bytes),
+            (None, Chunk::File { file, offset, len }) => {
+                let mut buf = vec![0; *len as usize];
+                file.read_exact_at(&mut buf, *offset).unwrap();
                 out.extend_from_slice(&buf);
             }
+            (None, _) => unreachable!("only files are not in memory"),
         }
     }
     out

@@ -483,6 +483,40 @@ matrix!([h1, tls, h2c, h2_tls] both_modes:
     header_client_decides_trust,
 );
 
+/// `--trusted-proxy unix:` trusts the clients of a Unix-socket listener: the
+/// name the listeners give them is the one the flag takes.
+fn unix_socket_peers_are_trusted_as_unix(v: Variant) {
+    let root = site();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("staticd.sock");
+    let bind = format!("unix:{}", path.display());
+    let server = Server::builder(v, root.path())
+        .log_format("common")
+        .plain()
+        .bind(&bind)
+        .args(["--trusted-proxy", "unix:"])
+        .start();
+    server
+        .stderr()
+        .wait_line(|l| l == format!("staticd: listening on {bind}"));
+    let mut stream = UnixStream::connect(&path).unwrap();
+    stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    let request = get(
+        "/a.txt?forwarded-over-unix",
+        &["X-Forwarded-For: 198.51.100.9", "Connection: close"],
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut bytes = Vec::new();
+    stream.read_to_end(&mut bytes).unwrap();
+    assert_eq!(parse_responses(&bytes, &["GET"])[0].status, 200);
+    assert_eq!(
+        logged_client(&server, "forwarded-over-unix"),
+        "198.51.100.9"
+    );
+}
+
+matrix!([h1, tls, h2c, h2_tls] standalone: unix_socket_peers_are_trusted_as_unix);
+
 #[test]
 fn bad_trusted_proxy_values_are_usage_errors() {
     for value in [

@@ -677,10 +677,10 @@ pub fn tls_session(data: &[u8]) {
     use std::os::unix::net::UnixStream;
     use std::sync::OnceLock;
 
-    use staticd::config::Config;
+    use staticd::config::{Config, Features};
     use staticd::serve::{Got, Wire};
     use staticd::session::{Kind, Session, Step};
-    use staticd::site::{Features, Site};
+    use staticd::site::Site;
     use staticd::tls::Acceptor;
 
     static SERVER: OnceLock<(Acceptor, Site, Config)> = OnceLock::new();
@@ -735,7 +735,7 @@ pub fn tls_session(data: &[u8]) {
     if cleartext {
         // A cleartext request gets 400, or waits for the rest of its head.
         while let Step::Send(s) = session.step(cfg, site, false) {
-            assert_eq!(s.response.status.code(), 400, "cleartext on a TLS port");
+            assert_eq!(s.response.code(), 400, "cleartext on a TLS port");
         }
     }
 }
@@ -755,9 +755,9 @@ pub fn h2_connection(data: &[u8]) {
     use std::sync::{Arc, OnceLock};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    use staticd::config::{Config, Http2};
+    use staticd::config::{Config, Features, Http2};
     use staticd::serve::h2::{serve_stream, PREFACE};
-    use staticd::site::{Features, Site};
+    use staticd::site::Site;
 
     static SERVER: OnceLock<(Arc<Config>, Arc<Site>)> = OnceLock::new();
     let (cfg, site) = SERVER.get_or_init(|| {
@@ -990,8 +990,8 @@ pub fn proxy_header(data: &[u8]) {
 ///   is what a walk from the right gives: the first untrusted address;
 ///   past garbage, the last trusted one (or none); all trusted, the leftmost.
 pub fn forwarded(data: &[u8]) {
+    use staticd::config::{TrustedProxies, TrustedProxy};
     use staticd::proxy::forwarded::origin;
-    use staticd::proxy::{TrustedProxies, TrustedProxy};
     use std::net::IpAddr;
     let text = String::from_utf8_lossy(data);
     let mut parts = text.splitn(3, '\n');

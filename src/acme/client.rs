@@ -17,7 +17,7 @@ use instant_acme::{BodyWrapper, BytesResponse, Error, HttpClient};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 
-use crate::site::describe;
+use crate::sys::describe;
 
 /// The most a Retry-After is heeded: a day, as the backoff.
 const MAX_RETRY_AFTER: Duration = super::schedule::MAX_BACKOFF;

@@ -16,7 +16,7 @@ use super::schedule;
 use super::state::{write_atomically, StateDir};
 use super::{names, Issued};
 use crate::config::{Acme, Challenge};
-use crate::site::describe;
+use crate::sys::describe;
 
 /// How often the state directory is looked at for certificates another
 /// process renewed, and `--acme-vhosts` for new sites.

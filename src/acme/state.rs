@@ -20,7 +20,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::site::describe;
+use crate::sys::describe;
 
 const CHALLENGES: &str = ".challenges";
 const HTTP_01: &str = "http-01";
@@ -224,6 +224,12 @@ impl Answers {
             &self.challenges.join(TLS_ALPN_01).join(name),
             MAX_CHALLENGE_CERT,
         )
+    }
+}
+
+impl crate::site::Http01 for Answers {
+    fn answer(&self, token: &str) -> Option<Vec<u8>> {
+        self.http01(token)
     }
 }
 

@@ -24,7 +24,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::config::AuthArea;
-use crate::site::describe;
+use crate::site::{Access, Guard};
+use crate::sys::describe;
 use basic::Credentials;
 use htpasswd::Table;
 
@@ -287,6 +288,17 @@ impl Auth {
     #[cfg(test)]
     fn verifications(&self) -> u64 {
         self.verifications.load(Ordering::Relaxed)
+    }
+}
+
+/// How the site asks: `Check` as the site's `Access`.
+impl Guard for Auth {
+    fn access(&self, path: &str, authorization: Option<&str>) -> Access<'_> {
+        match self.check(path, authorization.map(str::as_bytes)) {
+            Check::Open => Access::Open,
+            Check::Granted { user } => Access::Granted { user },
+            Check::Denied { realm } => Access::Denied { realm },
+        }
     }
 }
 

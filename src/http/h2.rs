@@ -1,6 +1,6 @@
 //! HTTP/2 as data: an h2 stream's request head becomes the same `Request`
-//! the HTTP/1.1 parser gives, and a decided response head (HTTP/1.1 text)
-//! becomes h2 fields. No I/O here; `serve::h2` moves the frames.
+//! the HTTP/1.1 parser gives, and a decided response head (`Head`) becomes
+//! h2 fields directly. No I/O here; `serve::h2` moves the frames.
 //!
 //! The request is built from the h2 header map directly rather than by
 //! rendering HTTP/1.1 text and parsing it again: the values borrow from the
@@ -10,10 +10,12 @@
 
 use std::borrow::Cow;
 
-use bytes::Bytes;
-use http::header::{HeaderMap, HeaderName, HeaderValue, HOST};
+use bytes::{BufMut, BytesMut};
+use http::header::STRICT_TRANSPORT_SECURITY;
+use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, DATE, HOST, SERVER};
 use http::{Method as H2Method, StatusCode, Uri};
 
+use super::head::{Framing, Head};
 use super::limits::{MAX_HEADERS, MAX_TARGET_BYTES};
 use super::parse::{append, valid_host, BodyFraming, Method, ParseError, Request};
 
@@ -112,10 +114,6 @@ fn text(value: &HeaderValue) -> Result<&str, ParseError> {
     std::str::from_utf8(value.as_bytes()).map_err(|_| ParseError::Malformed)
 }
 
-/// Most fields a response head of ours carries (a `_headers` rule can add
-/// some to the usual dozen).
-const MAX_RESPONSE_FIELDS: usize = 128;
-
 /// Fields that mean something only to an HTTP/1.1 connection and are
 /// malformed in HTTP/2 (RFC 9113 §8.2.2).
 const CONNECTION_SPECIFIC: [&str; 5] = [
@@ -126,41 +124,45 @@ const CONNECTION_SPECIFIC: [&str; 5] = [
     "proxy-connection",
 ];
 
-/// A response head as h2 sends it, and how many bytes of the HTTP/1.1 head
-/// it came from: what follows them in the buffer is the start of the body.
-pub struct Head {
-    pub status: StatusCode,
-    pub fields: HeaderMap,
-    pub len: usize,
-}
-
-/// Reads a response head rendered as HTTP/1.1 text (`respond` or the CGI
-/// exchange made it, so a failure is a bug, not the client's doing); None
-/// too while the head is incomplete. The field values are slices of
-/// `bytes`, not copies.
-pub fn response_head(bytes: &Bytes) -> Option<Head> {
-    let mut parsed = [httparse::EMPTY_HEADER; MAX_RESPONSE_FIELDS];
-    let mut response = httparse::Response::new(&mut parsed);
-    let len = match response.parse(bytes) {
-        Ok(httparse::Status::Complete(len)) => len,
-        _ => return None,
-    };
-    let status = StatusCode::from_u16(response.code?).ok()?;
-    let mut fields = HeaderMap::with_capacity(response.headers.len());
-    for field in response.headers.iter() {
+/// `head` as h2 sends it: its status, Date and Server, Strict-Transport-
+/// Security when `hsts` (`--hsts` over HTTPS), its fields, and
+/// content-length for a body of known length; an open-ended body ends with
+/// the stream. The values are slices of one copy of the head's text, not a
+/// copy each. None: a status HTTP/2 cannot carry (a CGI script's, over
+/// 999), or a field name it cannot (never one of ours).
+pub fn response_fields(head: &Head, hsts: Option<u64>) -> Option<(StatusCode, HeaderMap)> {
+    use std::io::Write;
+    let status = StatusCode::from_u16(head.code()).ok()?;
+    let mut text = BytesMut::with_capacity(head.text().len() + 64);
+    text.put_slice(head.text().as_bytes());
+    let date = text.len()..text.len() + 29;
+    super::response::with_http_date_now(|d| text.put_slice(d));
+    let hsts_at = text.len();
+    if let Some(max_age) = hsts {
+        // Writing to a BytesMut cannot fail.
+        let _ = write!((&mut text).writer(), "max-age={max_age}");
+    }
+    let hsts_value = hsts_at..text.len();
+    let text = text.freeze();
+    let value = |range| HeaderValue::from_maybe_shared(text.slice(range)).ok();
+    let mut fields = HeaderMap::with_capacity(head.spans().count() + 4);
+    fields.append(DATE, value(date)?);
+    fields.append(SERVER, HeaderValue::from_static("staticd"));
+    if hsts.is_some() {
+        fields.append(STRICT_TRANSPORT_SECURITY, value(hsts_value)?);
+    }
+    for (name, range) in head.spans() {
         // Lower-cased here, as HTTP/2 requires.
-        let name = HeaderName::from_bytes(field.name.as_bytes()).ok()?;
+        let name = HeaderName::from_bytes(head.text()[name].as_bytes()).ok()?;
         if CONNECTION_SPECIFIC.contains(&name.as_str()) {
             continue;
         }
-        let value = bytes.slice_ref(field.value);
-        fields.append(name, HeaderValue::from_maybe_shared(value).ok()?);
+        fields.append(name, value(range)?);
     }
-    Some(Head {
-        status,
-        fields,
-        len,
-    })
+    if let Framing::Length(n) = head.framing {
+        fields.append(CONTENT_LENGTH, HeaderValue::from(n));
+    }
+    Some((status, fields))
 }
 
 #[cfg(test)]
@@ -205,17 +207,28 @@ mod tests {
     }
 
     #[test]
-    fn response_head_drops_connection_fields_and_finds_the_body() {
-        let head = Bytes::from_static(
-            b"HTTP/1.1 404 Not Found\r\nDate: x\r\nContent-Length: 3\r\n\
-            Connection: close\r\nKeep-Alive: timeout=5\r\nX-Custom: A\r\n\r\nabc",
-        );
-        let h = response_head(&head).unwrap();
-        assert_eq!(h.status, StatusCode::NOT_FOUND);
-        assert_eq!(&head[h.len..], b"abc");
-        assert!(h.fields.get("connection").is_none());
-        assert!(h.fields.get("keep-alive").is_none());
-        assert_eq!(h.fields["x-custom"], "A");
-        assert_eq!(h.fields["content-length"], "3");
+    fn response_fields_from_the_head_with_what_the_connection_adds() {
+        use crate::http::status::Status;
+        let mut head = Head::new(Status::NotFound);
+        head.header("Content-Type", "text/plain")
+            .header("Connection", "close")
+            .header("X-Custom", "A")
+            .length(3);
+        let (status, fields) = response_fields(&head, Some(600)).unwrap();
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert!(fields.get("connection").is_none());
+        assert_eq!(fields["x-custom"], "A");
+        assert_eq!(fields["content-type"], "text/plain");
+        assert_eq!(fields["content-length"], "3");
+        assert_eq!(fields["server"], "staticd");
+        assert_eq!(fields["strict-transport-security"], "max-age=600");
+        assert!(httpdate::parse_http_date(fields["date"].to_str().unwrap()).is_ok());
+        let mut open = Head::with_code(299, "Mine");
+        open.framing = Framing::Open;
+        let (status, fields) = response_fields(&open, None).unwrap();
+        assert_eq!(status.as_u16(), 299);
+        assert!(fields.get("content-length").is_none());
+        assert!(fields.get("strict-transport-security").is_none());
+        assert!(response_fields(&Head::with_code(1000, ""), None).is_none());
     }
 }

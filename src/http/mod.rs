@@ -1,13 +1,16 @@
-//! HTTP/1.x as data: no socket I/O anywhere below here.
+//! HTTP as data: requests parsed, responses as a structured head and the
+//! encodings of it; no socket I/O anywhere below here.
 
 pub mod body;
 pub mod conditional;
 #[cfg(feature = "http2")]
 pub mod h2;
+pub mod head;
 pub mod limits;
 pub mod parse;
 pub mod range;
 pub mod response;
+pub mod status;
 
 /// RFC 9110 §5.6.2: whether `name` is a token (what a field name must be).
 pub fn is_token(name: &[u8]) -> bool {

@@ -87,6 +87,15 @@ impl Line {
         self.zero = more.zero;
     }
 
+    /// Says where the body lies among the bytes written, for a line of one
+    /// response whose body was not known when it was made (a CGI script's,
+    /// which streams after the head).
+    pub fn set_body(&mut self, body: Range<u64>) {
+        for f in &mut self.sizes {
+            f.body = body.clone();
+        }
+    }
+
     /// Writes the line, if there is one, its sizes taken from `written`,
     /// the bytes of its response (or batch) that went out. The line is
     /// empty afterwards, so it is never written twice.

@@ -2,7 +2,8 @@
 //! port's. It answers `GET /metrics` (and HEAD) with the exposition page,
 //! anything else with 404 (or 405 for another method on /metrics), one
 //! request per connection. Requests are read by the same parser as the
-//! public ports' (fuzzed there), bounded in size, time and concurrency.
+//! public ports' (fuzzed there), bounded in size, time and concurrency,
+//! and answered through the same head encoder (Date, Server, framing).
 
 use std::cell::Cell;
 use std::io;
@@ -14,8 +15,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::exposition::{self, Process};
+use crate::http::head::Head;
 use crate::http::limits::MAX_HEAD_BYTES;
 use crate::http::parse::{self, Method, Parsed};
+use crate::http::response::{self, Http1};
+use crate::http::status::Status;
 
 /// How long a scraper may take to send its request and take the answer.
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -105,15 +109,9 @@ async fn answer(mut stream: TcpStream, process: &Process) -> io::Result<()> {
                 let path = request.target.split('?').next().unwrap_or("");
                 break decide(path, &request.method, process);
             }
-            Parsed::Error(_) => break page(400, "Bad Request", &[], "bad request\n", true),
+            Parsed::Error(_) => break page(Status::BadRequest, &[], "bad request\n", true),
             Parsed::Incomplete if buf.len() > MAX_HEAD_BYTES => {
-                break page(
-                    431,
-                    "Request Header Fields Too Large",
-                    &[],
-                    "too large\n",
-                    true,
-                )
+                break page(Status::HeaderFieldsTooLarge, &[], "too large\n", true)
             }
             Parsed::Incomplete => {}
         }
@@ -129,49 +127,44 @@ fn decide(path: &str, method: &Method, process: &Process) -> Vec<u8> {
         ("/metrics", Method::Head) => false,
         ("/metrics", _) => {
             let allow = [("Allow", "GET, HEAD")];
-            return page(405, "Method Not Allowed", &allow, "use GET\n", true);
+            return page(Status::MethodNotAllowed, &allow, "use GET\n", true);
         }
-        (_, Method::Head) => return page(404, "Not Found", &[], "not found\n", false),
-        _ => return page(404, "Not Found", &[], "not found: try /metrics\n", true),
+        (_, Method::Head) => return page(Status::NotFound, &[], "not found\n", false),
+        _ => return page(Status::NotFound, &[], "not found: try /metrics\n", true),
     };
     let text = exposition::render(&super::counters::totals(), process);
     let fields = [
         ("Content-Type", exposition::CONTENT_TYPE),
         ("Cache-Control", "no-store"),
     ];
-    let mut out = head(200, "OK", &fields, text.len());
-    if body_wanted {
-        out.extend_from_slice(text.as_bytes());
-    }
-    out
+    whole(Status::Ok, &fields, &text, body_wanted)
 }
 
-/// A whole small response; `body_wanted` false for HEAD.
-fn page(
-    status: u16,
-    reason: &str,
-    fields: &[(&str, &str)],
-    body: &str,
-    body_wanted: bool,
-) -> Vec<u8> {
+/// A whole small plain-text response; `body_wanted` false for HEAD.
+fn page(status: Status, fields: &[(&str, &str)], body: &str, body_wanted: bool) -> Vec<u8> {
     let mut all = vec![("Content-Type", "text/plain; charset=utf-8")];
     all.extend_from_slice(fields);
-    let mut out = head(status, reason, &all, body.len());
+    whole(status, &all, body, body_wanted)
+}
+
+/// The response as HTTP/1.1 bytes, the last on its connection.
+fn whole(status: Status, fields: &[(&str, &str)], body: &str, body_wanted: bool) -> Vec<u8> {
+    let mut head = Head::new(status);
+    for (name, value) in fields {
+        head.header(name, value);
+    }
+    head.length(body.len() as u64);
+    let conn = Http1 {
+        minor_version: 1,
+        close: true,
+        hsts: None,
+    };
+    let mut out = Vec::with_capacity(256 + body.len());
+    response::encode(&head, &conn, &mut out);
     if body_wanted {
         out.extend_from_slice(body.as_bytes());
     }
     out
-}
-
-fn head(status: u16, reason: &str, fields: &[(&str, &str)], length: usize) -> Vec<u8> {
-    let mut out = format!("HTTP/1.1 {status} {reason}\r\n");
-    for (name, value) in fields {
-        out.push_str(&format!("{name}: {value}\r\n"));
-    }
-    out.push_str(&format!(
-        "Content-Length: {length}\r\nConnection: close\r\n\r\n"
-    ));
-    out.into_bytes()
 }
 
 #[cfg(test)]
@@ -192,7 +185,8 @@ mod tests {
     #[test]
     fn only_metrics_is_served() {
         let ok = text(decide("/metrics", &Method::Get, &process()));
-        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\nDate: "), "{ok}");
+        assert!(ok.contains("\r\nServer: staticd\r\n") && ok.contains("\r\nConnection: close\r\n"));
         assert!(ok.contains("\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"));
         assert!(ok.contains("\n# TYPE staticd_requests_total counter\n"));
         let head = text(decide("/metrics", &Method::Head, &process()));

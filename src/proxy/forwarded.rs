@@ -10,7 +10,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use super::trusted::TrustedProxies;
+use crate::config::TrustedProxies;
 use crate::http::parse::Request;
 
 /// A client address a forwarding header gave.

@@ -5,6 +5,3 @@
 
 pub mod forwarded;
 pub mod header;
-pub mod trusted;
-
-pub use trusted::{TrustedProxies, TrustedProxy};

@@ -12,7 +12,7 @@ use rustix::net::{AddressFamily, SocketType};
 
 use super::listen::{Bound, Listener};
 use crate::config::Config;
-use crate::site::describe;
+use crate::sys::describe;
 
 /// The name (systemd's FileDescriptorName=) of a passed socket that serves
 /// `--redirect-http`: every request is sent to https on the HTTPS socket's port.

@@ -34,8 +34,8 @@ use crate::pace::Pace;
 use crate::pool;
 use crate::respond::CgiJob;
 use crate::session::{Kind, Sent, Session, Step};
-use crate::site::{describe, Site};
-use crate::sys;
+use crate::site::Site;
+use crate::sys::{self, describe};
 
 pub(crate) use super::READ_CHUNK;
 /// How long accepting pauses when the process is out of descriptors.
@@ -1140,7 +1140,7 @@ async fn send(
     pace: &mut Pace,
 ) -> io::Result<()> {
     let mut out = wire.out(stream.as_fd(), true);
-    let mut writer = ResponseWriter::new(&sent.response).copying(copy);
+    let mut writer = ResponseWriter::new(&sent.wire, &sent.response.body).copying(copy);
     // The pace learns of progress only when a write would wait: a response
     // the socket takes at once costs no reading beyond the one at its start.
     let mut paced = 0;

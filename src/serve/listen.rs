@@ -9,8 +9,7 @@ use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 
 use crate::config::{Bind, Config};
-use crate::site::describe;
-use crate::sys;
+use crate::sys::{self, describe};
 
 /// How the access log names a client that came over a Unix socket (a
 /// proxy on this host), as nginx's `$remote_addr` does.

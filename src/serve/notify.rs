@@ -31,7 +31,7 @@ pub fn init() {
         Err(e) => eprintln!(
             "staticd: warning: NOTIFY_SOCKET {}: cannot connect: {}",
             path.to_string_lossy(),
-            crate::site::describe(&e)
+            crate::sys::describe(&e)
         ),
     }
 }

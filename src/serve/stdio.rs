@@ -115,7 +115,8 @@ fn serve(cfg: &Arc<Config>, site: &Arc<Site>, extras: Extras) -> io::Result<()> 
             Step::Send(mut sent) => {
                 let mut wire = wire.borrow_mut();
                 let mut out = wire.out(output, out_socket);
-                let mut writer = ResponseWriter::new(&sent.response).copying(cfg.no_sendfile);
+                let mut writer =
+                    ResponseWriter::new(&sent.wire, &sent.response.body).copying(cfg.no_sendfile);
                 let mut pace = Pace::new(Instant::now(), cfg.send_timeout, cfg.min_rate);
                 let result = send_blocking(&mut out, &mut writer, &mut pace);
                 sent.written = writer.written();

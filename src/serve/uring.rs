@@ -36,8 +36,8 @@ use crate::http::response::Chunk;
 use crate::pace::Pace;
 use crate::pool;
 use crate::session::{Sent, Session, Step};
-use crate::site::{describe, Site};
-use crate::sys;
+use crate::site::Site;
+use crate::sys::{self, describe};
 
 /// Submission queue entries of each worker's ring.
 const RING_ENTRIES: u32 = 1024;
@@ -342,7 +342,10 @@ async fn linger(stream: &impl Socket) {
 /// after what was read of it, never padded.
 async fn send(stream: &impl Socket, sent: &mut Sent, pace: &mut Pace) -> io::Result<()> {
     let Sent {
-        response, written, ..
+        response,
+        wire,
+        written,
+        ..
     } = sent;
     let mut out = Outgoing {
         pieces: Vec::new(),
@@ -351,13 +354,13 @@ async fn send(stream: &impl Socket, sent: &mut Sent, pace: &mut Pace) -> io::Res
         written,
     };
     out.pieces
-        .push(Piece::new(Held::Head(std::mem::take(&mut response.head))));
+        .push(Piece::new(Held::Head(std::mem::take(wire))));
     let mut body = std::mem::take(&mut response.body);
     let result = out.send_body(stream, &mut body).await;
-    // Back where `Response`'s Drop hands them to the free lists.
+    // Back where `Sent`'s and `Response`'s Drop hand them to the free lists.
     response.body = body;
     if let Some(head) = out.head.take() {
-        response.head = head;
+        *wire = head;
     }
     result
 }
@@ -377,6 +380,7 @@ impl Outgoing<'_> {
         for chunk in body.drain(..) {
             match chunk {
                 Chunk::Bytes(bytes) => self.pieces.push(Piece::new(Held::Bytes(bytes))),
+                Chunk::Static(bytes) => self.pieces.push(Piece::new(Held::Static(bytes))),
                 Chunk::Shared { bytes, offset, len } => self.pieces.push(Piece {
                     held: Held::Shared(bytes),
                     start: offset,
@@ -455,7 +459,7 @@ impl Outgoing<'_> {
                 match piece.held {
                     Held::Head(head) => self.head = Some(head),
                     Held::Block(block) => blocks::give(block),
-                    Held::Bytes(_) | Held::Shared(_) => {}
+                    Held::Bytes(_) | Held::Shared(_) | Held::Static(_) => {}
                 }
             }
             self.pieces = pieces;
@@ -477,6 +481,7 @@ enum Held {
     /// A file's bytes read into a buffer of `blocks`.
     Block(Vec<u8>),
     Shared(Arc<[u8]>),
+    Static(&'static [u8]),
 }
 
 impl Piece {
@@ -484,6 +489,7 @@ impl Piece {
         let end = match &held {
             Held::Head(v) | Held::Bytes(v) | Held::Block(v) => v.len(),
             Held::Shared(bytes) => bytes.len(),
+            Held::Static(bytes) => bytes.len(),
         };
         Piece {
             held,
@@ -496,6 +502,7 @@ impl Piece {
         let all: &[u8] = match &self.held {
             Held::Head(v) | Held::Bytes(v) | Held::Block(v) => v,
             Held::Shared(bytes) => bytes,
+            Held::Static(bytes) => bytes,
         };
         &all[self.start..self.end]
     }

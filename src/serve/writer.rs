@@ -13,7 +13,6 @@ use memmap2::{Mmap, MmapOptions};
 use crate::http::response::Chunk;
 use crate::pace::Pace;
 use crate::pool;
-use crate::respond::Response;
 use crate::sys;
 
 /// Largest single sendfile(2) or write: below the kernel's 0x7ffff000 cap.
@@ -91,7 +90,9 @@ impl<'a> Out<'a> {
 }
 
 pub struct ResponseWriter<'a> {
-    response: &'a Response,
+    /// The head's bytes (and a small body), then the body's chunks.
+    head: &'a [u8],
+    body: &'a [Chunk],
     /// Bytes of the head already written.
     head_done: usize,
     /// Bytes of the whole response written, for the access log.
@@ -116,11 +117,13 @@ impl Drop for ResponseWriter<'_> {
 }
 
 impl<'a> ResponseWriter<'a> {
-    /// A writer for `response`, which it borrows: the transport keeps the
-    /// response once, and the writer adds only its progress.
-    pub fn new(response: &'a Response) -> ResponseWriter<'a> {
+    /// A writer for a response encoded as HTTP/1.1 (a `Sent`'s `wire`, then
+    /// its body), which it borrows: the transport keeps the response once,
+    /// and the writer adds only its progress.
+    pub fn new(head: &'a [u8], body: &'a [Chunk]) -> ResponseWriter<'a> {
         ResponseWriter {
-            response,
+            head,
+            body,
             head_done: 0,
             written: 0,
             chunk: 0,
@@ -153,7 +156,7 @@ impl<'a> ResponseWriter<'a> {
     }
 
     fn all_taken(&self) -> bool {
-        self.head_done == self.response.head.len() && self.chunk == self.response.body.len()
+        self.head_done == self.head.len() && self.chunk == self.body.len()
     }
 
     /// Makes one write towards finishing the response. Returns the bytes
@@ -171,26 +174,15 @@ impl<'a> ResponseWriter<'a> {
     }
 
     fn write_next(&mut self, out: &mut Out<'_>) -> io::Result<usize> {
-        if self.head_done < self.response.head.len() {
-            let more = !self.response.body.is_empty();
-            let n = out.write(&self.response.head[self.head_done..], more)?;
+        if self.head_done < self.head.len() {
+            let more = !self.body.is_empty();
+            let n = out.write(&self.head[self.head_done..], more)?;
             self.head_done += n;
             return Ok(n);
         }
-        let last = self.chunk + 1 == self.response.body.len();
-        let response = self.response;
-        let n = match &response.body[self.chunk] {
-            Chunk::Bytes(bytes) => {
-                let n = out.write(&bytes[self.chunk_done as usize..], !last)?;
-                self.advance(n as u64, bytes.len() as u64);
-                n
-            }
-            Chunk::Shared { bytes, offset, len } => {
-                let part = &bytes[offset + self.chunk_done as usize..offset + len];
-                let n = out.write(part, !last)?;
-                self.advance(n as u64, *len as u64);
-                n
-            }
+        let last = self.chunk + 1 == self.body.len();
+        let body = self.body;
+        let n = match &body[self.chunk] {
             Chunk::File { file, offset, len } => {
                 let (offset, len) = (*offset, *len);
                 let n =
@@ -202,6 +194,12 @@ impl<'a> ResponseWriter<'a> {
                     ));
                 }
                 self.advance(n as u64, len);
+                n
+            }
+            memory => {
+                let bytes = memory.memory().unwrap_or_default();
+                let n = out.write(&bytes[self.chunk_done as usize..], !last)?;
+                self.advance(n as u64, bytes.len() as u64);
                 n
             }
         };
@@ -361,15 +359,7 @@ pub fn send_bytes_blocking(
     bytes: Vec<u8>,
     send_timeout: Duration,
 ) -> (u64, io::Result<()>) {
-    let response = Response {
-        status: crate::http::response::Status::Ok,
-        head: bytes,
-        body: Vec::new(),
-        body_len: 0,
-        user: None,
-        close: false,
-    };
-    let mut writer = ResponseWriter::new(&response);
+    let mut writer = ResponseWriter::new(&bytes, &[]);
     // A script's output comes in pieces as it writes them: no rate, only
     // the timeout without progress.
     let mut pace = Pace::new(Instant::now(), send_timeout, 0);

@@ -7,8 +7,8 @@ use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::file::Variant;
 use super::negotiate::Coding;
+use crate::config::CompressSettings;
 use crate::http::conditional;
 
 /// Whether this build has the codecs (feature `compress`).
@@ -18,47 +18,9 @@ pub const AVAILABLE: bool = cfg!(feature = "compress");
 /// eats most of what it would save.
 pub const MIN_SIZE: u64 = 256;
 
-/// `--compress-cache` and `--compress-max`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CompressSettings {
-    /// Most bytes of compressed variants held in memory.
-    pub cache_bytes: usize,
-    /// Larger files are sent as they are.
-    pub max_size: u64,
-}
-
-impl Default for CompressSettings {
-    fn default() -> Self {
-        CompressSettings {
-            cache_bytes: 64 << 20,
-            max_size: 4 << 20,
-        }
-    }
-}
-
-impl CompressSettings {
-    /// Whether a file of this size and type is compressed on the fly.
-    pub fn applies(&self, size: u64, content_type: &str) -> bool {
-        (MIN_SIZE..=self.max_size).contains(&size) && is_compressible(content_type)
-    }
-}
-
-/// A byte count as `--compress-max` takes it: a number, or one followed by
-/// K or M (KiB, MiB).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let (digits, unit) = match s.as_bytes().last() {
-        Some(b'k' | b'K') => (&s[..s.len() - 1], 1 << 10),
-        Some(b'm' | b'M') => (&s[..s.len() - 1], 1 << 20),
-        _ => (s, 1),
-    };
-    let n: u64 = digits
-        .parse()
-        .ok()
-        .filter(|_| !digits.starts_with('+'))
-        .ok_or("not a size in bytes, or with K or M after it, e.g. 4M")?;
-    n.checked_mul(unit)
-        .filter(|&bytes| bytes <= 1 << 30)
-        .ok_or_else(|| "more than 1G".to_string())
+/// Whether a file of this size and type is compressed on the fly.
+pub fn applies(settings: &CompressSettings, size: u64, content_type: &str) -> bool {
+    (MIN_SIZE..=settings.max_size).contains(&size) && is_compressible(content_type)
 }
 
 /// Text and the binary formats that compress well: JavaScript, JSON, XML
@@ -166,14 +128,15 @@ pub fn etag(original: &str, coding: Coding, compressed: &[u8]) -> String {
 }
 
 /// Compression on the fly for a site: its settings and the cache its
-/// threads share.
-pub struct Compression {
+/// threads share, of compressed `V`s (the site's file variants: generic so
+/// that the cache need not know the files that use it).
+pub struct Compression<V> {
     pub settings: CompressSettings,
-    pub cache: Arc<Cache>,
+    pub cache: Arc<Cache<V>>,
 }
 
-impl Compression {
-    pub fn new(settings: CompressSettings) -> Compression {
+impl<V: Weigh> Compression<V> {
+    pub fn new(settings: CompressSettings) -> Compression<V> {
         Compression {
             settings,
             cache: Arc::new(Cache::new(settings.cache_bytes)),
@@ -214,22 +177,26 @@ struct Key {
 /// slot), so many small files cannot pass the bound unseen.
 const ENTRY_OVERHEAD: usize = 256;
 
-struct Entry {
+/// What a cached value costs against the budget, beyond the overhead.
+pub trait Weigh {
+    fn bytes(&self) -> usize;
+}
+
+struct Entry<V> {
     /// None: the coding did not make the file smaller, send it as it is.
-    variant: Option<Arc<Variant>>,
+    variant: Option<Arc<V>>,
     /// When the entry was last used, on the cache's clock.
     used: u64,
 }
 
-impl Entry {
+impl<V: Weigh> Entry<V> {
     fn cost(&self) -> usize {
-        ENTRY_OVERHEAD + self.variant.as_ref().map_or(0, |v| v.len as usize)
+        ENTRY_OVERHEAD + self.variant.as_ref().map_or(0, |v| v.bytes())
     }
 }
 
-#[derive(Default)]
-struct Inner {
-    entries: HashMap<Key, Entry>,
+struct Inner<V> {
+    entries: HashMap<Key, Entry<V>>,
     bytes: usize,
     /// Counts lookups: the least recently used entry has the lowest `used`.
     clock: u64,
@@ -238,33 +205,38 @@ struct Inner {
 /// Compressed variants by file identity and coding, bounded in bytes and
 /// shared by all threads. The lock is held for a lookup or an insertion,
 /// never while compressing.
-pub struct Cache {
+pub struct Cache<V> {
     budget: usize,
-    inner: Mutex<Inner>,
+    inner: Mutex<Inner<V>>,
 }
 
 /// What the cache knows of a file in a coding.
-pub enum Cached {
+pub enum Cached<V> {
     Miss,
     /// Compressed before; None if that did not make it smaller.
-    Hit(Option<Arc<Variant>>),
+    Hit(Option<Arc<V>>),
 }
 
-impl Cache {
-    pub fn new(budget: usize) -> Cache {
+impl<V: Weigh> Cache<V> {
+    pub fn new(budget: usize) -> Cache<V> {
+        let inner = Inner {
+            entries: HashMap::new(),
+            bytes: 0,
+            clock: 0,
+        };
         Cache {
             budget,
-            inner: Mutex::new(Inner::default()),
+            inner: Mutex::new(inner),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    fn lock(&self) -> MutexGuard<'_, Inner<V>> {
         // A panic elsewhere leaves the map consistent: every change to it
         // is a single insert or remove.
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub fn get(&self, identity: Identity, coding: Coding) -> Cached {
+    pub fn get(&self, identity: Identity, coding: Coding) -> Cached<V> {
         let key = Key {
             identity,
             coding: coding.token,
@@ -283,7 +255,7 @@ impl Cache {
 
     /// Remembers a compressed variant (None: not worth sending), making
     /// room by dropping the least recently used entries.
-    pub fn put(&self, identity: Identity, coding: Coding, variant: Option<Arc<Variant>>) {
+    pub fn put(&self, identity: Identity, coding: Coding, variant: Option<Arc<V>>) {
         let key = Key {
             identity,
             coding: coding.token,
@@ -317,7 +289,7 @@ impl Cache {
 
 /// Drops the least recently used entries until at most `target` bytes are
 /// held.
-fn evict(inner: &mut Inner, target: usize) {
+fn evict<V: Weigh>(inner: &mut Inner<V>, target: usize) {
     let mut by_age: Vec<(u64, Key)> = inner.entries.iter().map(|(k, e)| (e.used, *k)).collect();
     by_age.sort_unstable_by_key(|(used, _)| *used);
     for (_, key) in by_age {
@@ -384,36 +356,16 @@ mod tests {
     }
 
     #[test]
-    fn sizes_on_the_command_line() {
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("64k"), Ok(64 << 10));
-        assert_eq!(parse_size("4M"), Ok(4 << 20));
-        assert_eq!(parse_size("1024M"), Ok(1 << 30));
-        for bad in [
-            "",
-            "M",
-            "4G",
-            "-1",
-            "+4",
-            "4 M",
-            "1025M",
-            "99999999999999999999",
-        ] {
-            assert!(parse_size(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
     fn sizes_that_apply() {
         let s = CompressSettings {
             cache_bytes: 1 << 20,
             max_size: 1000,
         };
-        assert!(!s.applies(255, "text/plain"));
-        assert!(s.applies(256, "text/plain"));
-        assert!(s.applies(1000, "text/plain"));
-        assert!(!s.applies(1001, "text/plain"));
-        assert!(!s.applies(500, "image/png"));
+        assert!(!applies(&s, 255, "text/plain"));
+        assert!(applies(&s, 256, "text/plain"));
+        assert!(applies(&s, 1000, "text/plain"));
+        assert!(!applies(&s, 1001, "text/plain"));
+        assert!(!applies(&s, 500, "image/png"));
     }
 
     #[test]
@@ -429,6 +381,12 @@ mod tests {
         assert_eq!(br, etag(original, CODINGS[0], b"abc"));
     }
 
+    impl Weigh for Vec<u8> {
+        fn bytes(&self) -> usize {
+            self.len()
+        }
+    }
+
     fn identity(ino: u64) -> Identity {
         Identity {
             dev: 1,
@@ -441,7 +399,7 @@ mod tests {
 
     #[test]
     fn the_cache_stays_within_its_budget_dropping_the_least_recently_used() {
-        let cache = Cache::new(10 * ENTRY_OVERHEAD);
+        let cache = Cache::<Vec<u8>>::new(10 * ENTRY_OVERHEAD);
         let gzip = CODINGS[2];
         for ino in 0..10 {
             cache.put(identity(ino), gzip, None);
@@ -460,7 +418,7 @@ mod tests {
 
     #[test]
     fn an_entry_larger_than_the_budget_is_not_kept() {
-        let cache = Cache::new(ENTRY_OVERHEAD - 1);
+        let cache = Cache::<Vec<u8>>::new(ENTRY_OVERHEAD - 1);
         cache.put(identity(1), CODINGS[0], None);
         assert_eq!(cache.bytes(), 0);
         assert!(matches!(cache.get(identity(1), CODINGS[0]), Cached::Miss));

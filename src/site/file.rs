@@ -10,11 +10,14 @@ use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::compress::{self, Cached, Compression, Identity};
+use super::compress::{self, Cached, Identity, Weigh};
 use super::negotiate::{self, Coding, ImageFormat};
 use super::{content_type, SiteError};
 use crate::http::conditional::Validators;
 use crate::sys;
+
+/// Compression on the fly, of these files' variants.
+pub type Compression = compress::Compression<Variant>;
 
 /// Files up to this size are read into memory when looked up, and sent
 /// with their head in a single write.
@@ -62,7 +65,7 @@ pub struct FileSet {
 
 /// Where a file's compressed variants are kept, and under what name.
 struct OnTheFly {
-    cache: Arc<compress::Cache>,
+    cache: Arc<compress::Cache<Variant>>,
     identity: Identity,
 }
 
@@ -142,9 +145,7 @@ impl FileSet {
             .iter()
             .any(|v| matches!(v.kind, Kind::Coded(_)));
         if precompressed
-            || !c
-                .settings
-                .applies(self.original.len, &self.original.content_type)
+            || !compress::applies(&c.settings, self.original.len, &self.original.content_type)
         {
             return;
         }
@@ -253,6 +254,12 @@ impl OnTheFly {
                 (Identity::of(&meta) == self.identity).then_some(Cow::Owned(bytes))
             }
         }
+    }
+}
+
+impl Weigh for Variant {
+    fn bytes(&self) -> usize {
+        self.len as usize
     }
 }
 

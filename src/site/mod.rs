@@ -20,23 +20,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::cgi;
-use crate::sys;
+use crate::config::Features;
+use crate::sys::{self, describe};
 use file::FileSet;
 use path::SitePath;
-
-/// What a site serves, beyond plain files.
-#[derive(Clone, Debug, Default)]
-pub struct Features {
-    /// Pick a directory under the root by the Host header.
-    pub vhosts: bool,
-    /// Generate an index for directories without an index file.
-    pub listing: bool,
-    /// Run executable `*.cgi` files as CGI scripts.
-    pub cgi: bool,
-    /// Compress text on the fly (`--compress-*`); None: `--no-compress`,
-    /// or a build without the feature.
-    pub compress: Option<compress::CompressSettings>,
-}
 
 /// A document root, held open so that every lookup is relative to it.
 pub struct Site {
@@ -46,13 +33,13 @@ pub struct Site {
     /// Index file names, tried in order.
     index: Vec<String>,
     features: Features,
-    compression: Option<compress::Compression>,
+    compression: Option<file::Compression>,
     /// `--auth` areas and their credentials.
     #[cfg(feature = "auth")]
-    auth: Option<crate::auth::Auth>,
+    auth: Option<Box<dyn Guard>>,
     /// `--acme`: HTTP-01 answers, for the `--redirect-http` listener.
     #[cfg(feature = "acme")]
-    acme_answers: Option<crate::acme::Answers>,
+    acme_answers: Option<Box<dyn Http01>>,
 }
 
 /// One request's view of what to look up.
@@ -71,6 +58,22 @@ pub enum Access<'a> {
     Granted { user: Arc<str> },
     /// 401, naming the area's realm.
     Denied { realm: &'a str },
+}
+
+/// What decides `Access`: the `--auth` areas (`crate::auth`), which
+/// depend on the site rather than the site on them.
+pub trait Guard: Send + Sync {
+    /// Whether a request for `path` (decoded, from `/`) with these
+    /// credentials (an Authorization header's value) may go on.
+    fn access(&self, path: &str, authorization: Option<&str>) -> Access<'_>;
+}
+
+/// Where ACME's HTTP-01 challenge answers are read (`crate::acme`), for
+/// the `--redirect-http` listener.
+pub trait Http01: Send + Sync {
+    /// The key authorization published for `token`; None when no
+    /// validation of it is under way.
+    fn answer(&self, token: &str) -> Option<Vec<u8>>;
 }
 
 /// What a request path names.
@@ -145,7 +148,7 @@ impl Site {
             compression: features
                 .compress
                 .filter(|_| compress::AVAILABLE)
-                .map(compress::Compression::new),
+                .map(file::Compression::new),
             features,
             #[cfg(feature = "auth")]
             auth: None,
@@ -221,12 +224,7 @@ impl Site {
     pub fn access(&self, path: &str, authorization: Option<&str>) -> Access<'_> {
         #[cfg(feature = "auth")]
         if let Some(auth) = &self.auth {
-            let credentials = authorization.map(str::as_bytes);
-            match auth.check(path, credentials) {
-                crate::auth::Check::Open => {}
-                crate::auth::Check::Granted { user } => return Access::Granted { user },
-                crate::auth::Check::Denied { realm } => return Access::Denied { realm },
-            }
+            return auth.access(path, authorization);
         }
         #[cfg(not(feature = "auth"))]
         let _ = (path, authorization);
@@ -235,15 +233,15 @@ impl Site {
 
     /// Puts paths under `--auth` areas behind these credentials.
     #[cfg(feature = "auth")]
-    pub fn with_auth(mut self, auth: crate::auth::Auth) -> Site {
-        self.auth = Some(auth);
+    pub fn with_auth(mut self, auth: impl Guard + 'static) -> Site {
+        self.auth = Some(Box::new(auth));
         self
     }
 
     /// Answers ACME HTTP-01 challenges on the `--redirect-http` port.
     #[cfg(feature = "acme")]
-    pub fn with_acme(mut self, answers: crate::acme::Answers) -> Site {
-        self.acme_answers = Some(answers);
+    pub fn with_acme(mut self, answers: impl Http01 + 'static) -> Site {
+        self.acme_answers = Some(Box::new(answers));
         self
     }
 
@@ -251,7 +249,7 @@ impl Site {
     /// no validation of it is under way.
     #[cfg(feature = "acme")]
     pub fn acme_http01(&self, token: &str) -> Option<Vec<u8>> {
-        self.acme_answers.as_ref()?.http01(token)
+        self.acme_answers.as_ref()?.answer(token)
     }
 
     /// Whether this site answers HTTP-01 challenges at all.
@@ -540,15 +538,6 @@ pub fn check_index_name(name: &str) -> Result<(), String> {
         return Err("must be a plain file name (no `/`, not `.` or `..`)".to_string());
     }
     Ok(())
-}
-
-/// An I/O error as a short phrase without Rust's "(os error N)" suffix.
-pub fn describe(e: &io::Error) -> String {
-    let s = e.to_string();
-    match s.find(" (os error") {
-        Some(i) => s[..i].to_string(),
-        None => s,
-    }
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
 use crate::config::Https;
-use crate::site::describe;
+use crate::sys::describe;
 
 /// One loaded set of certificates.
 #[derive(Debug, Default)]

@@ -15,7 +15,7 @@ use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LE
 use aws_lc_rs::hkdf;
 use rustls::server::ProducesTickets;
 
-use crate::site::describe;
+use crate::sys::describe;
 
 /// How long a ticket resumes, in seconds: rustls's own ticketer's 12 hours.
 const LIFETIME: u32 = 12 * 60 * 60;

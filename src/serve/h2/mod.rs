@@ -6,6 +6,7 @@
 
 mod cgi;
 mod io;
+mod send;
 mod stream;
 
 use std::future::Future;

@@ -3,8 +3,9 @@
 use std::net::IpAddr;
 use std::str::FromStr;
 
-/// How the access log names a Unix-socket client (`serve::listen::UNIX_CLIENT`),
-/// and how `--trusted-proxy` names them all.
+/// How the access log names a Unix-socket client (`serve::listen::UNIX_CLIENT`;
+/// tests/proxy_protocol.rs checks they agree), and how `--trusted-proxy`
+/// names them all.
 const UNIX: &str = "unix:";
 
 /// One `--trusted-proxy` value: an address range, or `unix:` for every
@@ -140,11 +141,6 @@ mod tests {
         assert!(set(&["0.0.0.0/0"]).trusts_peer("203.0.113.9"));
         assert!(!set(&["0.0.0.0/0"]).trusts_peer("2001:db8::1"));
         assert!(set(&["::/0"]).trusts_peer("2001:db8::1"));
-    }
-
-    #[test]
-    fn unix_clients_are_named_as_the_listeners_name_them() {
-        assert_eq!(UNIX, crate::serve::listen::UNIX_CLIENT);
     }
 
     #[test]
