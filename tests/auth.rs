@@ -83,8 +83,8 @@ fn auth_arg(prefix: &str, file: &Path) -> String {
     format!("{prefix}={}", file.display())
 }
 
-fn start(mode: Mode, fx: &Fixture) -> Server {
-    Server::builder(mode, fx.root.path())
+fn start(v: Variant, fx: &Fixture) -> Server {
+    Server::builder(v, fx.root.path())
         .arg("--auth")
         .arg(auth_arg("/private", &fx.htpasswd))
         .start()
@@ -115,9 +115,9 @@ fn assert_secret(resp: &HResponse) {
     assert_eq!(resp.body_str(), SECRET, "{resp:#?}");
 }
 
-fn no_credentials_get_401_with_a_basic_challenge(mode: Mode) {
+fn no_credentials_get_401_with_a_basic_challenge(v: Variant) {
     let fx = fixture();
-    let server = start(mode, &fx);
+    let server = start(v, &fx);
     for path in [
         "/private",
         "/private/",
@@ -129,9 +129,9 @@ fn no_credentials_get_401_with_a_basic_challenge(mode: Mode) {
     assert_challenged(&server.request("HEAD", "/private/secret.txt", &[]));
 }
 
-fn wrong_credentials_get_401(mode: Mode) {
+fn wrong_credentials_get_401(v: Variant) {
     let fx = fixture();
-    let server = start(mode, &fx);
+    let server = start(v, &fx);
     for authorization in [
         ALICE_WRONG,
         NOBODY,
@@ -145,9 +145,9 @@ fn wrong_credentials_get_401(mode: Mode) {
     }
 }
 
-fn every_supported_hash_lets_its_user_in(mode: Mode) {
+fn every_supported_hash_lets_its_user_in(v: Variant) {
     let fx = fixture();
-    let server = start(mode, &fx);
+    let server = start(v, &fx);
     for authorization in [ALICE_OK, BOB_OK, CAROL_OK, DAVE_OK] {
         assert_secret(&get_as(&server, "/private/secret.txt", Some(authorization)));
     }
@@ -161,9 +161,9 @@ fn every_supported_hash_lets_its_user_in(mode: Mode) {
 
 /// The access log names the user whose credentials passed, where the
 /// common log format has its field, and `-` for everyone else.
-fn the_access_log_names_the_user(mode: Mode) {
+fn the_access_log_names_the_user(v: Variant) {
     let fx = fixture();
-    let server = Server::builder(mode, fx.root.path())
+    let server = Server::builder(v, fx.root.path())
         .arg("--auth")
         .arg(auth_arg("/private", &fx.htpasswd))
         .log_format("common")
@@ -187,9 +187,9 @@ fn the_access_log_names_the_user(mode: Mode) {
         .unwrap_or_else(|| panic!("no such log lines: {:#?}", server.stderr().snapshot()));
 }
 
-fn a_user_stays_in_on_a_kept_alive_connection(mode: Mode) {
+fn a_user_stays_in_on_a_kept_alive_connection(v: Variant) {
     let fx = fixture();
-    let server = start(mode, &fx);
+    let server = start(v, &fx);
     let mut client = server.client();
     let with = [("authorization", ALICE_OK)];
     for _ in 0..3 {
@@ -201,9 +201,9 @@ fn a_user_stays_in_on_a_kept_alive_connection(mode: Mode) {
     assert_challenged(&resp);
 }
 
-fn outside_the_prefix_no_credentials_are_needed(mode: Mode) {
+fn outside_the_prefix_no_credentials_are_needed(v: Variant) {
     let fx = fixture();
-    let server = start(mode, &fx);
+    let server = start(v, &fx);
     for (path, body) in [
         ("/privateer.txt", "arr\n"),
         ("/public.txt", "public\n"),
@@ -216,9 +216,9 @@ fn outside_the_prefix_no_credentials_are_needed(mode: Mode) {
     }
 }
 
-fn other_spellings_of_a_protected_path_are_protected_too(mode: Mode) {
+fn other_spellings_of_a_protected_path_are_protected_too(v: Variant) {
     let fx = fixture();
-    let server = start(mode, &fx);
+    let server = start(v, &fx);
     for target in [
         "/%70rivate/secret.txt",
         "/private%2Fsecret.txt",
@@ -240,9 +240,9 @@ fn other_spellings_of_a_protected_path_are_protected_too(mode: Mode) {
     }
 }
 
-fn refused_hash_kinds_are_reported_and_cannot_log_in(mode: Mode) {
+fn refused_hash_kinds_are_reported_and_cannot_log_in(v: Variant) {
     let fx = fixture();
-    let server = start(mode, &fx);
+    let server = start(v, &fx);
     assert_challenged(&get_as(&server, "/private/secret.txt", Some(EVE_OK)));
     assert_challenged(&get_as(&server, "/private/secret.txt", Some(FRANK_OK)));
     for line in [5, 6] {
@@ -255,9 +255,9 @@ fn refused_hash_kinds_are_reported_and_cannot_log_in(mode: Mode) {
     assert!(!lines.iter().any(|l| l.starts_with(&good)), "{lines:#?}");
 }
 
-fn without_tls_one_warning_at_start_up(mode: Mode) {
+fn without_tls_one_warning_at_start_up(v: Variant) {
     let fx = fixture();
-    let server = start(mode, &fx);
+    let server = start(v, &fx);
     // One connection: one process in inetd mode.
     let mut client = server.client();
     assert_challenged(&client.get("/private/secret.txt"));
@@ -289,9 +289,9 @@ fn without_tls_one_warning_at_start_up(mode: Mode) {
     assert!(line.starts_with("staticd: "), "{line:?}");
 }
 
-fn an_added_user_is_let_in_without_a_restart(mode: Mode) {
+fn an_added_user_is_let_in_without_a_restart(v: Variant) {
     let fx = fixture();
-    let server = start(mode, &fx);
+    let server = start(v, &fx);
     assert_challenged(&get_as(&server, "/private/secret.txt", Some(GINA_OK)));
     let edited = edit(&fx.htpasswd, &(users() + GINA + "\n"));
     assert_reloaded(edited, || {
@@ -303,11 +303,11 @@ fn an_added_user_is_let_in_without_a_restart(mode: Mode) {
     assert_secret(&get_as(&server, "/private/secret.txt", Some(ALICE_OK)));
 }
 
-fn each_prefix_has_its_own_users(mode: Mode) {
+fn each_prefix_has_its_own_users(v: Variant) {
     let fx = fixture();
     fx.root.file("admin/panel.txt", "panel\n");
     let admins = fx.etc.file("admins.htpasswd", format!("{HENRY}\n"));
-    let server = Server::builder(mode, fx.root.path())
+    let server = Server::builder(v, fx.root.path())
         .arg("--auth")
         .arg(auth_arg("/private", &fx.htpasswd))
         .arg("--auth")
@@ -321,14 +321,14 @@ fn each_prefix_has_its_own_users(mode: Mode) {
     assert_challenged(&get_as(&server, "/admin/panel.txt", None));
 }
 
-fn works_with_vhosts(mode: Mode) {
+fn works_with_vhosts(v: Variant) {
     let root = Docroot::new();
     root.file("a.test/private/secret.txt", SECRET);
     root.file("a.test/open.txt", "open\n");
     root.file("default/private/secret.txt", SECRET);
     let etc = Docroot::new();
     let htpasswd = etc.file("users.htpasswd", users());
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .arg("--vhosts")
         .arg("--auth")
         .arg(auth_arg("/private", &htpasswd))
@@ -362,13 +362,13 @@ fn works_with_vhosts(mode: Mode) {
     assert_eq!((resp.status, resp.body_str().as_str()), (200, "open\n"));
 }
 
-fn a_rewrite_cannot_get_round_the_prefix(mode: Mode) {
+fn a_rewrite_cannot_get_round_the_prefix(v: Variant) {
     let fx = fixture();
     fx.root.file(
         "_redirects",
         "/leak /private/secret.txt 200\n/leak2 /private/secret.txt 200!\n/* /public.txt 200\n",
     );
-    let server = start(mode, &fx);
+    let server = start(v, &fx);
     for path in ["/leak", "/leak2"] {
         assert_challenged(&get_as(&server, path, None));
         assert_secret(&get_as(&server, path, Some(ALICE_OK)));
@@ -381,9 +381,9 @@ fn a_rewrite_cannot_get_round_the_prefix(mode: Mode) {
     assert_eq!((resp.status, resp.body_str().as_str()), (200, "public\n"));
 }
 
-fn a_removed_user_is_shut_out_without_a_restart(mode: Mode) {
+fn a_removed_user_is_shut_out_without_a_restart(v: Variant) {
     let fx = fixture();
-    let server = start(mode, &fx);
+    let server = start(v, &fx);
     // Logged in once, so whatever the server caches about alice is there.
     assert_secret(&get_as(&server, "/private/secret.txt", Some(ALICE_OK)));
     let without_alice = users().replacen(&format!("{ALICE}\n"), "", 1);
@@ -397,7 +397,7 @@ fn a_removed_user_is_shut_out_without_a_restart(mode: Mode) {
     assert_secret(&get_as(&server, "/private/secret.txt", Some(BOB_OK)));
 }
 
-both_modes!(
+matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
     no_credentials_get_401_with_a_basic_challenge,
     wrong_credentials_get_401,
     every_supported_hash_lets_its_user_in,

@@ -67,8 +67,8 @@ fn site() -> Docroot {
 
 /// Inetd mode runs a process per connection: a smaller attack there makes
 /// the same point without starting hundreds of processes on a small machine.
-fn per_mode(mode: Mode, standalone: usize, inetd: usize) -> usize {
-    match mode {
+fn per_mode(v: Variant, standalone: usize, inetd: usize) -> usize {
+    match v.mode {
         Mode::Standalone => standalone,
         Mode::Inetd => inetd,
     }
@@ -324,7 +324,7 @@ fn wait_lines(server_stderr: &Lines, needle: &str, count: usize, limit: Duration
 /// Standalone: the log line for a bound that triggered appears exactly once
 /// (once per address per minute). Inetd: each process has its own minute,
 /// so at least once.
-fn assert_logged_once(mode: Mode, server_stderr: &Lines, line: &str) {
+fn assert_logged_once(v: Variant, server_stderr: &Lines, line: &str) {
     let found = wait_lines(server_stderr, line, 1, IO_TIMEOUT);
     // A second line, were there one, would come at once.
     thread::sleep(Duration::from_millis(200));
@@ -335,7 +335,7 @@ fn assert_logged_once(mode: Mode, server_stderr: &Lines, line: &str) {
             .filter(|l| l.contains(line))
             .count(),
     );
-    match mode {
+    match v.mode {
         Mode::Standalone => assert_eq!(
             found,
             1,
@@ -375,14 +375,14 @@ const TRICKLE: &[u8] =
 /// each sending a head byte every second, with `--read-timeout 2`: every one
 /// is dropped once its head has taken 2 s (however steadily it trickles),
 /// and the good client at 127.0.0.1 is served throughout.
-fn slowloris_from_one_address(mode: Mode) {
+fn slowloris_from_one_address(v: Variant) {
     let _serial = serial();
     let root = site();
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .args(["--read-timeout", "2"])
         .start();
     let good = GoodClient::start(server.connector());
-    let n = per_mode(mode, 100, 20);
+    let n = per_mode(v, 100, 20);
     // Opened at 100 a second, as slowhttptest's `-r 100` does: the point is
     // connections held, not a burst of them (the flood tests are that).
     let mut conns: Vec<Conn> = (0..n)
@@ -458,14 +458,14 @@ fn slowloris_from_one_address(mode: Mode) {
 /// fires. With `--min-rate 500` each connection is dropped once its body's
 /// credit runs out (about 2.2 s in: 2 s plus 2 ms per byte received), and
 /// the good client is served throughout.
-fn slow_body_from_one_address(mode: Mode) {
+fn slow_body_from_one_address(v: Variant) {
     let _serial = serial();
     let root = site();
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .args(["--read-timeout", "2", "--min-rate", "500"])
         .start();
     let good = GoodClient::start(server.connector());
-    let n = per_mode(mode, 20, 5);
+    let n = per_mode(v, 20, 5);
     let head = request("POST", "/a.txt", &["Content-Length: 1000000"]);
     let mut conns = Vec::new();
     for _ in 0..n {
@@ -507,7 +507,7 @@ fn slow_body_from_one_address(mode: Mode) {
     let last = *times.iter().max().unwrap();
     assert!(last < Duration::from_secs(8), "dropped after {last:?}");
     assert_logged_once(
-        mode,
+        v,
         server.stderr(),
         "staticd: 127.0.0.2: request body slower than --min-rate (500 B/s): connection closed",
     );
@@ -560,15 +560,15 @@ fn slow_reader_tcp(dest: SocketAddr) -> TcpStream {
 /// reader that reads until it has its 5,000 bytes opens its window so often
 /// that the kernel grows the server's congestion window and send buffer to
 /// megabytes, and then the writes progress too seldom for the old timeout.)
-fn slow_read_from_one_address(mode: Mode) {
+fn slow_read_from_one_address(v: Variant) {
     let _serial = serial();
     let root = site();
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .args(["--send-timeout", "3", "--min-rate", "200000"])
         .log_format("common")
         .start();
     let good = GoodClient::start(server.connector());
-    let n = per_mode(mode, 5, 3);
+    let n = per_mode(v, 5, 3);
     let fast = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
     let readers: Vec<JoinHandle<SlowRead>> = (0..n)
@@ -634,13 +634,13 @@ fn slow_read_from_one_address(mode: Mode) {
     }
     assert!(took < Duration::from_secs(12), "dropped after {took:?}");
     assert_logged_once(
-        mode,
+        v,
         server.stderr(),
         "staticd: 127.0.0.2: response taken slower than --min-rate (200000 B/s): connection closed",
     );
 }
 
-both_modes!(
+matrix!([h1, uring] both_modes:
     slowloris_from_one_address,
     slow_body_from_one_address,
     slow_read_from_one_address,
@@ -715,14 +715,11 @@ const FLOOD_HELD: Duration = Duration::from_secs(2);
 /// served (or wait for their request); every one beyond gets a 503 with
 /// Retry-After (its request was readable) or a plain close; the bound is
 /// logged once; and the good client at 127.0.0.1 is served throughout.
-#[test]
-fn connection_flood_from_one_address_standalone() {
+fn connection_flood_from_one_address_standalone(v: Variant) {
     let _serial = serial();
     raise_nofile(4096);
     let root = site();
-    let server = Server::builder(Mode::Standalone, root.path())
-        .plain()
-        .start();
+    let server = Server::builder(v, root.path()).plain().start();
     let good = GoodClient::start(server.connector());
     let started = Instant::now();
     let (flood, held) = flood(server.addr(), 1000);
@@ -738,7 +735,7 @@ fn connection_flood_from_one_address_standalone() {
     assert_eq!(flood.refused_503 + flood.closed, 744, "{flood:?}");
     assert!(flood.refused_503 > 0, "no refusal was a 503: {flood:?}");
     assert_logged_once(
-        Mode::Standalone,
+        v,
         server.stderr(),
         "staticd: 127.0.0.2: over --max-connections-per-ip (256): connections refused",
     );
@@ -783,17 +780,18 @@ fn connection_flood_from_one_address_inetd_under_tcpsvd() {
     assert_eq!(flood.closed, 180, "{flood:?}");
 }
 
+matrix!([h1, uring] standalone: connection_flood_from_one_address_standalone);
+
 // --- 6: the per-address bound, exactly ----------------------------------------------------
 
 /// `--max-connections-per-ip 5`: five idle connections from 127.0.0.2 stay
 /// open; a sixth whose request is readable gets a 503 with Retry-After, a
 /// sixth that sends nothing is closed; 127.0.0.1 is still served; once one
 /// of the five closes, 127.0.0.2 is served again.
-#[test]
-fn per_address_bound_is_exact() {
+fn per_address_bound_is_exact(v: Variant) {
     let _serial = serial();
     let root = site();
-    let server = Server::builder(Mode::Standalone, root.path())
+    let server = Server::builder(v, root.path())
         .plain()
         .args(["--max-connections-per-ip", "5"])
         .start();
@@ -858,7 +856,7 @@ fn per_address_bound_is_exact() {
         thread::sleep(Duration::from_millis(50));
     }
     assert_logged_once(
-        Mode::Standalone,
+        v,
         server.stderr(),
         "staticd: 127.0.0.2: over --max-connections-per-ip (5): connections refused",
     );
@@ -867,12 +865,11 @@ fn per_address_bound_is_exact() {
 /// `--max-connections-per-ip 0` turns the bound off: 300 idle connections
 /// from 127.0.0.2 (more than the default 256) stay open, and a 301st is
 /// served.
-#[test]
-fn per_address_bound_zero_is_off() {
+fn per_address_bound_zero_is_off(v: Variant) {
     let _serial = serial();
     raise_nofile(4096);
     let root = site();
-    let server = Server::builder(Mode::Standalone, root.path())
+    let server = Server::builder(v, root.path())
         .plain()
         .args(["--max-connections-per-ip", "0"])
         .start();
@@ -899,6 +896,11 @@ fn per_address_bound_zero_is_off() {
     );
 }
 
+matrix!([h1, uring] standalone:
+    per_address_bound_is_exact,
+    per_address_bound_zero_is_off,
+);
+
 // --- 7: overload sheds the idle first -----------------------------------------------------
 
 /// `--max-connections 20`, all twenty held by keep-alive connections that
@@ -906,11 +908,10 @@ fn per_address_bound_zero_is_off() {
 /// a second, because the oldest idle connection is closed to make room —
 /// that one, and no other. The bound is logged once. (One thread, so that
 /// "oldest" is one lot's order.)
-#[test]
-fn overload_sheds_the_oldest_idle_connection() {
+fn overload_sheds_the_oldest_idle_connection(v: Variant) {
     let _serial = serial();
     let root = site();
-    let server = Server::builder(Mode::Standalone, root.path())
+    let server = Server::builder(v, root.path())
         .plain()
         .args(["--max-connections", "20", "--threads", "1"])
         .start();
@@ -949,7 +950,7 @@ fn overload_sheds_the_oldest_idle_connection() {
         "younger idle connections closed too: {closed:?}"
     );
     assert_logged_once(
-        Mode::Standalone,
+        v,
         server.stderr(),
         "staticd: --max-connections (20) reached: closing idle keep-alive connections",
     );
@@ -958,11 +959,10 @@ fn overload_sheds_the_oldest_idle_connection() {
 /// With all twenty places held by connections in the middle of a request
 /// (half a head each: not idle), nothing is shed: a new client waits in the
 /// listen queue until the read timeout (2 s) frees places, as before.
-#[test]
-fn overload_with_no_idle_connection_waits() {
+fn overload_with_no_idle_connection_waits(v: Variant) {
     let _serial = serial();
     let root = site();
-    let server = Server::builder(Mode::Standalone, root.path())
+    let server = Server::builder(v, root.path())
         .plain()
         .args([
             "--max-connections",
@@ -1010,18 +1010,23 @@ fn overload_with_no_idle_connection_waits() {
     );
 }
 
+matrix!([h1, uring] standalone:
+    overload_sheds_the_oldest_idle_connection,
+    overload_with_no_idle_connection_waits,
+);
+
 // --- 8: slowhttptest ----------------------------------------------------------------------
 
 /// Runs slowhttptest (`attack`, for 6 s, probing every 2 s) against a server
 /// with default flags while the good client fetches, and asserts that its
 /// CSV says "service available" at every sample.
-fn slowhttptest_reports_available(mode: Mode, name: &str, path: &str, attack: &[&str]) {
+fn slowhttptest_reports_available(v: Variant, name: &str, path: &str, attack: &[&str]) {
     let _serial = serial();
     let Some(program) = tool("slowhttptest", "slowhttptest") else {
         return;
     };
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let out = tempfile::tempdir().unwrap();
     let prefix = out.path().join(name);
     let good = GoodClient::start(server.connector());
@@ -1074,32 +1079,32 @@ fn service_available(csv: &Path) -> Vec<bool> {
 }
 
 /// Slow body (R-U-Dead-Yet): POSTs announcing 100,000 bytes, trickled.
-fn slowhttptest_slow_body(mode: Mode) {
-    let c = per_mode(mode, 100, 30).to_string();
+fn slowhttptest_slow_body(v: Variant) {
+    let c = per_mode(v, 100, 30).to_string();
     let attack = [
         "-B", "-c", &c, "-i", "1", "-r", "100", "-s", "100000", "-x", "10",
     ];
-    slowhttptest_reports_available(mode, "slow-body", "/a.txt", &attack);
+    slowhttptest_reports_available(v, "slow-body", "/a.txt", &attack);
 }
 
 /// Slow read: tiny receive windows, 32 bytes read a second, three pipelined
 /// requests for the 64 MB file per connection.
-fn slowhttptest_slow_read(mode: Mode) {
-    let c = per_mode(mode, 100, 30).to_string();
+fn slowhttptest_slow_read(v: Variant) {
+    let c = per_mode(v, 100, 30).to_string();
     let attack = [
         "-X", "-c", &c, "-r", "100", "-w", "512", "-y", "1024", "-n", "1", "-z", "32", "-k", "3",
     ];
-    slowhttptest_reports_available(mode, "slow-read", "/big.bin", &attack);
+    slowhttptest_reports_available(v, "slow-read", "/big.bin", &attack);
 }
 
 /// Slowloris, with the CSV check (tests/hostile.rs runs it without).
-fn slowhttptest_slowloris(mode: Mode) {
-    let c = per_mode(mode, 100, 30).to_string();
+fn slowhttptest_slowloris(v: Variant) {
+    let c = per_mode(v, 100, 30).to_string();
     let attack = ["-H", "-c", &c, "-i", "1", "-r", "100", "-x", "10"];
-    slowhttptest_reports_available(mode, "slowloris", "/a.txt", &attack);
+    slowhttptest_reports_available(v, "slowloris", "/a.txt", &attack);
 }
 
-both_modes!(
+matrix!([h1, uring] both_modes:
     slowhttptest_slow_body,
     slowhttptest_slow_read,
     slowhttptest_slowloris,

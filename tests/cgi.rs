@@ -43,12 +43,12 @@ fn site() -> Docroot {
     root
 }
 
-fn cgi_server(mode: Mode, root: &Docroot) -> Server {
-    Server::builder(mode, root.path()).arg("--cgi").start()
+fn cgi_server(v: Variant, root: &Docroot) -> Server {
+    Server::builder(v, root.path()).arg("--cgi").start()
 }
 
 /// `GET target` with a Host and extra header lines, on a fresh connection (over HTTP/2
-/// under STATICD_TEST_H2=1).
+/// in the HTTP/2 cells).
 fn get(server: &Server, target: &str, extra: &[&str]) -> Response {
     server.exchange(request("GET", target, extra))
 }
@@ -80,9 +80,9 @@ fn post(target: &str, content_type: &str, body: &[u8]) -> Vec<u8> {
 
 // --- environment ----------------------------------------------------------------------
 
-fn env_has_the_meta_variables(mode: Mode) {
+fn env_has_the_meta_variables(v: Variant) {
     let root = site();
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let mut conn = server.connect();
     let local_port = conn.stream().local_addr().unwrap().port();
     let resp = conn.roundtrip(
@@ -118,9 +118,9 @@ fn env_has_the_meta_variables(mode: Mode) {
     assert_eq!(var(&env, "CONTENT_LENGTH"), None, "no body: {env:#?}");
 }
 
-fn env_inherits_nothing_from_the_server(mode: Mode) {
+fn env_inherits_nothing_from_the_server(v: Variant) {
     let root = site();
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .arg("--cgi")
         .env("STATICD_TEST_LEAK", "leaked")
         .start();
@@ -159,9 +159,9 @@ fn env_inherits_nothing_from_the_server(mode: Mode) {
     assert_eq!(var(&env, "HTTPS"), https, "{env:#?}");
 }
 
-fn path_info_is_what_follows_the_script(mode: Mode) {
+fn path_info_is_what_follows_the_script(v: Variant) {
     let root = site();
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     for (target, expected) in [
         ("/dir/env.cgi/", "/"),
         ("/dir/env.cgi/x/y", "/x/y"),
@@ -177,16 +177,16 @@ fn path_info_is_what_follows_the_script(mode: Mode) {
     }
 }
 
-fn query_string_is_set_even_when_empty(mode: Mode) {
+fn query_string_is_set_even_when_empty(v: Variant) {
     let root = site();
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let env = env_of(&get(&server, "/dir/env.cgi", &[]));
     assert_eq!(var(&env, "QUERY_STRING"), Some(""), "{env:#?}");
 }
 
-fn server_name_and_port_come_from_the_socket_without_host(mode: Mode) {
+fn server_name_and_port_come_from_the_socket_without_host(v: Variant) {
     let root = site();
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let resp = server
         .connect()
         .roundtrip("GET /dir/env.cgi HTTP/1.0\r\n\r\n");
@@ -199,9 +199,9 @@ fn server_name_and_port_come_from_the_socket_without_host(mode: Mode) {
     assert_eq!(var(&env, "SERVER_NAME"), Some("127.0.0.1"), "{env:#?}");
 }
 
-fn server_port_comes_from_the_socket_when_host_has_none(mode: Mode) {
+fn server_port_comes_from_the_socket_when_host_has_none(v: Variant) {
     let root = site();
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let resp = server.exchange("GET /dir/env.cgi HTTP/1.1\r\nHost: named.test\r\n\r\n");
     let env = env_of(&resp);
     assert_eq!(var(&env, "SERVER_NAME"), Some("named.test"), "{env:#?}");
@@ -211,9 +211,9 @@ fn server_port_comes_from_the_socket_when_host_has_none(mode: Mode) {
 
 // --- input and working directory ----------------------------------------------------
 
-fn post_body_is_the_scripts_stdin(mode: Mode) {
+fn post_body_is_the_scripts_stdin(v: Variant) {
     let root = site();
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let body = b"name=value&binary=\x00\x01\xff end";
     let resp = server.exchange(post("/echo.cgi", "application/x-test", body));
     assert_eq!(resp.status, 200, "{resp:#?}");
@@ -225,9 +225,9 @@ fn post_body_is_the_scripts_stdin(mode: Mode) {
     assert_eq!(resp.header("x-type"), Some("application/x-test"));
 }
 
-fn large_post_body_is_echoed_whole(mode: Mode) {
+fn large_post_body_is_echoed_whole(v: Variant) {
     let root = site();
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let body = pattern(300 * 1024);
     let mut conn = server.connect();
     // Write from another thread: the script answers while it is still reading.
@@ -239,14 +239,14 @@ fn large_post_body_is_echoed_whole(mode: Mode) {
     assert!(resp.body == body, "echoed body differs");
 }
 
-fn script_runs_in_its_own_directory(mode: Mode) {
+fn script_runs_in_its_own_directory(v: Variant) {
     let root = site();
     script(
         &root,
         "sub/dir/pwd.cgi",
         "printf 'Content-Type: text/plain\\n\\n'\npwd -P\n",
     );
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let resp = get(&server, "/sub/dir/pwd.cgi", &[]);
     assert_eq!(resp.status, 200, "{resp:#?}");
     let expected = fs::canonicalize(root.join("sub/dir")).unwrap();
@@ -255,14 +255,14 @@ fn script_runs_in_its_own_directory(mode: Mode) {
 
 // --- the script's header block ------------------------------------------------------
 
-fn status_field_sets_code_and_reason(mode: Mode) {
+fn status_field_sets_code_and_reason(v: Variant) {
     let root = site();
     script(
         &root,
         "nope.cgi",
         "printf 'Status: 404 Nope\\r\\nContent-Type: text/plain\\r\\n\\r\\nnot here\\n'\n",
     );
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let resp = get(&server, "/nope.cgi", &[]);
     assert_eq!(resp.status, 404, "{resp:#?}");
     assert_eq!(resp.body_str(), "not here\n");
@@ -273,14 +273,14 @@ fn status_field_sets_code_and_reason(mode: Mode) {
     }
 }
 
-fn crlf_header_block_is_understood(mode: Mode) {
+fn crlf_header_block_is_understood(v: Variant) {
     let root = site();
     script(
         &root,
         "crlf.cgi",
         "printf 'Content-Type: text/x-crlf\\r\\nX-Mine: yes\\r\\n\\r\\nbody-crlf'\n",
     );
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let resp = get(&server, "/crlf.cgi", &[]);
     assert_eq!(resp.status, 200, "{resp:#?}");
     assert_eq!(resp.header("content-type"), Some("text/x-crlf"));
@@ -288,14 +288,14 @@ fn crlf_header_block_is_understood(mode: Mode) {
     assert_eq!(resp.body_str(), "body-crlf");
 }
 
-fn lf_header_block_is_understood(mode: Mode) {
+fn lf_header_block_is_understood(v: Variant) {
     let root = site();
     script(
         &root,
         "lf.cgi",
         "printf 'Content-Type: text/x-lf\\nX-Mine: yes\\n\\nbody-lf'\n",
     );
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let resp = get(&server, "/lf.cgi", &[]);
     assert_eq!(resp.status, 200, "{resp:#?}");
     assert_eq!(resp.header("content-type"), Some("text/x-lf"));
@@ -303,14 +303,14 @@ fn lf_header_block_is_understood(mode: Mode) {
     assert_eq!(resp.body_str(), "body-lf");
 }
 
-fn scripts_content_length_is_passed_through(mode: Mode) {
+fn scripts_content_length_is_passed_through(v: Variant) {
     let root = site();
     script(
         &root,
         "sized.cgi",
         "printf 'Content-Type: text/plain\\nContent-Length: 5\\n\\nhello'\n",
     );
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let resp = get(&server, "/sized.cgi", &[]);
     assert_eq!(resp.status, 200, "{resp:#?}");
     assert_eq!(resp.content_length(), Some(5));
@@ -320,7 +320,7 @@ fn scripts_content_length_is_passed_through(mode: Mode) {
 
 /// RFC 3875 §6.3.1: the server SHOULD NOT guess a type the script left out, and a block
 /// without one (even without any CGI field, as Apache and lighttpd allow) is no error.
-fn document_without_content_type_is_passed_on_untyped(mode: Mode) {
+fn document_without_content_type_is_passed_on_untyped(v: Variant) {
     let root = site();
     script(
         &root,
@@ -328,7 +328,7 @@ fn document_without_content_type_is_passed_on_untyped(mode: Mode) {
         "printf 'Status: 200 OK\\r\\nX-Custom: kept\\r\\n\\r\\nuntyped body\\n'\n",
     );
     script(&root, "bare.cgi", "printf 'X-Only: 1\\n\\nbare body'\n");
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let resp = get(&server, "/untyped.cgi", &[]);
     assert_eq!(resp.status, 200, "{resp:#?}");
     assert_eq!(resp.header("content-type"), None, "{resp:#?}");
@@ -343,7 +343,7 @@ fn document_without_content_type_is_passed_on_untyped(mode: Mode) {
 
 /// `_headers` applies to a script's response as to a file's: its fields
 /// are added, and replace the script's own of the same name.
-fn site_headers_apply_to_script_responses(mode: Mode) {
+fn site_headers_apply_to_script_responses(v: Variant) {
     let root = site();
     script(
         &root,
@@ -354,7 +354,7 @@ fn site_headers_apply_to_script_responses(mode: Mode) {
         "_headers",
         "/*\n  X-Frame-Options: DENY\n/tagged.cgi\n  Cache-Control: no-store\n",
     );
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let resp = get(&server, "/tagged.cgi", &[]);
     assert_eq!(resp.status, 200, "{resp:#?}");
     assert_eq!(resp.header_count("x-frame-options"), 1, "{resp:#?}");
@@ -366,24 +366,24 @@ fn site_headers_apply_to_script_responses(mode: Mode) {
     assert_eq!(other.header("cache-control"), None, "{other:#?}");
 }
 
-fn local_location_is_served_internally(mode: Mode) {
+fn local_location_is_served_internally(v: Variant) {
     let root = site();
     script(&root, "local.cgi", "printf 'Location: /static.txt\\n\\n'\n");
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let resp = get(&server, "/local.cgi", &[]);
     assert_eq!(resp.status, 200, "{resp:#?}");
     assert_eq!(resp.body_str(), "static text\n");
     assert_eq!(resp.header("location"), None);
 }
 
-fn local_location_after_post_is_fetched_with_get(mode: Mode) {
+fn local_location_after_post_is_fetched_with_get(v: Variant) {
     let root = site();
     script(
         &root,
         "forward.cgi",
         "cat >/dev/null\nprintf 'Location: /dir/env.cgi?from=post\\n\\n'\n",
     );
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let resp = server.exchange(post("/forward.cgi", "text/plain", b"some body"));
     let env = env_of(&resp);
     assert_eq!(var(&env, "REQUEST_METHOD"), Some("GET"), "{env:#?}");
@@ -392,44 +392,44 @@ fn local_location_after_post_is_fetched_with_get(mode: Mode) {
     assert_eq!(var(&env, "CONTENT_LENGTH"), None, "{env:#?}");
 }
 
-fn local_location_loop_ends_in_a_server_error(mode: Mode) {
+fn local_location_loop_ends_in_a_server_error(v: Variant) {
     let root = site();
     script(&root, "loop.cgi", "printf 'Location: /loop.cgi\\n\\n'\n");
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let resp = get(&server, "/loop.cgi", &[]);
     assert!(resp.status >= 500, "{resp:#?}");
 }
 
-fn url_location_gets_302(mode: Mode) {
+fn url_location_gets_302(v: Variant) {
     let root = site();
     script(
         &root,
         "away.cgi",
         "printf 'Location: http://elsewhere.test/x?y=1\\n\\n'\n",
     );
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let resp = get(&server, "/away.cgi", &[]);
     assert_eq!(resp.status, 302, "{resp:#?}");
     assert_eq!(resp.header("location"), Some("http://elsewhere.test/x?y=1"));
 }
 
-fn url_location_with_status_keeps_the_status(mode: Mode) {
+fn url_location_with_status_keeps_the_status(v: Variant) {
     let root = site();
     script(
         &root,
         "moved.cgi",
         "printf 'Status: 301 Moved Permanently\\nLocation: http://elsewhere.test/\\n\\n'\n",
     );
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let resp = get(&server, "/moved.cgi", &[]);
     assert_eq!(resp.status, 301, "{resp:#?}");
     assert_eq!(resp.header("location"), Some("http://elsewhere.test/"));
 }
 
-fn output_without_header_block_gets_502_and_a_log_line(mode: Mode) {
+fn output_without_header_block_gets_502_and_a_log_line(v: Variant) {
     let root = site();
     script(&root, "bad.cgi", "echo just some text\n");
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let resp = get(&server, "/bad.cgi", &[]);
     assert_error(&resp, 502);
     assert!(!resp.body_str().contains("just some text"));
@@ -438,10 +438,10 @@ fn output_without_header_block_gets_502_and_a_log_line(mode: Mode) {
         .wait_line(|l| l.starts_with("staticd: cgi /bad.cgi: ") && l.len() > 23);
 }
 
-fn empty_output_gets_502(mode: Mode) {
+fn empty_output_gets_502(v: Variant) {
     let root = site();
     script(&root, "silent.cgi", "exit 0\n");
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     assert_error(&get(&server, "/silent.cgi", &[]), 502);
     server
         .stderr()
@@ -450,12 +450,12 @@ fn empty_output_gets_502(mode: Mode) {
 
 /// A script that fails gets the site's own page for the status, and the
 /// site's `_headers`, like any other error.
-fn a_failed_script_gets_the_sites_error_page(mode: Mode) {
+fn a_failed_script_gets_the_sites_error_page(v: Variant) {
     let root = site();
     script(&root, "silent.cgi", "exit 0\n");
     root.file("502.html", "<p>our own 502 page</p>\n");
     root.file("_headers", "/*\n  X-Site: yes\n");
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let resp = get(&server, "/silent.cgi", &[]);
     assert_eq!(resp.status, 502, "{resp:#?}");
     assert_eq!(resp.body_str(), "<p>our own 502 page</p>\n");
@@ -471,10 +471,10 @@ fn a_failed_script_gets_the_sites_error_page(mode: Mode) {
 const NOISY_SCRIPT: &str =
     "echo 'oops from script' >&2\nprintf 'Content-Type: text/plain\\n\\nfine'\n";
 
-fn script_stderr_goes_to_server_stderr_with_prefix(mode: Mode) {
+fn script_stderr_goes_to_server_stderr_with_prefix(v: Variant) {
     let root = site();
     script(&root, "noisy.cgi", NOISY_SCRIPT);
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let mut conn = server.connect();
     let resp = conn.roundtrip(request("GET", "/noisy.cgi", &[]));
     assert_eq!(resp.status, 200, "{resp:#?}");
@@ -485,7 +485,7 @@ fn script_stderr_goes_to_server_stderr_with_prefix(mode: Mode) {
         .wait_line(|l| l == "staticd: cgi /noisy.cgi: oops from script");
 }
 
-fn script_stderr_is_not_lost_when_the_connection_closes(mode: Mode) {
+fn script_stderr_is_not_lost_when_the_connection_closes(v: Variant) {
     let root = site();
     // 5000 lines in large writes, then one to look for, all before the script answers.
     script(
@@ -494,7 +494,7 @@ fn script_stderr_is_not_lost_when_the_connection_closes(mode: Mode) {
         "seq 1 5000 | sed 's/^/chatter /' >&2\n\
          echo 'last words' >&2\nprintf 'Content-Type: text/plain\\n\\nfine'\n",
     );
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     // A closing connection (which ends an inetd process) must not lose what the script
     // wrote before it answered and exited.
     let resp = get(&server, "/chatty.cgi", &["Connection: close"]);
@@ -506,9 +506,9 @@ fn script_stderr_is_not_lost_when_the_connection_closes(mode: Mode) {
 
 // --- framing and connections --------------------------------------------------------
 
-fn http_1_1_without_length_is_chunked(mode: Mode) {
+fn http_1_1_without_length_is_chunked(v: Variant) {
     let root = site();
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let mut conn = server.connect();
     // The reader decodes (strictly) because of the Transfer-Encoding it checks here.
     let resp = conn.roundtrip(request("GET", "/unframed.cgi", &[]));
@@ -525,9 +525,9 @@ fn http_1_1_without_length_is_chunked(mode: Mode) {
     assert_eq!(next.body_str(), "static text\n");
 }
 
-fn http_1_0_without_length_is_close_delimited(mode: Mode) {
+fn http_1_0_without_length_is_close_delimited(v: Variant) {
     let root = site();
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let mut conn = server.connect();
     conn.send("GET /unframed.cgi HTTP/1.0\r\n\r\n");
     let head = conn.read_head();
@@ -540,14 +540,14 @@ fn http_1_0_without_length_is_close_delimited(mode: Mode) {
     assert_eq!(String::from_utf8_lossy(&body), UNFRAMED_BODY);
 }
 
-fn keep_alive_survives_script_responses(mode: Mode) {
+fn keep_alive_survives_script_responses(v: Variant) {
     let root = site();
     script(
         &root,
         "sized.cgi",
         "printf 'Content-Type: text/plain\\nContent-Length: 5\\n\\nhello'\n",
     );
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let mut conn = server.connect();
     let first = conn.roundtrip(request("GET", "/unframed.cgi", &[]));
     assert_eq!(first.body_str(), UNFRAMED_BODY);
@@ -557,9 +557,9 @@ fn keep_alive_survives_script_responses(mode: Mode) {
     assert_eq!(third.body_str(), UNFRAMED_BODY);
 }
 
-fn pipelined_get_after_post_to_script_is_answered(mode: Mode) {
+fn pipelined_get_after_post_to_script_is_answered(v: Variant) {
     let root = site();
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let mut conn = server.connect();
     let mut bytes = post("/echo.cgi", "text/plain", b"hello body");
     bytes.extend_from_slice(request("GET", "/static.txt", &[]).as_bytes());
@@ -572,9 +572,9 @@ fn pipelined_get_after_post_to_script_is_answered(mode: Mode) {
     assert_eq!(second.body_str(), "static text\n");
 }
 
-fn head_runs_the_script_without_sending_a_body(mode: Mode) {
+fn head_runs_the_script_without_sending_a_body(v: Variant) {
     let root = site();
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let mut conn = server.connect();
     let head = conn.roundtrip(request("HEAD", "/unframed.cgi", &[]));
     assert_eq!(head.status, 200, "{head:#?}");
@@ -606,7 +606,7 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-fn timeout_kills_the_process_group_and_answers_504(mode: Mode) {
+fn timeout_kills_the_process_group_and_answers_504(v: Variant) {
     let root = site();
     let scratch = tempfile::tempdir().unwrap();
     let pid_file = scratch.path().join("pids");
@@ -618,7 +618,7 @@ fn timeout_kills_the_process_group_and_answers_504(mode: Mode) {
             pid_file.display()
         ),
     );
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .args(["--cgi", "--cgi-timeout", "1"])
         .start();
     let resp = get(&server, "/hang.cgi", &[]);
@@ -639,14 +639,14 @@ fn timeout_kills_the_process_group_and_answers_504(mode: Mode) {
     });
 }
 
-fn timeout_after_output_cuts_the_response(mode: Mode) {
+fn timeout_after_output_cuts_the_response(v: Variant) {
     let root = site();
     script(
         &root,
         "partial.cgi",
         "printf 'Content-Type: text/plain\\n\\npartial'\nsleep 100\n",
     );
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .args(["--cgi", "--cgi-timeout", "1"])
         .start();
     let mut conn = server.connect();
@@ -678,7 +678,7 @@ fn timeout_after_output_cuts_the_response(mode: Mode) {
     );
 }
 
-fn over_cgi_max_concurrent_scripts_get_503(mode: Mode) {
+fn over_cgi_max_concurrent_scripts_get_503(v: Variant) {
     let root = site();
     let gate = tempfile::tempdir().unwrap();
     let started = gate.path().join("started");
@@ -694,7 +694,7 @@ fn over_cgi_max_concurrent_scripts_get_503(mode: Mode) {
             go = go.display()
         ),
     );
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .args(["--cgi", "--cgi-max", "1"])
         .start();
     let mut first = server.connect();
@@ -716,10 +716,10 @@ fn over_cgi_max_concurrent_scripts_get_503(mode: Mode) {
     });
 }
 
-fn script_in_a_virtual_host(mode: Mode) {
+fn script_in_a_virtual_host(v: Variant) {
     let root = Docroot::new();
     script(&root, "site.test/env.cgi", ENV_SCRIPT);
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .args(["--cgi", "--vhosts"])
         .start();
     let resp = server.exchange("GET /env.cgi/more HTTP/1.1\r\nHost: site.test\r\n\r\n");
@@ -731,13 +731,13 @@ fn script_in_a_virtual_host(mode: Mode) {
 
 // --- refusals -----------------------------------------------------------------------
 
-fn non_executable_script_is_403_and_never_shown(mode: Mode) {
+fn non_executable_script_is_403_and_never_shown(v: Variant) {
     let root = site();
     root.file(
         "source.cgi",
         "#!/bin/sh\n# SECRET-SOURCE-MARKER\necho SECRET-SOURCE-MARKER\n",
     );
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let resp = get(&server, "/source.cgi", &[]);
     assert_error(&resp, 403);
     assert!(!resp.body_str().contains("SECRET-SOURCE-MARKER"));
@@ -745,9 +745,9 @@ fn non_executable_script_is_403_and_never_shown(mode: Mode) {
     assert_eq!(resp.status, 403, "{resp:#?}");
 }
 
-fn chunked_post_to_script_gets_411(mode: Mode) {
+fn chunked_post_to_script_gets_411(v: Variant) {
     let root = site();
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let resp = server.connect().roundtrip(
         "POST /echo.cgi HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n\
          5\r\nhello\r\n0\r\n\r\n",
@@ -755,33 +755,33 @@ fn chunked_post_to_script_gets_411(mode: Mode) {
     assert_error(&resp, 411);
 }
 
-fn post_to_a_static_file_gets_405_with_allow(mode: Mode) {
+fn post_to_a_static_file_gets_405_with_allow(v: Variant) {
     let root = site();
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     let resp = server.exchange(post("/static.txt", "text/plain", b"x=1"));
     assert_error(&resp, 405);
     assert_eq!(resp.header("allow"), Some("GET, HEAD, OPTIONS"));
 }
 
-fn post_without_cgi_flag_gets_405(mode: Mode) {
+fn post_without_cgi_flag_gets_405(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = server.exchange(post("/echo.cgi", "text/plain", b"x=1"));
     assert_error(&resp, 405);
     assert_eq!(resp.header("allow"), Some("GET, HEAD, OPTIONS"));
 }
 
-fn lone_dot_cgi_is_not_a_script(mode: Mode) {
+fn lone_dot_cgi_is_not_a_script(v: Variant) {
     let root = site();
     script(&root, ".cgi", ENV_SCRIPT);
-    let server = cgi_server(mode, &root);
+    let server = cgi_server(v, &root);
     assert_error(&get(&server, "/.cgi", &[]), 404);
 }
 
-fn script_requests_are_logged_with_their_status(mode: Mode) {
+fn script_requests_are_logged_with_their_status(v: Variant) {
     let root = site();
     script(&root, "bad.cgi", "echo no header block\n");
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .arg("--cgi")
         .log_format("common")
         .start();
@@ -796,7 +796,7 @@ fn script_requests_are_logged_with_their_status(mode: Mode) {
         .wait_line(|l| l.contains(&format!("\"GET /bad.cgi {version}\" 502 ")));
 }
 
-both_modes!(
+matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
     env_has_the_meta_variables,
     env_inherits_nothing_from_the_server,
     path_info_is_what_follows_the_script,
@@ -838,9 +838,6 @@ both_modes!(
     script_requests_are_logged_with_their_status,
 );
 
-/// Standalone only: `--cgi-max` bounds scripts across connections of one process, and an
-/// inetd process only ever has one connection, whose requests run one at a time.
-#[test]
-fn over_cgi_max_concurrent_scripts_get_503_standalone() {
-    over_cgi_max_concurrent_scripts_get_503(Mode::Standalone);
-}
+// Standalone only: `--cgi-max` bounds scripts across connections of one process, and an
+// inetd process only ever has one connection, whose requests run one at a time.
+matrix!([h1, tls, h2c, h2_tls, uring] standalone: over_cgi_max_concurrent_scripts_get_503);

@@ -1,6 +1,7 @@
 //! The command line: usage errors that keep clap's help, invalid values, and where
 //! standalone mode listens: host names and Unix-domain sockets (`--bind unix:PATH`).
 
+#[macro_use]
 mod common;
 
 use std::fs;
@@ -13,13 +14,23 @@ use std::path::{Path, PathBuf};
 use common::*;
 use rustix::process::Signal;
 
-const STANDALONE: Mode = Mode::Standalone;
-
 fn site() -> Docroot {
     let root = Docroot::new();
     root.file("a.txt", "alpha\n");
     root
 }
+
+// What a running server does is checked in every cell of the protocol matrix; usage
+// errors and start-up failures (no server to talk to) once.
+matrix!([h1, tls, h2c, h2_tls, uring] standalone:
+    host_name_binds_every_address_it_resolves_to,
+    an_address_named_twice_is_bound_once,
+    unix_socket_serves_beside_tcp_and_goes_at_exit,
+    unix_mode_sets_the_socket_permissions,
+    stale_socket_file_is_replaced,
+    cgi_over_a_unix_socket_sees_the_loopback_address,
+    unix_socket_is_bound_before_giving_up_root,
+);
 
 // --- usage errors ------------------------------------------------------------------------
 
@@ -118,17 +129,14 @@ fn get_over_tcp(server: &Server, addr: SocketAddr) -> Response {
         .roundtrip(request("GET", "/a.txt", &[]))
 }
 
-#[test]
-fn host_name_binds_every_address_it_resolves_to() {
+fn host_name_binds_every_address_it_resolves_to(v: Variant) {
     let expected = localhost_addresses();
     assert!(
         expected.contains(&IpAddr::V4(Ipv4Addr::LOCALHOST)),
         "localhost resolves to {expected:?}"
     );
     let root = site();
-    let server = Server::builder(STANDALONE, root.path())
-        .bind("localhost")
-        .start();
+    let server = Server::builder(v, root.path()).bind("localhost").start();
     let addrs = announced(&server, expected.len());
     let mut ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
     ips.sort();
@@ -140,12 +148,11 @@ fn host_name_binds_every_address_it_resolves_to() {
     }
 }
 
-#[test]
-fn an_address_named_twice_is_bound_once() {
+fn an_address_named_twice_is_bound_once(v: Variant) {
     let expected = localhost_addresses();
     let root = site();
     // A raw argument: the harness would wait for one announcement per .bind().
-    let server = Server::builder(STANDALONE, root.path())
+    let server = Server::builder(v, root.path())
         .bind("localhost")
         .args(["--bind", "127.0.0.1"])
         .start();
@@ -173,10 +180,9 @@ fn unix_bind(path: &Path) -> String {
     format!("unix:{}", path.display())
 }
 
-/// Cleartext even under STATICD_TEST_TLS=1: the Unix-socket clients here speak plain
-/// HTTP.
-fn start_on_unix(root: &Docroot, path: &Path, args: &[&str]) -> Server {
-    let server = Server::builder(STANDALONE, root.path())
+/// Cleartext even in a TLS cell: the Unix-socket clients here speak plain HTTP.
+fn start_on_unix(v: Variant, root: &Docroot, path: &Path, args: &[&str]) -> Server {
+    let server = Server::builder(v, root.path())
         .plain()
         .bind(&unix_bind(path))
         .args(args)
@@ -212,11 +218,10 @@ fn mode_of(path: &Path) -> u32 {
     meta.permissions().mode() & 0o777
 }
 
-#[test]
-fn unix_socket_serves_beside_tcp_and_goes_at_exit() {
+fn unix_socket_serves_beside_tcp_and_goes_at_exit(v: Variant) {
     let root = site();
     let (_dir, path) = socket_dir();
-    let mut server = Server::builder(STANDALONE, root.path())
+    let mut server = Server::builder(v, root.path())
         .plain()
         .bind("127.0.0.1")
         .bind(&unix_bind(&path))
@@ -251,17 +256,15 @@ fn unix_socket_serves_beside_tcp_and_goes_at_exit() {
     );
 }
 
-#[test]
-fn unix_mode_sets_the_socket_permissions() {
+fn unix_mode_sets_the_socket_permissions(v: Variant) {
     let root = site();
     let (_dir, path) = socket_dir();
-    let _server = start_on_unix(&root, &path, &["--unix-mode", "600"]);
+    let _server = start_on_unix(v, &root, &path, &["--unix-mode", "600"]);
     assert_eq!(mode_of(&path), 0o600);
     assert_eq!(exchange_unix(&path, &["/a.txt"])[0].body, b"alpha\n");
 }
 
-#[test]
-fn stale_socket_file_is_replaced() {
+fn stale_socket_file_is_replaced(v: Variant) {
     let root = site();
     let (_dir, path) = socket_dir();
     drop(UnixListener::bind(&path).unwrap());
@@ -269,7 +272,7 @@ fn stale_socket_file_is_replaced() {
         fs::symlink_metadata(&path).is_ok(),
         "a closed listener leaves its file"
     );
-    let _server = start_on_unix(&root, &path, &[]);
+    let _server = start_on_unix(v, &root, &path, &[]);
     assert_eq!(exchange_unix(&path, &["/a.txt"])[0].body, b"alpha\n");
 }
 
@@ -299,8 +302,7 @@ fn path_that_is_no_socket_is_refused_and_kept() {
     assert_eq!(fs::read(&path).unwrap(), b"keep me\n");
 }
 
-#[test]
-fn cgi_over_a_unix_socket_sees_the_loopback_address() {
+fn cgi_over_a_unix_socket_sees_the_loopback_address(v: Variant) {
     let root = site();
     let script = root.file(
         "env.cgi",
@@ -308,7 +310,7 @@ fn cgi_over_a_unix_socket_sees_the_loopback_address() {
     );
     fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
     let (_dir, path) = socket_dir();
-    let _server = start_on_unix(&root, &path, &["--cgi"]);
+    let _server = start_on_unix(v, &root, &path, &["--cgi"]);
     // HTTP/1.0: the script's output ends with the connection, unframed.
     let mut stream = UnixStream::connect(&path).expect("connect to the Unix socket");
     stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
@@ -321,8 +323,7 @@ fn cgi_over_a_unix_socket_sees_the_loopback_address() {
     assert!(reply.ends_with("\r\n\r\n127.0.0.1 none"), "{reply}");
 }
 
-#[test]
-fn unix_socket_is_bound_before_giving_up_root() {
+fn unix_socket_is_bound_before_giving_up_root(v: Variant) {
     let root = site();
     let (dir, path) = socket_dir();
     if !rustix::process::geteuid().is_root() {
@@ -339,7 +340,7 @@ fn unix_socket_is_bound_before_giving_up_root() {
     }
     // Only root can make a file here: nobody could not have bound the socket.
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o700)).unwrap();
-    let mut server = start_on_unix(&root, &path, &["--user", "nobody"]);
+    let mut server = start_on_unix(v, &root, &path, &["--user", "nobody"]);
     assert_eq!(exchange_unix(&path, &["/a.txt"])[0].body, b"alpha\n");
     server.process().signal(Signal::TERM);
     let status = server

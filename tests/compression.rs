@@ -112,9 +112,9 @@ fn etag(resp: &HResponse) -> String {
 
 // --- choosing the coding -------------------------------------------------------------
 
-fn each_coding_decodes_to_the_file(mode: Mode) {
+fn each_coding_decodes_to_the_file(v: Variant) {
     let root = js_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for coding in ["br", "zstd", "gzip"] {
         let resp = get_encoded(&server, "/app.js", coding);
         assert_compressed(&resp, coding, &script());
@@ -126,9 +126,9 @@ fn each_coding_decodes_to_the_file(mode: Mode) {
     }
 }
 
-fn preference_and_q_values_choose_the_coding(mode: Mode) {
+fn preference_and_q_values_choose_the_coding(v: Variant) {
     let root = js_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for (accept, coding) in [
         ("gzip, deflate, br, zstd", "br"),
         ("gzip, zstd", "zstd"),
@@ -151,15 +151,15 @@ fn preference_and_q_values_choose_the_coding(mode: Mode) {
     }
 }
 
-fn no_accept_encoding_gets_the_file_with_vary(mode: Mode) {
+fn no_accept_encoding_gets_the_file_with_vary(v: Variant) {
     let root = js_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_as_is(&server.get("/app.js"), &script(), true);
 }
 
 // --- validators, ranges, HEAD --------------------------------------------------------
 
-fn compressed_etags_are_distinct_and_survive_a_restart(mode: Mode) {
+fn compressed_etags_are_distinct_and_survive_a_restart(v: Variant) {
     let root = js_site();
     let tags = |server: &Server| -> Vec<String> {
         ["identity", "br", "zstd", "gzip"]
@@ -167,19 +167,19 @@ fn compressed_etags_are_distinct_and_survive_a_restart(mode: Mode) {
             .map(|c| etag(&get_encoded(server, "/app.js", c)))
             .collect()
     };
-    let first = tags(&Server::start(mode, &root));
+    let first = tags(&Server::start(v, &root));
     for (i, a) in first.iter().enumerate() {
         for b in &first[i + 1..] {
             assert_ne!(a, b);
         }
     }
-    let again = tags(&Server::start(mode, &root));
+    let again = tags(&Server::start(v, &root));
     assert_eq!(first, again, "the same after a restart");
 }
 
-fn if_none_match_with_the_compressed_etag_gets_304(mode: Mode) {
+fn if_none_match_with_the_compressed_etag_gets_304(v: Variant) {
     let root = js_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let tag = etag(&get_encoded(&server, "/app.js", "br"));
     let resp = server.request(
         "GET",
@@ -201,9 +201,9 @@ fn if_none_match_with_the_compressed_etag_gets_304(mode: Mode) {
     assert_as_is(&plain, &script(), true);
 }
 
-fn a_range_is_of_the_compressed_bytes(mode: Mode) {
+fn a_range_is_of_the_compressed_bytes(v: Variant) {
     let root = js_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let whole = get_encoded(&server, "/app.js", "zstd");
     assert_compressed(&whole, "zstd", &script());
     let tag = etag(&whole);
@@ -226,9 +226,9 @@ fn a_range_is_of_the_compressed_bytes(mode: Mode) {
     assert!(varies_on_accept_encoding(&resp));
 }
 
-fn head_reports_the_compressed_length(mode: Mode) {
+fn head_reports_the_compressed_length(v: Variant) {
     let root = js_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     // HEAD first, on a cold cache: it has to compress too.
     let head = server.request("HEAD", "/app.js", &[("accept-encoding", "gzip")]);
     assert_eq!(head.status, 200, "{head:#?}");
@@ -240,11 +240,11 @@ fn head_reports_the_compressed_length(mode: Mode) {
     }
 }
 
-fn a_large_compressed_body_arrives_whole(mode: Mode) {
+fn a_large_compressed_body_arrives_whole(v: Variant) {
     let root = Docroot::new();
     let text = letters(300_000);
     root.file("letters.txt", &text);
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for coding in ["br", "zstd", "gzip"] {
         let resp = get_encoded(&server, "/letters.txt", coding);
         assert_compressed(&resp, coding, &text);
@@ -261,14 +261,14 @@ fn a_large_compressed_body_arrives_whole(mode: Mode) {
 
 // --- what is sent as it is -----------------------------------------------------------
 
-fn small_and_large_files_are_sent_as_they_are(mode: Mode) {
+fn small_and_large_files_are_sent_as_they_are(v: Variant) {
     let root = Docroot::new();
     let text = |n: usize| "a".repeat(n).into_bytes();
     root.file("255.txt", text(255));
     root.file("256.txt", text(256));
     root.file("4096.txt", text(4096));
     root.file("4097.txt", text(4097));
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .args(["--compress-max", "4K"])
         .start();
     assert_as_is(&get_encoded(&server, "/255.txt", "gzip"), &text(255), false);
@@ -286,34 +286,34 @@ fn small_and_large_files_are_sent_as_they_are(mode: Mode) {
     );
 }
 
-fn types_that_do_not_compress_are_sent_as_they_are(mode: Mode) {
+fn types_that_do_not_compress_are_sent_as_they_are(v: Variant) {
     let root = Docroot::new();
     // Compressible bytes: only the type keeps them as they are.
     for name in ["x.png", "x.woff2", "x.woff", "x.bin"] {
         root.file(name, script());
     }
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for name in ["/x.png", "/x.woff2", "/x.woff", "/x.bin"] {
         let resp = get_encoded(&server, name, "br, gzip, zstd");
         assert_as_is(&resp, &script(), false);
     }
 }
 
-fn other_compressible_types_are_compressed(mode: Mode) {
+fn other_compressible_types_are_compressed(v: Variant) {
     let root = Docroot::new();
     for name in ["x.css", "x.svg", "x.json", "x.html", "x.wasm"] {
         root.file(name, script());
     }
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for name in ["/x.css", "/x.svg", "/x.json", "/x.html", "/x.wasm"] {
         assert_compressed(&get_encoded(&server, name, "br"), "br", &script());
     }
 }
 
-fn content_that_does_not_shrink_is_sent_as_it_is(mode: Mode) {
+fn content_that_does_not_shrink_is_sent_as_it_is(v: Variant) {
     let root = Docroot::new();
     root.file("noise.txt", noise(5000));
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for _ in 0..2 {
         // The second time from the cache's note that it did not pay.
         let resp = get_encoded(&server, "/noise.txt", "gzip");
@@ -321,11 +321,11 @@ fn content_that_does_not_shrink_is_sent_as_it_is(mode: Mode) {
     }
 }
 
-fn a_precompressed_sibling_wins(mode: Mode) {
+fn a_precompressed_sibling_wins(v: Variant) {
     let root = js_site();
     const GZIP: &[u8] = b"\x1f\x8bthe author's own gzip file";
     root.file("app.js.gz", GZIP);
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     // br is preferred, but only on the fly: the sibling is sent instead.
     let resp = get_encoded(&server, "/app.js", "br, gzip");
     assert_eq!(resp.header("content-encoding"), Some("gzip"), "{resp:#?}");
@@ -333,11 +333,9 @@ fn a_precompressed_sibling_wins(mode: Mode) {
     assert_as_is(&get_encoded(&server, "/app.js", "br"), &script(), true);
 }
 
-fn no_compress_sends_files_as_they_are(mode: Mode) {
+fn no_compress_sends_files_as_they_are(v: Variant) {
     let root = js_site();
-    let server = Server::builder(mode, root.path())
-        .arg("--no-compress")
-        .start();
+    let server = Server::builder(v, root.path()).arg("--no-compress").start();
     assert_as_is(
         &get_encoded(&server, "/app.js", "br, gzip"),
         &script(),
@@ -345,9 +343,9 @@ fn no_compress_sends_files_as_they_are(mode: Mode) {
     );
 }
 
-fn a_changed_file_is_compressed_again(mode: Mode) {
+fn a_changed_file_is_compressed_again(v: Variant) {
     let root = js_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let before = get_encoded(&server, "/app.js", "br");
     assert_compressed(&before, "br", &script());
     let changed = [script().as_slice(), b"console.log('changed')\n"].concat();
@@ -380,7 +378,7 @@ fn bad_flag_values_are_refused_at_start() {
     }
 }
 
-both_modes!(
+matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
     each_coding_decodes_to_the_file,
     preference_and_q_values_choose_the_coding,
     no_accept_encoding_gets_the_file_with_vary,

@@ -15,10 +15,10 @@ const DAY_BEFORE_IMF: &str = "Sat, 05 Nov 1994 08:49:37 GMT";
 const DAY_BEFORE_RFC850: &str = "Saturday, 05-Nov-94 08:49:37 GMT";
 const DAY_BEFORE_ASCTIME: &str = "Sat Nov  5 08:49:37 1994";
 
-fn start(mode: Mode) -> (Docroot, Server, String) {
+fn start(v: Variant) -> (Docroot, Server, String) {
     let root = Docroot::new();
     root.file("c.txt", BODY);
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let first = server.get("/c.txt");
     assert_eq!(
         first.header("last-modified"),
@@ -53,41 +53,41 @@ fn assert_not_modified(server: &Server, etag: &str, headers: &[&str]) {
     assert_eq!(next.body_str(), BODY);
 }
 
-fn if_match_other_etag_gets_412(mode: Mode) {
-    let (_root, server, _) = start(mode);
+fn if_match_other_etag_gets_412(v: Variant) {
+    let (_root, server, _) = start(v);
     assert_error_h(&get_with(&server, &[("if-match", "\"other\"")]), 412);
 }
 
-fn if_match_current_etag_gets_200(mode: Mode) {
-    let (_root, server, etag) = start(mode);
+fn if_match_current_etag_gets_200(v: Variant) {
+    let (_root, server, etag) = start(v);
     assert_full(&get_with(&server, &[("if-match", &etag)]));
 }
 
-fn if_match_star_gets_200(mode: Mode) {
-    let (_root, server, _) = start(mode);
+fn if_match_star_gets_200(v: Variant) {
+    let (_root, server, _) = start(v);
     assert_full(&get_with(&server, &[("if-match", "*")]));
 }
 
-fn if_match_uses_strong_comparison(mode: Mode) {
-    let (_root, server, etag) = start(mode);
+fn if_match_uses_strong_comparison(v: Variant) {
+    let (_root, server, etag) = start(v);
     let weak = format!("W/{etag}");
     assert_error_h(&get_with(&server, &[("if-match", &weak)]), 412);
 }
 
-fn if_unmodified_since_before_mtime_gets_412(mode: Mode) {
-    let (_root, server, _) = start(mode);
+fn if_unmodified_since_before_mtime_gets_412(v: Variant) {
+    let (_root, server, _) = start(v);
     let resp = get_with(&server, &[("if-unmodified-since", DAY_BEFORE_IMF)]);
     assert_error_h(&resp, 412);
 }
 
-fn if_unmodified_since_at_mtime_gets_200(mode: Mode) {
-    let (_root, server, _) = start(mode);
+fn if_unmodified_since_at_mtime_gets_200(v: Variant) {
+    let (_root, server, _) = start(v);
     assert_full(&get_with(&server, &[("if-unmodified-since", IMF_FIXDATE)]));
 }
 
-fn if_match_overrides_if_unmodified_since(mode: Mode) {
+fn if_match_overrides_if_unmodified_since(v: Variant) {
     // RFC 9110 13.2.2 step 2: If-Unmodified-Since is only evaluated without If-Match.
-    let (_root, server, etag) = start(mode);
+    let (_root, server, etag) = start(v);
     let resp = get_with(
         &server,
         &[("if-match", &etag), ("if-unmodified-since", DAY_BEFORE_IMF)],
@@ -95,8 +95,8 @@ fn if_match_overrides_if_unmodified_since(mode: Mode) {
     assert_full(&resp);
 }
 
-fn if_match_failure_wins_over_if_none_match(mode: Mode) {
-    let (_root, server, etag) = start(mode);
+fn if_match_failure_wins_over_if_none_match(v: Variant) {
+    let (_root, server, etag) = start(v);
     let resp = get_with(
         &server,
         &[("if-match", "\"other\""), ("if-none-match", &etag)],
@@ -104,23 +104,23 @@ fn if_match_failure_wins_over_if_none_match(mode: Mode) {
     assert_error_h(&resp, 412);
 }
 
-fn if_none_match_current_etag_gets_304(mode: Mode) {
-    let (_root, server, etag) = start(mode);
+fn if_none_match_current_etag_gets_304(v: Variant) {
+    let (_root, server, etag) = start(v);
     assert_not_modified(&server, &etag, &[&format!("If-None-Match: {etag}")]);
 }
 
-fn if_none_match_uses_weak_comparison(mode: Mode) {
-    let (_root, server, etag) = start(mode);
+fn if_none_match_uses_weak_comparison(v: Variant) {
+    let (_root, server, etag) = start(v);
     assert_not_modified(&server, &etag, &[&format!("If-None-Match: W/{etag}")]);
 }
 
-fn if_none_match_star_gets_304(mode: Mode) {
-    let (_root, server, etag) = start(mode);
+fn if_none_match_star_gets_304(v: Variant) {
+    let (_root, server, etag) = start(v);
     assert_not_modified(&server, &etag, &["If-None-Match: *"]);
 }
 
-fn if_none_match_list_containing_etag_gets_304(mode: Mode) {
-    let (_root, server, etag) = start(mode);
+fn if_none_match_list_containing_etag_gets_304(v: Variant) {
+    let (_root, server, etag) = start(v);
     assert_not_modified(
         &server,
         &etag,
@@ -128,20 +128,20 @@ fn if_none_match_list_containing_etag_gets_304(mode: Mode) {
     );
 }
 
-fn if_none_match_other_etag_gets_200(mode: Mode) {
-    let (_root, server, _) = start(mode);
+fn if_none_match_other_etag_gets_200(v: Variant) {
+    let (_root, server, _) = start(v);
     assert_full(&get_with(&server, &[("if-none-match", "\"other\"")]));
 }
 
-fn head_if_none_match_gets_304(mode: Mode) {
-    let (_root, server, etag) = start(mode);
+fn head_if_none_match_gets_304(v: Variant) {
+    let (_root, server, etag) = start(v);
     let resp = server.request("HEAD", "/c.txt", &[("if-none-match", &etag)]);
     assert_eq!(resp.status, 304);
     assert!(resp.body.is_empty());
 }
 
-fn if_none_match_wins_over_range(mode: Mode) {
-    let (_root, server, etag) = start(mode);
+fn if_none_match_wins_over_range(v: Variant) {
+    let (_root, server, etag) = start(v);
     assert_not_modified(
         &server,
         &etag,
@@ -149,8 +149,8 @@ fn if_none_match_wins_over_range(mode: Mode) {
     );
 }
 
-fn if_modified_since_imf_fixdate_gets_304(mode: Mode) {
-    let (_root, server, etag) = start(mode);
+fn if_modified_since_imf_fixdate_gets_304(v: Variant) {
+    let (_root, server, etag) = start(v);
     assert_not_modified(
         &server,
         &etag,
@@ -158,20 +158,20 @@ fn if_modified_since_imf_fixdate_gets_304(mode: Mode) {
     );
 }
 
-fn if_modified_since_rfc850_date_gets_304(mode: Mode) {
+fn if_modified_since_rfc850_date_gets_304(v: Variant) {
     // A two-digit year 94 is 1994 (RFC 9110 5.6.7), not 2094 and not garbage.
-    let (_root, server, etag) = start(mode);
+    let (_root, server, etag) = start(v);
     assert_not_modified(&server, &etag, &[&format!("If-Modified-Since: {RFC850}")]);
 }
 
-fn if_modified_since_asctime_date_gets_304(mode: Mode) {
-    let (_root, server, etag) = start(mode);
+fn if_modified_since_asctime_date_gets_304(v: Variant) {
+    let (_root, server, etag) = start(v);
     assert_not_modified(&server, &etag, &[&format!("If-Modified-Since: {ASCTIME}")]);
 }
 
-fn if_modified_since_before_mtime_gets_200_in_every_format(mode: Mode) {
+fn if_modified_since_before_mtime_gets_200_in_every_format(v: Variant) {
     // Together with the 304 tests this pins the parse: a 94 read as 2094 would give 304.
-    let (_root, server, _) = start(mode);
+    let (_root, server, _) = start(v);
     for date in [DAY_BEFORE_IMF, DAY_BEFORE_RFC850, DAY_BEFORE_ASCTIME] {
         let resp = get_with(&server, &[("if-modified-since", date)]);
         assert_eq!(resp.status, 200, "If-Modified-Since: {date}");
@@ -179,17 +179,17 @@ fn if_modified_since_before_mtime_gets_200_in_every_format(mode: Mode) {
     }
 }
 
-fn garbage_if_modified_since_is_ignored(mode: Mode) {
-    let (_root, server, _) = start(mode);
+fn garbage_if_modified_since_is_ignored(v: Variant) {
+    let (_root, server, _) = start(v);
     assert_full(&get_with(
         &server,
         &[("if-modified-since", "yesterday-ish")],
     ));
 }
 
-fn if_none_match_wins_over_if_modified_since(mode: Mode) {
+fn if_none_match_wins_over_if_modified_since(v: Variant) {
     // RFC 9110 13.2.2 step 4: If-Modified-Since is only evaluated without If-None-Match.
-    let (_root, server, _) = start(mode);
+    let (_root, server, _) = start(v);
     let resp = get_with(
         &server,
         &[
@@ -200,8 +200,8 @@ fn if_none_match_wins_over_if_modified_since(mode: Mode) {
     assert_full(&resp);
 }
 
-fn matching_if_none_match_gives_304_despite_old_if_modified_since(mode: Mode) {
-    let (_root, server, etag) = start(mode);
+fn matching_if_none_match_gives_304_despite_old_if_modified_since(v: Variant) {
+    let (_root, server, etag) = start(v);
     assert_not_modified(
         &server,
         &etag,
@@ -212,7 +212,7 @@ fn matching_if_none_match_gives_304_despite_old_if_modified_since(mode: Mode) {
     );
 }
 
-both_modes!(
+matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
     if_match_other_etag_gets_412,
     if_match_current_etag_gets_200,
     if_match_star_gets_200,

@@ -16,7 +16,7 @@ fn site() -> Docroot {
 }
 
 /// `curl -sv --max-time 10 --http1.1 ARGS`, trusting the test root CA for `https://` URLs
-/// (a server under STATICD_TEST_TLS=1). HTTP/1.1 even over TLS, where curl would choose
+/// (a server of a TLS cell). HTTP/1.1 even over TLS, where curl would choose
 /// h2 by ALPN: these checks read HTTP/1.1's trace; tests/http2_tools.rs has curl's h2.
 fn curl(curl: &Path, args: &[&str]) -> Output {
     let mut cmd = Command::new(curl);
@@ -34,12 +34,12 @@ fn curl(curl: &Path, args: &[&str]) -> Output {
     output
 }
 
-fn curl_gets_a_file_with_its_headers(mode: Mode) {
+fn curl_gets_a_file_with_its_headers(v: Variant) {
     let Some(curl_bin) = tool("curl", "curl") else {
         return;
     };
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let output = curl(&curl_bin, &[&server.url("/a.txt")]);
     assert_eq!(output.stdout, b"alpha\n");
     let trace = String::from_utf8_lossy(&output.stderr).to_ascii_lowercase();
@@ -57,12 +57,12 @@ fn curl_gets_a_file_with_its_headers(mode: Mode) {
     }
 }
 
-fn curl_reuses_one_connection_for_two_urls(mode: Mode) {
+fn curl_reuses_one_connection_for_two_urls(v: Variant) {
     let Some(curl_bin) = tool("curl", "curl") else {
         return;
     };
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let output = curl(&curl_bin, &[&server.url("/a.txt"), &server.url("/b.txt")]);
     assert_eq!(output.stdout, b"alpha\nbravo bravo\n");
     let trace = String::from_utf8_lossy(&output.stderr);
@@ -72,12 +72,12 @@ fn curl_reuses_one_connection_for_two_urls(mode: Mode) {
     );
 }
 
-fn curl_range_request_gets_the_bytes(mode: Mode) {
+fn curl_range_request_gets_the_bytes(v: Variant) {
     let Some(curl_bin) = tool("curl", "curl") else {
         return;
     };
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let output = curl(&curl_bin, &["-r", "2-4", &server.url("/a.txt")]);
     assert_eq!(output.stdout, b"pha");
     let trace = String::from_utf8_lossy(&output.stderr).to_ascii_lowercase();
@@ -85,7 +85,7 @@ fn curl_range_request_gets_the_bytes(mode: Mode) {
     assert!(trace.contains("< content-range: bytes 2-4/6"), "{trace}");
 }
 
-both_modes!(
+matrix!([h1, tls] both_modes:
     curl_gets_a_file_with_its_headers,
     curl_reuses_one_connection_for_two_urls,
     curl_range_request_gets_the_bytes,

@@ -63,17 +63,17 @@ fn assert_text_error(resp: &HResponse, code: u16) {
     assert!(varies_with_accept(resp), "Vary: Accept in {resp:#?}");
 }
 
-fn a_browser_gets_a_404_page(mode: Mode) {
+fn a_browser_gets_a_404_page(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = accept_html(&server, "GET", "/missing");
     assert_html_error(&resp, 404);
     assert!(resp.body_str().contains("<a href=\"/\">"), "a way back");
 }
 
-fn the_page_echoes_nothing_of_the_request(mode: Mode) {
+fn the_page_echoes_nothing_of_the_request(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = accept_html(&server, "GET", "/%3Cscript%3Ealert(1)%3C/script%3E");
     assert_html_error(&resp, 404);
     let page = resp.body_str();
@@ -81,9 +81,9 @@ fn the_page_echoes_nothing_of_the_request(mode: Mode) {
     assert!(!page.contains("alert"), "{page}");
 }
 
-fn other_clients_get_the_text_line(mode: Mode) {
+fn other_clients_get_the_text_line(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_text_error(&server.get("/missing"), 404);
     for accept in [
         "*/*",
@@ -97,9 +97,9 @@ fn other_clients_get_the_text_line(mode: Mode) {
     }
 }
 
-fn head_of_an_error_page_has_its_length_and_no_body(mode: Mode) {
+fn head_of_an_error_page_has_its_length_and_no_body(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let get = accept_html(&server, "GET", "/missing");
     let mut conn = server.connect();
     let accept = format!("Accept: {BROWSER}");
@@ -122,10 +122,10 @@ fn head_of_an_error_page_has_its_length_and_no_body(mode: Mode) {
 /// Extra request header fields.
 type Headers<'a> = &'a [(&'a str, &'a str)];
 
-fn every_error_status_has_both_forms(mode: Mode) {
+fn every_error_status_has_both_forms(v: Variant) {
     let root = site();
     root.fifo("pipe");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let cases: [(&str, &str, Headers, u16); 6] = [
         ("GET", "/missing", &[], 404),
         ("GET", "/%zz", &[], 400),
@@ -144,9 +144,9 @@ fn every_error_status_has_both_forms(mode: Mode) {
     }
 }
 
-fn error_specific_headers_stay(mode: Mode) {
+fn error_specific_headers_stay(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = accept_html(&server, "DELETE", "/a.txt");
     assert_html_error(&resp, 405);
     assert_eq!(resp.header("allow"), Some("GET, HEAD, OPTIONS"));
@@ -159,29 +159,29 @@ fn error_specific_headers_stay(mode: Mode) {
     assert_eq!(resp.header("content-range"), Some("bytes */6"));
 }
 
-fn forbidden_file_gets_a_page(mode: Mode) {
+fn forbidden_file_gets_a_page(v: Variant) {
     let root = site();
     let locked = root.file("locked.txt", "locked\n");
     fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
     // As root the server could read anything; run it as nobody.
-    let server = Server::builder(mode, root.path()).unprivileged().start();
+    let server = Server::builder(v, root.path()).unprivileged().start();
     assert_html_error(&accept_html(&server, "GET", "/locked.txt"), 403);
 }
 
-fn a_failing_script_gets_a_page(mode: Mode) {
+fn a_failing_script_gets_a_page(v: Variant) {
     let root = site();
     let script = root.file("bad.cgi", "#!/bin/sh\necho no header block\n");
     fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
-    let server = Server::builder(mode, root.path()).arg("--cgi").start();
+    let server = Server::builder(v, root.path()).arg("--cgi").start();
     let resp = accept_html(&server, "GET", "/bad.cgi");
     assert_html_error(&resp, 502);
     assert!(!resp.body_str().contains("no header block"));
     assert_text_error(&server.get("/bad.cgi"), 502);
 }
 
-fn a_request_that_does_not_parse_gets_text_without_vary(mode: Mode) {
+fn a_request_that_does_not_parse_gets_text_without_vary(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let accept = format!("Accept: {BROWSER}");
     for raw in [
         format!("GET / HTTP/1.1\r\nHost: test\r\n{accept}\r\nno colon here\r\n\r\n"),
@@ -195,9 +195,9 @@ fn a_request_that_does_not_parse_gets_text_without_vary(mode: Mode) {
     }
 }
 
-fn successes_and_redirects_do_not_change(mode: Mode) {
+fn successes_and_redirects_do_not_change(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = accept_html(&server, "GET", "/a.txt");
     assert_eq!(resp.status, 200);
     assert!(!varies_with_accept(&resp), "{resp:#?}");
@@ -208,7 +208,7 @@ fn successes_and_redirects_do_not_change(mode: Mode) {
     assert!(!varies_with_accept(&resp), "{resp:#?}");
 }
 
-both_modes!(
+matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
     a_browser_gets_a_404_page,
     the_page_echoes_nothing_of_the_request,
     other_clients_get_the_text_line,

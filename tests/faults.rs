@@ -24,8 +24,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use rustix::process::Signal;
 
-const STANDALONE: Mode = Mode::Standalone;
-
 /// The large file of the mid-response tests.
 const BIG: u64 = 64 << 20;
 /// How much of it is read (slowly) before the file is changed.
@@ -298,7 +296,7 @@ fn assert_no_panic(server: &Server) {
 /// The server serves a small file correctly; in standalone mode the process is still
 /// the same, running one.
 fn assert_still_serving(server: &mut Server) {
-    if server.mode == STANDALONE {
+    if server.mode == Mode::Standalone {
         if let Some(status) = server.process().try_status() {
             panic!(
                 "staticd died: {}; stderr: {:#?}",
@@ -332,17 +330,17 @@ enum Change {
 /// applies `change` to the file, then reads to the end. The client must get either the
 /// whole Content-Length of the OLD content, or a prefix of it followed by EOF or reset:
 /// never a wrong byte, never a byte too many, never a hang.
-fn change_while_sent(mode: Mode, change: Change) {
-    change_while_sent_with(mode, change, &[]);
+fn change_while_sent(v: Variant, change: Change) {
+    change_while_sent_with(v, change, &[]);
 }
 
 /// `change_while_sent` with extra server arguments.
-fn change_while_sent_with(mode: Mode, change: Change, args: &[&str]) {
+fn change_while_sent_with(v: Variant, change: Change, args: &[&str]) {
     let root = Docroot::new();
     root.file("a.txt", "alpha\n");
     let big = root.join("big.bin");
     write_pattern_file(&big, BIG);
-    let mut server = Server::builder(mode, root.path()).args(args).start();
+    let mut server = Server::builder(v, root.path()).args(args).start();
 
     let stream = server.connector().wrap(connect_small_window(server.addr()));
     let mut download = Download::start(stream, "/big.bin").unwrap_or_else(|e| panic!("{e}"));
@@ -384,11 +382,11 @@ fn change_while_sent_with(mode: Mode, change: Change, args: &[&str]) {
     // Every byte received was checked against the old content, and there were never
     // more than Content-Length of them; whole or short, the connection has ended.
     eprintln!(
-        "{mode:?}: changed at {at_change} bytes; received {} of {BIG}, then {stop:?}",
+        "{v:?}: changed at {at_change} bytes; received {} of {BIG}, then {stop:?}",
         download.got
     );
     drop(download);
-    match mode {
+    match v.mode {
         Mode::Standalone => assert_still_serving(&mut server),
         Mode::Inetd => server.assert_survived("/a.txt"),
     }
@@ -396,59 +394,41 @@ fn change_while_sent_with(mode: Mode, change: Change, args: &[&str]) {
 }
 
 /// Truncated well past the part already sent: the response stops at the new end.
-fn file_truncated_while_sent_never_sends_wrong_bytes(mode: Mode) {
-    change_while_sent(mode, Change::Truncate((16 << 20) + 1234));
+fn file_truncated_while_sent_never_sends_wrong_bytes(v: Variant) {
+    change_while_sent(v, Change::Truncate((16 << 20) + 1234));
 }
 
 /// Truncated 65 KiB past what the client has read, inside the bytes the server has
 /// already handed to the kernel (sent, not yet received): the truncation zeroes the page
 /// (folio) that holds the new end of file past that end, and those zeros must not reach
 /// the client in place of the file's bytes.
-fn file_truncated_inside_the_bytes_in_flight_never_sends_wrong_bytes(mode: Mode) {
-    change_while_sent(mode, Change::TruncatePastRead((64 << 10) + 1234));
+fn file_truncated_inside_the_bytes_in_flight_never_sends_wrong_bytes(v: Variant) {
+    change_while_sent(v, Change::TruncatePastRead((64 << 10) + 1234));
 }
 
-/// Written out instead of `both_modes!` to carry the `ignore`.
-mod file_truncated_inside_the_bytes_in_flight_never_sends_wrong_bytes {
-    #[test]
+matrix!([h1, tls, uring] both_modes:
     #[ignore = "server bug: zero-copy sendfile(2) queues page-cache pages; the truncation \
                 zeroes the folio past the new end of file and those zeros reach the client \
                 (body offset = new size, got 0x00)"]
-    fn standalone() {
-        super::file_truncated_inside_the_bytes_in_flight_never_sends_wrong_bytes(
-            crate::common::Mode::Standalone,
-        )
-    }
-
-    #[test]
-    #[ignore = "server bug: zero-copy sendfile(2) queues page-cache pages; the truncation \
-                zeroes the folio past the new end of file and those zeros reach the client \
-                (body offset = new size, got 0x00)"]
-    fn inetd() {
-        super::file_truncated_inside_the_bytes_in_flight_never_sends_wrong_bytes(
-            crate::common::Mode::Inetd,
-        )
-    }
-}
+    file_truncated_inside_the_bytes_in_flight_never_sends_wrong_bytes,
+);
 
 /// The same truncation with `--no-sendfile`: every byte that leaves was copied out of the
 /// file when it was read, so the truncation can only end the response early.
-fn file_truncated_inside_the_bytes_in_flight_with_no_sendfile_never_sends_wrong_bytes(mode: Mode) {
+fn file_truncated_inside_the_bytes_in_flight_with_no_sendfile_never_sends_wrong_bytes(v: Variant) {
     change_while_sent_with(
-        mode,
+        v,
         Change::TruncatePastRead((64 << 10) + 1234),
         &["--no-sendfile"],
     );
 }
 
 /// `--no-sendfile` serves the file whole when nothing changes it.
-fn no_sendfile_serves_large_files_whole(mode: Mode) {
+fn no_sendfile_serves_large_files_whole(v: Variant) {
     let root = Docroot::new();
     let big = root.join("big.bin");
     write_pattern_file(&big, BIG);
-    let server = Server::builder(mode, root.path())
-        .arg("--no-sendfile")
-        .start();
+    let server = Server::builder(v, root.path()).arg("--no-sendfile").start();
     let stream = server.connector().wrap(connect_small_window(server.addr()));
     let mut download = Download::start(stream, "/big.bin").unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(download.head.status, 200, "{:#?}", download.head);
@@ -459,19 +439,19 @@ fn no_sendfile_serves_large_files_whole(mode: Mode) {
 }
 
 /// Truncated below the part the client has already read.
-fn file_truncated_below_the_part_already_read_never_sends_wrong_bytes(mode: Mode) {
-    change_while_sent(mode, Change::Truncate((1 << 20) + 1234));
+fn file_truncated_below_the_part_already_read_never_sends_wrong_bytes(v: Variant) {
+    change_while_sent(v, Change::Truncate((1 << 20) + 1234));
 }
 
-fn file_renamed_over_while_sent_never_sends_wrong_bytes(mode: Mode) {
-    change_while_sent(mode, Change::RenameOver);
+fn file_renamed_over_while_sent_never_sends_wrong_bytes(v: Variant) {
+    change_while_sent(v, Change::RenameOver);
 }
 
-fn file_unlinked_while_sent_never_sends_wrong_bytes(mode: Mode) {
-    change_while_sent(mode, Change::Unlink);
+fn file_unlinked_while_sent_never_sends_wrong_bytes(v: Variant) {
+    change_while_sent(v, Change::Unlink);
 }
 
-both_modes!(
+matrix!([h1, tls, uring] both_modes:
     file_truncated_inside_the_bytes_in_flight_with_no_sendfile_never_sends_wrong_bytes,
     no_sendfile_serves_large_files_whole,
     file_truncated_while_sent_never_sends_wrong_bytes,
@@ -510,8 +490,7 @@ fn refused_or_closed_unanswered(server: &Connector) -> Result<&'static str, Stri
     }
 }
 
-#[test]
-fn sigterm_lets_100_slow_downloads_finish_and_refuses_newcomers() {
+fn sigterm_lets_100_slow_downloads_finish_and_refuses_newcomers(v: Variant) {
     const CLIENTS: usize = 100;
     const SIZE: u64 = 8 << 20;
     /// Each client's steady pace: the rest of its 8 MiB takes about 4 s of the 10 s grace.
@@ -522,7 +501,7 @@ fn sigterm_lets_100_slow_downloads_finish_and_refuses_newcomers() {
     let root = Docroot::new();
     root.file("a.txt", "alpha\n");
     write_pattern_file(&root.join("big.bin"), SIZE);
-    let mut server = Server::start(STANDALONE, &root);
+    let mut server = Server::start(v, &root);
     let connector = server.connector();
 
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
@@ -621,6 +600,8 @@ fn sigterm_lets_100_slow_downloads_finish_and_refuses_newcomers() {
     assert_no_panic(&server);
 }
 
+matrix!([h1, tls, uring] standalone: sigterm_lets_100_slow_downloads_finish_and_refuses_newcomers);
+
 // ---------------------------------------------------------------------------------------
 // 3. --log-file and SIGHUP (standalone)
 // ---------------------------------------------------------------------------------------
@@ -629,8 +610,7 @@ fn read_or_empty(path: &Path) -> String {
     fs::read_to_string(path).unwrap_or_default()
 }
 
-#[test]
-fn log_file_is_reopened_on_sighup_after_rotation() {
+fn log_file_is_reopened_on_sighup_after_rotation(v: Variant) {
     let root = Docroot::new();
     root.file("a.txt", "alpha\n");
     root.file("first.txt", "first\n");
@@ -638,7 +618,7 @@ fn log_file_is_reopened_on_sighup_after_rotation() {
     let logs = tempfile::tempdir().unwrap();
     let path = logs.path().join("access.log");
     let rotated = logs.path().join("access.log.1");
-    let mut server = Server::builder(STANDALONE, root.path())
+    let mut server = Server::builder(v, root.path())
         .log_format("common")
         .arg("--log-file")
         .arg(&path)
@@ -699,6 +679,8 @@ fn log_file_is_reopened_on_sighup_after_rotation() {
     );
     assert_still_serving(&mut server);
 }
+
+matrix!([h1, tls, uring] standalone: log_file_is_reopened_on_sighup_after_rotation);
 
 // ---------------------------------------------------------------------------------------
 // 4. Descriptor exhaustion and --max-connections (standalone)
@@ -773,10 +755,15 @@ fn assert_answers_once_drained(server: &Server, path: &str, when: &str) {
 /// an overloaded server may answer 500 or 503; unanswered and refused clients are fine.
 /// Then every client closes, and the server must still run and answer `GET /a.txt` and
 /// `GET /fresh.txt` (a file nobody asked for before) correctly.
-fn thousand_clients_at_64_descriptors(root: &Docroot, args: &[&str], targets: Vec<String>) {
+fn thousand_clients_at_64_descriptors(
+    v: Variant,
+    root: &Docroot,
+    args: &[&str],
+    targets: Vec<String>,
+) {
     const THREADS: usize = 4;
     const PER_THREAD: usize = 250;
-    let mut server = Server::builder(STANDALONE, root.path())
+    let mut server = Server::builder(v, root.path())
         .args(["--threads", "2"])
         .args(args)
         .nofile_limit(64)
@@ -906,18 +893,17 @@ fn thousand_clients_at_64_descriptors(root: &Docroot, args: &[&str], targets: Ve
     assert_still_serving(&mut server);
 }
 
-#[test]
-fn thousand_clients_at_a_64_descriptor_limit_leave_the_server_serving() {
+fn thousand_clients_at_a_64_descriptor_limit_leave_the_server_serving(v: Variant) {
     let root = many_files_site(0);
-    thousand_clients_at_64_descriptors(&root, &[], vec!["/a.txt".into()]);
+    thousand_clients_at_64_descriptors(v, &root, &[], vec!["/a.txt".into()]);
 }
 
 /// `--max-connections 1000` lifts the bound the server derives from the descriptor
 /// limit, so accept(2) itself runs into EMFILE.
-#[test]
-fn thousand_clients_past_the_descriptor_limit_leave_the_server_serving() {
+fn thousand_clients_past_the_descriptor_limit_leave_the_server_serving(v: Variant) {
     let root = many_files_site(0);
     thousand_clients_at_64_descriptors(
+        v,
         &root,
         &["--max-connections", "1000"],
         vec!["/a.txt".into()],
@@ -925,20 +911,20 @@ fn thousand_clients_past_the_descriptor_limit_leave_the_server_serving() {
 }
 
 /// The same storm spread over 200 different files.
-#[test]
-fn thousand_clients_asking_for_200_files_at_a_64_descriptor_limit_leave_the_server_serving() {
+fn thousand_clients_asking_for_200_files_at_a_64_descriptor_limit_leave_the_server_serving(
+    v: Variant,
+) {
     let root = many_files_site(200);
     let targets = (0..200).map(|i| format!("/f{i}.bin")).collect();
-    thousand_clients_at_64_descriptors(&root, &[], targets);
+    thousand_clients_at_64_descriptors(v, &root, &[], targets);
 }
 
 /// No concurrency at all: 100 different files, one request at a time, at RLIMIT_NOFILE
 /// 64. Each must be served; descriptors kept by the open-file cache must not starve the
 /// server.
-#[test]
-fn open_file_cache_does_not_use_up_a_64_descriptor_limit() {
+fn open_file_cache_does_not_use_up_a_64_descriptor_limit(v: Variant) {
     let root = many_files_site(100);
-    let mut server = Server::builder(STANDALONE, root.path())
+    let mut server = Server::builder(v, root.path())
         .args(["--threads", "2"])
         .nofile_limit(64)
         .start();
@@ -1023,11 +1009,10 @@ fn busy(mut conn: Conn) -> Conn {
     conn
 }
 
-#[test]
-fn max_connections_holds_the_eleventh_until_one_of_ten_closes() {
+fn max_connections_holds_the_eleventh_until_one_of_ten_closes(v: Variant) {
     let root = Docroot::new();
     root.file("a.txt", "alpha\n");
-    let mut server = Server::builder(STANDALONE, root.path())
+    let mut server = Server::builder(v, root.path())
         .args(["--max-connections", "10", "--threads", "2"])
         .args(["--keepalive-timeout", "60", "--read-timeout", "60"])
         .start();
@@ -1073,6 +1058,14 @@ fn max_connections_holds_the_eleventh_until_one_of_ten_closes() {
     assert_still_serving(&mut server);
 }
 
+matrix!([h1, tls, uring] standalone:
+    thousand_clients_at_a_64_descriptor_limit_leave_the_server_serving,
+    thousand_clients_past_the_descriptor_limit_leave_the_server_serving,
+    thousand_clients_asking_for_200_files_at_a_64_descriptor_limit_leave_the_server_serving,
+    open_file_cache_does_not_use_up_a_64_descriptor_limit,
+    max_connections_holds_the_eleventh_until_one_of_ten_closes,
+);
+
 // ---------------------------------------------------------------------------------------
 // 5. CGI scripts that misbehave (both modes)
 // ---------------------------------------------------------------------------------------
@@ -1084,8 +1077,8 @@ fn script(root: &Docroot, rel: &str, body: &str) -> PathBuf {
     path
 }
 
-fn cgi_server(mode: Mode, root: &Docroot) -> Server {
-    Server::builder(mode, root.path())
+fn cgi_server(v: Variant, root: &Docroot) -> Server {
+    Server::builder(v, root.path())
         .args(["--cgi", "--cgi-timeout", "2"])
         .start()
 }
@@ -1103,7 +1096,7 @@ fn assert_inetd_processes_exited_cleanly(server: &Server, connections: usize) {
     }
 }
 
-fn flooding_script_is_killed_when_its_client_leaves(mode: Mode) {
+fn flooding_script_is_killed_when_its_client_leaves(v: Variant) {
     let root = Docroot::new();
     root.file("a.txt", "alpha\n");
     let scratch = tempfile::tempdir().unwrap();
@@ -1116,7 +1109,7 @@ fn flooding_script_is_killed_when_its_client_leaves(mode: Mode) {
             pid_file.display()
         ),
     );
-    let mut server = cgi_server(mode, &root);
+    let mut server = cgi_server(v, &root);
 
     let mut conn = server.connect();
     conn.send(request("GET", "/flood.cgi", &[]));
@@ -1148,11 +1141,11 @@ fn flooding_script_is_killed_when_its_client_leaves(mode: Mode) {
     assert_inetd_processes_exited_cleanly(&server, 3);
 }
 
-fn script_exiting_without_output_gets_502(mode: Mode) {
+fn script_exiting_without_output_gets_502(v: Variant) {
     let root = Docroot::new();
     root.file("a.txt", "alpha\n");
     script(&root, "silent.cgi", "exit 3\n");
-    let mut server = cgi_server(mode, &root);
+    let mut server = cgi_server(v, &root);
     let resp = server
         .connect()
         .roundtrip(request("GET", "/silent.cgi", &[]));
@@ -1164,7 +1157,7 @@ fn script_exiting_without_output_gets_502(mode: Mode) {
     assert_inetd_processes_exited_cleanly(&server, 2);
 }
 
-fn script_exiting_before_its_content_length_cuts_the_response(mode: Mode) {
+fn script_exiting_before_its_content_length_cuts_the_response(v: Variant) {
     let root = Docroot::new();
     root.file("a.txt", "alpha\n");
     script(
@@ -1172,7 +1165,7 @@ fn script_exiting_before_its_content_length_cuts_the_response(mode: Mode) {
         "short.cgi",
         "printf 'Content-Type: text/plain\\r\\nContent-Length: 1000\\r\\n\\r\\n'\nprintf 'only-this'\nexit 0\n",
     );
-    let mut server = cgi_server(mode, &root);
+    let mut server = cgi_server(v, &root);
     let mut conn = server.connect();
     conn.send(request("GET", "/short.cgi", &[]));
     let head = conn.read_head();
@@ -1189,7 +1182,7 @@ fn script_exiting_before_its_content_length_cuts_the_response(mode: Mode) {
     assert_inetd_processes_exited_cleanly(&server, 2);
 }
 
-fn lingering_child_of_a_finished_script_is_killed(mode: Mode) {
+fn lingering_child_of_a_finished_script_is_killed(v: Variant) {
     let root = Docroot::new();
     root.file("a.txt", "alpha\n");
     let scratch = tempfile::tempdir().unwrap();
@@ -1204,7 +1197,7 @@ fn lingering_child_of_a_finished_script_is_killed(mode: Mode) {
             pid_file.display()
         ),
     );
-    let mut server = cgi_server(mode, &root);
+    let mut server = cgi_server(v, &root);
     let mut conn = server.connect();
     let resp = conn.roundtrip(request("GET", "/linger.cgi", &[]));
     assert_eq!(resp.status, 200, "{resp:#?}");
@@ -1224,7 +1217,7 @@ fn lingering_child_of_a_finished_script_is_killed(mode: Mode) {
     assert_inetd_processes_exited_cleanly(&server, 2);
 }
 
-both_modes!(
+matrix!([h1, tls, uring] both_modes:
     flooding_script_is_killed_when_its_client_leaves,
     script_exiting_without_output_gets_502,
     script_exiting_before_its_content_length_cuts_the_response,

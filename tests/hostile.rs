@@ -77,9 +77,9 @@ fn post(extra: &[&str], body: &str) -> String {
 
 // --- smuggling and framing ----------------------------------------------------------------
 
-fn content_length_with_transfer_encoding_is_refused(mode: Mode) {
+fn content_length_with_transfer_encoding_is_refused(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for bad in [
         post(
             &["Content-Length: 4", "Transfer-Encoding: chunked"],
@@ -107,9 +107,9 @@ fn content_length_with_transfer_encoding_is_refused(mode: Mode) {
     }
 }
 
-fn two_different_content_lengths_are_refused(mode: Mode) {
+fn two_different_content_lengths_are_refused(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for bad in [
         post(&["Content-Length: 3", "Content-Length: 40"], "abc"),
         post(&["Content-Length: 40", "Content-Length: 3"], "abc"),
@@ -120,9 +120,9 @@ fn two_different_content_lengths_are_refused(mode: Mode) {
     }
 }
 
-fn non_numeric_and_negative_lengths_are_refused(mode: Mode) {
+fn non_numeric_and_negative_lengths_are_refused(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for value in [
         "abc",
         "-1",
@@ -142,9 +142,9 @@ fn non_numeric_and_negative_lengths_are_refused(mode: Mode) {
     }
 }
 
-fn chunked_not_last_is_refused(mode: Mode) {
+fn chunked_not_last_is_refused(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for te in [
         "chunked, gzip",
         "chunked, identity",
@@ -173,9 +173,9 @@ fn chunked_not_last_is_refused(mode: Mode) {
 /// A head that parses, then a chunked body that breaks where it has already arrived: the
 /// request is refused with 400 before it is answered (as nginx does), the connection
 /// closes, and the pipelined request is not answered (its start cannot be known).
-fn invalid_chunk_size_closes_the_connection(mode: Mode) {
+fn invalid_chunk_size_closes_the_connection(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let long_extension = format!("5;{}\r\nhello\r\n0\r\n\r\n", "x".repeat(5000));
     let long_trailer = format!("5\r\nhello\r\n0\r\nX: {}\r\n\r\n", "y".repeat(5000));
     for body in [
@@ -206,9 +206,9 @@ fn invalid_chunk_size_closes_the_connection(mode: Mode) {
 
 /// A chunked body that breaks only after the answer went out (it arrived later): the
 /// connection closes at the break, and what follows is not answered.
-fn chunked_body_breaking_late_closes_the_connection(mode: Mode) {
+fn chunked_body_breaking_late_closes_the_connection(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     conn.send(request("GET", "/a.txt", &["Transfer-Encoding: chunked"]) + "5\r\nhel");
     let first = conn.read_response();
@@ -218,9 +218,9 @@ fn chunked_body_breaking_late_closes_the_connection(mode: Mode) {
     assert_nothing_answered_after(&mut conn, "late break");
 }
 
-fn obs_fold_is_refused(mode: Mode) {
+fn obs_fold_is_refused(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for bad in [
         "GET /a.txt HTTP/1.1\r\nHost: test\r\nX-Folded: one\r\n two\r\n\r\n",
         "GET /a.txt HTTP/1.1\r\nHost: test\r\nX-Folded: one\r\n\ttwo\r\n\r\n",
@@ -232,9 +232,9 @@ fn obs_fold_is_refused(mode: Mode) {
     }
 }
 
-fn bare_cr_in_a_header_is_refused(mode: Mode) {
+fn bare_cr_in_a_header_is_refused(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for bad in [
         "GET /a.txt HTTP/1.1\r\nHost: test\r\nX-A: one\rtwo\r\n\r\n",
         "GET /a.txt HTTP/1.1\r\nHost: test\rX-A: b\r\n\r\n",
@@ -246,9 +246,9 @@ fn bare_cr_in_a_header_is_refused(mode: Mode) {
     }
 }
 
-fn space_before_the_colon_is_refused(mode: Mode) {
+fn space_before_the_colon_is_refused(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for bad in [
         "GET /a.txt HTTP/1.1\r\nHost : test\r\n\r\n",
         "GET /a.txt HTTP/1.1\r\nHost: test\r\nX-A : b\r\n\r\n",
@@ -260,9 +260,9 @@ fn space_before_the_colon_is_refused(mode: Mode) {
     }
 }
 
-fn other_malformed_heads_are_refused(mode: Mode) {
+fn other_malformed_heads_are_refused(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for bad in [
         "GET /a.txt HTTP/1.1\r\nHost: test\r\nHost: other\r\n\r\n",
         "GET /a.txt HTTP/1.1\r\nHost: test\r\nX-A: b\0c\r\n\r\n",
@@ -277,7 +277,7 @@ fn other_malformed_heads_are_refused(mode: Mode) {
     }
 }
 
-both_modes!(
+matrix!([h1, tls, uring] both_modes:
     content_length_with_transfer_encoding_is_refused,
     two_different_content_lengths_are_refused,
     non_numeric_and_negative_lengths_are_refused,
@@ -297,9 +297,9 @@ both_modes!(
 /// the end of the line, "patches" the minor version to 1 and calls `parse`
 /// again, which fails the same way: unbounded recursion, a stack overflow,
 /// and the whole standalone server aborts. Expected: 400 and close.
-fn space_in_the_target_gets_400(mode: Mode) {
+fn space_in_the_target_gets_400(v: Variant) {
     let root = site();
-    let mut server = Server::start(mode, &root);
+    let mut server = Server::start(v, &root);
     for bad in [
         "GET /a b HTTP/1.1\r\nHost: test\r\n\r\n",
         "GET / HT/ HTTP/1.2\r\nHost: test\r\n\r\n",
@@ -316,15 +316,7 @@ fn space_in_the_target_gets_400(mode: Mode) {
     server.assert_survived("/a.txt");
 }
 
-#[test]
-fn space_in_the_target_gets_400_standalone() {
-    space_in_the_target_gets_400(Mode::Standalone);
-}
-
-#[test]
-fn space_in_the_target_gets_400_inetd() {
-    space_in_the_target_gets_400(Mode::Inetd);
-}
+matrix!([h1, tls, uring] both_modes: space_in_the_target_gets_400);
 
 // --- traversal ----------------------------------------------------------------------------
 
@@ -471,9 +463,9 @@ fn traversal_targets() -> Vec<String> {
     targets
 }
 
-fn traversal_never_reaches_outside_the_root(mode: Mode) {
+fn traversal_never_reaches_outside_the_root(v: Variant) {
     let jail = Jail::new();
-    let server = Server::builder(mode, &jail.root()).arg("--listing").start();
+    let server = Server::builder(v, &jail.root()).arg("--listing").start();
     let targets = traversal_targets();
     assert!(targets.len() >= 100, "{} spellings", targets.len());
     let mut ok = 0;
@@ -494,7 +486,7 @@ fn traversal_never_reaches_outside_the_root(mode: Mode) {
 
 /// With --vhosts, the Host header picks a directory under the root: Host
 /// values that try to climb out, or name links that lead out.
-fn vhost_names_never_reach_outside_the_root(mode: Mode) {
+fn vhost_names_never_reach_outside_the_root(v: Variant) {
     let jail = Jail::new();
     let root = jail.root();
     fs::create_dir_all(root.join("default")).unwrap();
@@ -502,7 +494,7 @@ fn vhost_names_never_reach_outside_the_root(mode: Mode) {
     fs::create_dir_all(root.join("www.a.test")).unwrap();
     fs::write(root.join("www.a.test/index.html"), "site a\n").unwrap();
     std::os::unix::fs::symlink("../..", root.join("www.a.test/up")).unwrap();
-    let server = Server::builder(mode, &root).arg("--vhosts").start();
+    let server = Server::builder(v, &root).arg("--vhosts").start();
     let hosts = [
         "..",
         "../secret.txt",
@@ -568,7 +560,7 @@ fn vhost_names_never_reach_outside_the_root(mode: Mode) {
     assert_eq!(resp.body_str(), "site a\n");
 }
 
-both_modes!(
+matrix!([h1, tls, uring] both_modes:
     traversal_never_reaches_outside_the_root,
     vhost_names_never_reach_outside_the_root,
 );
@@ -606,9 +598,9 @@ fn well_behaved_client(server: Connector, stop: Arc<AtomicBool>) -> thread::Join
 /// Slowloris: a client that trickles its head a byte every 300 ms is
 /// dropped once the read timeout (2 s) for the head has passed, however
 /// steadily it trickles; meanwhile another client keeps getting answers.
-fn slowloris_is_dropped_while_others_are_served(mode: Mode) {
+fn slowloris_is_dropped_while_others_are_served(v: Variant) {
     let root = site();
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .args(["--read-timeout", "2"])
         .start();
     let stop = Arc::new(AtomicBool::new(false));
@@ -654,14 +646,14 @@ fn slowloris_is_dropped_while_others_are_served(mode: Mode) {
 /// Many idle connections (nothing sent, half a head, or kept alive after a
 /// response) do not keep a well-behaved client from being served, and are
 /// all closed by the server once their timeouts pass.
-fn idle_connections_do_not_starve_others(mode: Mode) {
+fn idle_connections_do_not_starve_others(v: Variant) {
     let root = site();
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .args(["--read-timeout", "2", "--keepalive-timeout", "2"])
         .start();
     // Inetd mode runs one process per connection: 40 make the same point
     // there without starting 200 processes on a small CI machine.
-    let n = match mode {
+    let n = match v.mode {
         Mode::Standalone => 200,
         Mode::Inetd => 40,
     };
@@ -703,7 +695,14 @@ fn idle_connections_do_not_starve_others(mode: Mode) {
 /// A client that asks for a large file and stops reading is dropped once
 /// the send timeout (2 s) passes without progress: it does not hold the
 /// connection (and the file) forever.
-fn client_that_stops_reading_is_dropped(mode: Mode) {
+///
+/// In inetd mode fd 1 is a blocking socket with SO_SNDTIMEO, and the body
+/// goes out by sendfile(2): a call that moved any byte returns a count, not
+/// the timeout, after several timeouts' worth of waiting, and the next call
+/// waits again. Observed with --send-timeout 2: the first sendfile blocks
+/// about 6 s, the second 2 s (EAGAIN), then poll 2 s: the client is dropped
+/// after about 10 s, five times the configured timeout.
+fn client_that_stops_reading_is_dropped(v: Variant) {
     const SIZE: u64 = 256 << 20;
     let root = site();
     // Sparse: the size is what matters, far more than socket buffers hold.
@@ -711,7 +710,7 @@ fn client_that_stops_reading_is_dropped(mode: Mode) {
         .unwrap()
         .set_len(SIZE)
         .unwrap();
-    let mut server = Server::builder(mode, root.path())
+    let mut server = Server::builder(v, root.path())
         .args(["--send-timeout", "2"])
         .start();
     let mut conn = server.connect();
@@ -731,35 +730,21 @@ fn client_that_stops_reading_is_dropped(mode: Mode) {
     server.assert_survived("/a.txt");
 }
 
-both_modes!(
+matrix!([h1, tls, uring] both_modes:
     slowloris_is_dropped_while_others_are_served,
     idle_connections_do_not_starve_others,
 );
 
-#[test]
-fn client_that_stops_reading_is_dropped_standalone() {
-    client_that_stops_reading_is_dropped(Mode::Standalone);
-}
-
-/// In inetd mode fd 1 is a blocking socket with SO_SNDTIMEO, and the body
-/// goes out by sendfile(2): a call that moved any byte returns a count, not
-/// the timeout, after several timeouts' worth of waiting, and the next call
-/// waits again. Observed with --send-timeout 2: the first sendfile blocks
-/// about 6 s, the second 2 s (EAGAIN), then poll 2 s: the client is dropped
-/// after about 10 s, five times the configured timeout.
-#[test]
-fn client_that_stops_reading_is_dropped_inetd() {
-    client_that_stops_reading_is_dropped(Mode::Inetd);
-}
+matrix!([h1, tls, uring] both_modes: client_that_stops_reading_is_dropped);
 
 /// A client that pipelines a thousand requests in one burst, before it
 /// reads anything, gets every answer in order: the server reads no further
 /// ahead than its bounded buffers while its answers wait to be read.
-fn pipelined_flood_is_answered_in_order(mode: Mode) {
+fn pipelined_flood_is_answered_in_order(v: Variant) {
     const N: usize = 1000;
     let root = site();
     root.file("b.txt", "bravo\n");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     let burst: String = (0..N)
         .map(|i| request("GET", if i % 2 == 0 { "/a.txt" } else { "/b.txt" }, &[]))
@@ -774,17 +759,16 @@ fn pipelined_flood_is_answered_in_order(mode: Mode) {
     sender.join().unwrap();
 }
 
-both_modes!(pipelined_flood_is_answered_in_order);
+matrix!([h1, tls, uring] both_modes: pipelined_flood_is_answered_in_order);
 
 /// With --max-connections, clients holding every place with half-sent
 /// heads (busy, so none is shed as idle) delay a new client only until the
 /// read timeout drops them: it is then served. (One thread, so one listen
 /// queue and a deterministic order.) Idle ones are shed instead: see
 /// tests/availability.rs.
-#[test]
-fn max_connections_held_by_silent_clients_frees_up() {
+fn max_connections_held_by_silent_clients_frees_up(v: Variant) {
     let root = site();
-    let server = Server::builder(Mode::Standalone, root.path())
+    let server = Server::builder(v, root.path())
         .args([
             "--max-connections",
             "10",
@@ -817,13 +801,12 @@ fn max_connections_held_by_silent_clients_frees_up() {
 
 /// slowhttptest's slowloris (100 connections for 10 s) against the
 /// standalone server: a client is served during the attack, and after it.
-#[test]
-fn slowhttptest_slowloris_leaves_the_server_serving() {
+fn slowhttptest_slowloris_leaves_the_server_serving(v: Variant) {
     let Some(program) = tool("slowhttptest", "slowhttptest") else {
         return;
     };
     let root = site();
-    let mut server = Server::builder(Mode::Standalone, root.path())
+    let mut server = Server::builder(v, root.path())
         .args(["--read-timeout", "2"])
         .start();
     let url = server.url("/a.txt");
@@ -847,17 +830,22 @@ fn slowhttptest_slowloris_leaves_the_server_serving() {
     server.assert_survived("/a.txt");
 }
 
+matrix!([h1, tls, uring] standalone:
+    max_connections_held_by_silent_clients_frees_up,
+    slowhttptest_slowloris_leaves_the_server_serving,
+);
+
 // --- range abuse --------------------------------------------------------------------------
 
 /// Part heads of a multipart/byteranges answer: boundary line, type and
 /// range lines, blank line. Generous per part.
 const PART_OVERHEAD: u64 = 200;
 
-fn range_abuse_never_amplifies(mode: Mode) {
+fn range_abuse_never_amplifies(v: Variant) {
     const LEN: u64 = 10_000;
     let root = site();
     root.file("r.bin", pattern(LEN as usize));
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let get = |range: &str| {
         server
             .connect()
@@ -910,4 +898,4 @@ fn range_abuse_never_amplifies(mode: Mode) {
     assert!(matches!(resp.status, 200 | 431), "{}", resp.status);
 }
 
-both_modes!(range_abuse_never_amplifies);
+matrix!([h1, tls, uring] both_modes: range_abuse_never_amplifies);

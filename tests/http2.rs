@@ -1,7 +1,7 @@
 //! HTTP/2 itself, through hyper's HTTP/2 client, in both modes: h2c with prior knowledge
-//! in cleartext and, under STATICD_TEST_TLS=1, ALPN `h2` over TLS (the harness's client
+//! in cleartext and, in the TLS cells, ALPN `h2` over TLS (the harness's client
 //! offers `h2` and `http/1.1` and insists on `h2`). What HTTP/2 shares with HTTP/1.1 is
-//! tested by the other files under STATICD_TEST_H2=1 (see `.ci/run`); this file tests
+//! tested by the other files' `h2c` and `h2_tls` cells (tests/common/variant.rs); this file tests
 //! what only HTTP/2 has: streams on one connection, the protocol in the log and CGI,
 //! SETTINGS, `--no-http2` and `--h2-max-streams`, and the harness's switch itself.
 
@@ -29,13 +29,11 @@ fn site() -> (Docroot, Vec<u8>) {
     (root, large)
 }
 
-fn server(mode: Mode, root: &Docroot) -> Server {
-    Server::builder(mode, root.path())
-        .log_format("common")
-        .start()
+fn server(v: Variant, root: &Docroot) -> Server {
+    Server::builder(v, root.path()).log_format("common").start()
 }
 
-/// An HTTP/2 connection whatever STATICD_TEST_H2 says.
+/// An HTTP/2 connection whatever the cell.
 fn h2(server: &Server) -> Client {
     server.connector().client_proto(Proto::Http2)
 }
@@ -51,9 +49,9 @@ fn build(method: &str, path: &str, headers: &[(&str, &str)]) -> hyper::Request<F
     b.body(Full::new(Bytes::new())).unwrap()
 }
 
-fn get_small_and_large_files(mode: Mode) {
+fn get_small_and_large_files(v: Variant) {
     let (root, large) = site();
-    let server = server(mode, &root);
+    let server = server(v, &root);
     let mut h2 = h2(&server);
     let small = h2.get("/small.txt");
     assert_eq!(small.status, 200);
@@ -85,9 +83,9 @@ fn get_small_and_large_files(mode: Mode) {
     assert_eq!(fields(&h1), fields(&big));
 }
 
-fn head_has_the_fields_and_no_body(mode: Mode) {
+fn head_has_the_fields_and_no_body(v: Variant) {
     let (root, _) = site();
-    let server = server(mode, &root);
+    let server = server(v, &root);
     let mut h2 = h2(&server);
     let head = h2.request("HEAD", "/large.bin", &[]);
     assert_eq!(head.status, 200);
@@ -100,9 +98,9 @@ fn head_has_the_fields_and_no_body(mode: Mode) {
     assert_eq!(h2.get("/small.txt").body, b"hello, h2\n");
 }
 
-fn range_is_206_with_content_range(mode: Mode) {
+fn range_is_206_with_content_range(v: Variant) {
     let (root, large) = site();
-    let server = server(mode, &root);
+    let server = server(v, &root);
     let mut h2 = h2(&server);
     let part = h2.request("GET", "/large.bin", &[("range", "bytes=100-199")]);
     assert_eq!(part.status, 206);
@@ -112,9 +110,9 @@ fn range_is_206_with_content_range(mode: Mode) {
     assert!(part.body == large[100..200]);
 }
 
-fn if_none_match_is_304(mode: Mode) {
+fn if_none_match_is_304(v: Variant) {
     let (root, _) = site();
-    let server = server(mode, &root);
+    let server = server(v, &root);
     let mut h2 = h2(&server);
     let first = h2.get("/small.txt");
     let etag = first.header("etag").expect("etag").to_string();
@@ -124,9 +122,9 @@ fn if_none_match_is_304(mode: Mode) {
     assert_eq!(again.header("etag"), Some(etag.as_str()));
 }
 
-fn missing_file_is_404_with_the_error_page(mode: Mode) {
+fn missing_file_is_404_with_the_error_page(v: Variant) {
     let (root, _) = site();
-    let server = server(mode, &root);
+    let server = server(v, &root);
     let missing = h2(&server).get("/nope.txt");
     let h1 = server.client_http1().get("/nope.txt");
     assert_error_h(&missing, 404);
@@ -134,9 +132,9 @@ fn missing_file_is_404_with_the_error_page(mode: Mode) {
     assert_eq!(missing.header("content-type"), h1.header("content-type"));
 }
 
-fn concurrent_streams_share_one_connection(mode: Mode) {
+fn concurrent_streams_share_one_connection(v: Variant) {
     let (root, large) = site();
-    let server = server(mode, &root);
+    let server = server(v, &root);
     let mut h2 = h2(&server);
     let paths: Vec<&str> = (0..12)
         .map(|i| {
@@ -164,9 +162,9 @@ fn concurrent_streams_share_one_connection(mode: Mode) {
     assert!(lines.iter().any(|l| l.contains(&large_line)), "{lines:#?}");
 }
 
-fn idle_connection_is_closed_after_the_keepalive_timeout(mode: Mode) {
+fn idle_connection_is_closed_after_the_keepalive_timeout(v: Variant) {
     let (root, _) = site();
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .args(["--keepalive-timeout", "1", "--read-timeout", "30"])
         .start();
     let mut h2 = h2(&server);
@@ -175,15 +173,15 @@ fn idle_connection_is_closed_after_the_keepalive_timeout(mode: Mode) {
         h2.wait_closed(IO_TIMEOUT),
         "the idle h2 connection stayed open"
     );
-    if mode == Mode::Inetd {
+    if v.mode == Mode::Inetd {
         let statuses = server.wait_inetd_exits(1);
         assert!(statuses[0].success(), "{}", describe(statuses[0]));
     }
 }
 
-fn http1_is_unchanged_on_the_same_port(mode: Mode) {
+fn http1_is_unchanged_on_the_same_port(v: Variant) {
     let (root, _) = site();
-    let server = server(mode, &root);
+    let server = server(v, &root);
     let mut h2 = h2(&server);
     assert_eq!(h2.get("/small.txt").status, 200);
     let h1 = server.client_http1().get("/small.txt");
@@ -197,17 +195,17 @@ fn http1_is_unchanged_on_the_same_port(mode: Mode) {
     assert_eq!(raw.body, b"hello, h2\n");
 }
 
-/// STATICD_TEST_H2=1 switches the harness's own clients: `Server::get`, `Server::client`
+/// The HTTP/2 cells switch the harness's own clients: `Server::get`, `Server::client`
 /// and `Server::exchange` speak HTTP/2 then, HTTP/1.1 otherwise. Raw `Conn`s never do.
-fn harness_clients_follow_staticd_test_h2(mode: Mode) {
+fn harness_clients_follow_the_cell(v: Variant) {
     let (root, _) = site();
-    let server = server(mode, &root);
-    let expected = if h2_from_env() {
+    let server = server(v, &root);
+    let expected = if v.is_h2() {
         hyper::Version::HTTP_2
     } else {
         hyper::Version::HTTP_11
     };
-    assert_eq!(server.is_h2(), h2_from_env());
+    assert_eq!(server.is_h2(), v.is_h2());
     assert_eq!(server.get("/small.txt").version, expected);
     assert_eq!(server.client().get("/small.txt").version, expected);
     let exchanged = server.exchange(request("GET", "/small.txt", &[]));
@@ -219,14 +217,14 @@ fn harness_clients_follow_staticd_test_h2(mode: Mode) {
         .wait_line(|l| l.contains(&format!("\"GET /small.txt {version}\" 200 10")));
 }
 
-fn cgi_script_sees_http2(mode: Mode) {
+fn cgi_script_sees_http2(v: Variant) {
     let root = Docroot::new();
     let script = root.file(
         "env.cgi",
         "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\nexec /usr/bin/env\n",
     );
     fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
-    let server = Server::builder(mode, root.path()).arg("--cgi").start();
+    let server = Server::builder(v, root.path()).arg("--cgi").start();
     let mut client = h2(&server);
     let resp = client.request("GET", "/env.cgi?q=1", &[("x-custom", "hi")]);
     assert_eq!(resp.status, 200, "{resp:#?}");
@@ -299,15 +297,15 @@ fn server_settings(conn: &mut Conn) -> Vec<(u16, u32)> {
 
 const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 3;
 
-fn settings_announce_the_stream_limit(mode: Mode) {
+fn settings_announce_the_stream_limit(v: Variant) {
     let (root, _) = site();
-    let server = server(mode, &root);
+    let server = server(v, &root);
     let settings = server_settings(&mut raw_h2(&server));
     assert!(
         settings.contains(&(SETTINGS_MAX_CONCURRENT_STREAMS, 128)),
         "the default limit is 128 streams: {settings:?}"
     );
-    let limited = Server::builder(mode, root.path())
+    let limited = Server::builder(v, root.path())
         .args(["--h2-max-streams", "3"])
         .start();
     let settings = server_settings(&mut raw_h2(&limited));
@@ -324,9 +322,9 @@ fn settings_announce_the_stream_limit(mode: Mode) {
     assert!(answers.iter().all(|a| a.status == 200), "{answers:#?}");
 }
 
-fn no_http2_speaks_http1_only(mode: Mode) {
+fn no_http2_speaks_http1_only(v: Variant) {
     let (root, _) = site();
-    let server = Server::builder(mode, root.path()).arg("--no-http2").start();
+    let server = Server::builder(v, root.path()).arg("--no-http2").start();
     if server.is_tls() {
         // ALPN: h2 is not offered back, so hyper's h2-insisting client gives up, and a
         // client offering h2 and http/1.1 gets http/1.1.
@@ -351,21 +349,21 @@ fn no_http2_speaks_http1_only(mode: Mode) {
         assert_eq!(resp.status, 505, "{resp:#?}");
     }
     assert_eq!(server.client_http1().get("/small.txt").body, b"hello, h2\n");
-    // The harness's clients know: HTTP/1.1 to this server even under STATICD_TEST_H2=1.
+    // The harness's clients know: HTTP/1.1 to this server even in an HTTP/2 cell.
     assert!(!server.is_h2());
     assert_eq!(server.get("/small.txt").version, hyper::Version::HTTP_11);
 }
 
-fn the_preface_alone_then_close_is_harmless(mode: Mode) {
+fn the_preface_alone_then_close_is_harmless(v: Variant) {
     let (root, _) = site();
-    let mut server = server(mode, &root);
+    let mut server = server(v, &root);
     let mut conn = raw_h2(&server);
     conn.send(PREFACE);
     drop(conn);
     server.assert_survived("/small.txt");
 }
 
-both_modes!(
+matrix!([h1, tls, h2c, h2_tls] both_modes:
     get_small_and_large_files,
     head_has_the_fields_and_no_body,
     range_is_206_with_content_range,
@@ -374,7 +372,7 @@ both_modes!(
     concurrent_streams_share_one_connection,
     idle_connection_is_closed_after_the_keepalive_timeout,
     http1_is_unchanged_on_the_same_port,
-    harness_clients_follow_staticd_test_h2,
+    harness_clients_follow_the_cell,
     cgi_script_sees_http2,
     settings_announce_the_stream_limit,
     no_http2_speaks_http1_only,

@@ -4,6 +4,7 @@
 //! end cleanly when the server stops. Over TLS, HTTP/2 and io_uring they
 //! are not parked; these tests then check the same behaviour unparked.
 
+#[macro_use]
 mod common;
 
 use std::thread;
@@ -11,7 +12,12 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-const STANDALONE: Mode = Mode::Standalone;
+matrix!([h1, tls] standalone:
+    a_parked_connection_serves_its_next_requests,
+    a_parked_connection_still_closes_at_the_keepalive_timeout,
+    parked_connections_do_not_hold_up_a_stop,
+    a_parked_connection_that_sent_during_the_stop_is_answered,
+);
 
 /// Longer than the server's quiet spell before parking (100 ms).
 const PARKED: Duration = Duration::from_millis(400);
@@ -24,7 +30,7 @@ fn site() -> Docroot {
 
 /// Whether this run parks: plain HTTP/1.1 on the event loop.
 fn parks(server: &Server) -> bool {
-    !server.is_tls() && !server.is_h2() && !io_uring_from_env()
+    !server.is_tls() && !server.is_h2() && !server.is_io_uring()
 }
 
 /// How many connections the server process holds in its epoll sets of
@@ -56,10 +62,9 @@ fn parked_count(pid: u32) -> usize {
     total
 }
 
-#[test]
-fn a_parked_connection_serves_its_next_requests() {
+fn a_parked_connection_serves_its_next_requests(v: Variant) {
     let root = site();
-    let mut server = Server::start(STANDALONE, &root);
+    let mut server = Server::start(v, &root);
     let mut conns: Vec<Conn> = (0..20).map(|_| server.connect()).collect();
     for conn in &mut conns {
         let resp = conn.roundtrip(request("GET", "/a.txt", &[]));
@@ -101,10 +106,9 @@ fn a_parked_connection_serves_its_next_requests() {
     }
 }
 
-#[test]
-fn a_parked_connection_still_closes_at_the_keepalive_timeout() {
+fn a_parked_connection_still_closes_at_the_keepalive_timeout(v: Variant) {
     let root = site();
-    let server = Server::builder(STANDALONE, root.path())
+    let server = Server::builder(v, root.path())
         .args(["--keepalive-timeout", "1"])
         .start();
     let mut conn = server.connect();
@@ -126,10 +130,9 @@ fn a_parked_connection_still_closes_at_the_keepalive_timeout() {
     );
 }
 
-#[test]
-fn parked_connections_do_not_hold_up_a_stop() {
+fn parked_connections_do_not_hold_up_a_stop(v: Variant) {
     let root = site();
-    let mut server = Server::start(STANDALONE, &root);
+    let mut server = Server::start(v, &root);
     let mut conns: Vec<Conn> = (0..50).map(|_| server.connect()).collect();
     for conn in &mut conns {
         assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
@@ -150,10 +153,9 @@ fn parked_connections_do_not_hold_up_a_stop() {
     }
 }
 
-#[test]
-fn a_parked_connection_that_sent_during_the_stop_is_answered() {
+fn a_parked_connection_that_sent_during_the_stop_is_answered(v: Variant) {
     let root = site();
-    let mut server = Server::start(STANDALONE, &root);
+    let mut server = Server::start(v, &root);
     let mut conn = server.connect();
     assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
     thread::sleep(PARKED);

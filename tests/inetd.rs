@@ -1,6 +1,7 @@
 //! Inetd mode only: plain pipes, process lifetime, and the access log with the client
 //! address taken from the superserver's environment.
 
+#[macro_use]
 mod common;
 
 use std::io::{Read, Write};
@@ -9,7 +10,19 @@ use std::process::{Command, Stdio};
 
 use common::*;
 
-const INETD: Mode = Mode::Inetd;
+// The super-server cases in every cell of the protocol matrix they hold in; the pipe
+// cases (no socket, so cleartext HTTP/1.x) once.
+matrix!([h1, tls] inetd:
+    process_exits_zero_when_the_client_closes,
+    process_exits_zero_after_connection_close,
+    common_log_uses_tcpremoteip,
+    combined_log_adds_referer_and_user_agent,
+    fnord_log_has_its_own_shape,
+    log_uses_tcpremoteaddr_of_busybox_tcpsvd,
+    log_uses_remote_host_of_stunnel,
+    tcpremoteip_takes_precedence_over_tcpremoteaddr,
+    log_falls_back_to_the_socket_peer_address,
+);
 
 fn site() -> Docroot {
     let root = Docroot::new();
@@ -103,10 +116,9 @@ fn pipes_log_a_dash_for_an_unknown_client() {
     assert_eq!(rest, "\"GET /a.txt HTTP/1.0\" 200 6");
 }
 
-#[test]
-fn process_exits_zero_when_the_client_closes() {
+fn process_exits_zero_when_the_client_closes(v: Variant) {
     let root = site();
-    let server = Server::start(INETD, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
     drop(conn);
@@ -114,10 +126,9 @@ fn process_exits_zero_when_the_client_closes() {
     assert_eq!(statuses[0].code(), Some(0), "{}", describe(statuses[0]));
 }
 
-#[test]
-fn process_exits_zero_after_connection_close() {
+fn process_exits_zero_after_connection_close(v: Variant) {
     let root = site();
-    let server = Server::start(INETD, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     let resp = conn.roundtrip(request("GET", "/a.txt", &["Connection: close"]));
     assert_eq!(resp.status, 200);
@@ -134,10 +145,9 @@ fn one_logged_request(builder: Builder, extra_headers: &[&str]) -> String {
     server.stderr().wait_line(|l| l.contains("/a.txt"))
 }
 
-#[test]
-fn common_log_uses_tcpremoteip() {
+fn common_log_uses_tcpremoteip(v: Variant) {
     let root = site();
-    let server = Server::builder(INETD, root.path())
+    let server = Server::builder(v, root.path())
         .log_format("common")
         .env("TCPREMOTEIP", "192.0.2.7")
         .env("TCPREMOTEPORT", "4711")
@@ -157,10 +167,9 @@ fn common_log_uses_tcpremoteip() {
     assert_eq!(rest, "\"GET /missing HTTP/1.1\" 404 14");
 }
 
-#[test]
-fn combined_log_adds_referer_and_user_agent() {
+fn combined_log_adds_referer_and_user_agent(v: Variant) {
     let root = site();
-    let builder = Server::builder(INETD, root.path())
+    let builder = Server::builder(v, root.path())
         .log_format("combined")
         .env("TCPREMOTEIP", "192.0.2.7");
     let line = one_logged_request(
@@ -183,10 +192,9 @@ fn combined_log_adds_referer_and_user_agent() {
     );
 }
 
-#[test]
-fn fnord_log_has_its_own_shape() {
+fn fnord_log_has_its_own_shape(v: Variant) {
     let root = site();
-    let builder = Server::builder(INETD, root.path())
+    let builder = Server::builder(v, root.path())
         .log_format("fnord")
         .env("TCPREMOTEIP", "192.0.2.7");
     let server = builder.start();
@@ -213,20 +221,18 @@ fn fnord_log_has_its_own_shape() {
     );
 }
 
-#[test]
-fn log_uses_tcpremoteaddr_of_busybox_tcpsvd() {
+fn log_uses_tcpremoteaddr_of_busybox_tcpsvd(v: Variant) {
     let root = site();
-    let builder = Server::builder(INETD, root.path())
+    let builder = Server::builder(v, root.path())
         .log_format("common")
         .env("TCPREMOTEADDR", "192.0.2.9:4444");
     let line = one_logged_request(builder, &[]);
     assert_eq!(split_common(&line).0, "192.0.2.9");
 }
 
-#[test]
-fn log_uses_remote_host_of_stunnel() {
+fn log_uses_remote_host_of_stunnel(v: Variant) {
     let root = site();
-    let builder = Server::builder(INETD, root.path())
+    let builder = Server::builder(v, root.path())
         .log_format("common")
         .env("REMOTE_HOST", "192.0.2.10")
         .env("REMOTE_PORT", "5555");
@@ -234,10 +240,9 @@ fn log_uses_remote_host_of_stunnel() {
     assert_eq!(split_common(&line).0, "192.0.2.10");
 }
 
-#[test]
-fn tcpremoteip_takes_precedence_over_tcpremoteaddr() {
+fn tcpremoteip_takes_precedence_over_tcpremoteaddr(v: Variant) {
     let root = site();
-    let builder = Server::builder(INETD, root.path())
+    let builder = Server::builder(v, root.path())
         .log_format("common")
         .env("TCPREMOTEIP", "192.0.2.7")
         .env("TCPREMOTEADDR", "192.0.2.9:4444");
@@ -245,12 +250,9 @@ fn tcpremoteip_takes_precedence_over_tcpremoteaddr() {
     assert_eq!(split_common(&line).0, "192.0.2.7");
 }
 
-#[test]
-fn log_falls_back_to_the_socket_peer_address() {
+fn log_falls_back_to_the_socket_peer_address(v: Variant) {
     let root = site();
-    let server = Server::builder(INETD, root.path())
-        .log_format("common")
-        .start();
+    let server = Server::builder(v, root.path()).log_format("common").start();
     let mut conn = server.connect_from(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)));
     assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
     let line = server.stderr().wait_line(|l| l.contains("/a.txt"));

@@ -20,15 +20,15 @@ fn big_site() -> Docroot {
     root
 }
 
-fn client_that_stops_reading_is_dropped_after_send_timeout(mode: Mode) {
+fn client_that_stops_reading_is_dropped_after_send_timeout(v: Variant) {
     let root = big_site();
-    let mut server = Server::builder(mode, root.path())
+    let mut server = Server::builder(v, root.path())
         .args(["--send-timeout", "1"])
         .start();
     let mut conn = server.connect();
     conn.send(request("GET", "/big.bin", &[]));
     // Read nothing until the server has given up on us.
-    match mode {
+    match v.mode {
         Mode::Inetd => {
             server.wait_inetd_exits(1);
         }
@@ -45,9 +45,9 @@ fn client_that_stops_reading_is_dropped_after_send_timeout(mode: Mode) {
     server.assert_survived("/small.txt");
 }
 
-fn file_shrinking_while_sent_ends_the_response_early(mode: Mode) {
+fn file_shrinking_while_sent_ends_the_response_early(v: Variant) {
     let root = big_site();
-    let mut server = Server::start(mode, &root);
+    let mut server = Server::start(v, &root);
     let mut conn = server.connect();
     conn.send(request("GET", "/big.bin", &[]));
     let head = conn.read_head();
@@ -71,7 +71,7 @@ fn file_shrinking_while_sent_ends_the_response_early(mode: Mode) {
     server.assert_survived("/small.txt");
 }
 
-fn file_over_4_gib_has_exact_length_and_ranges_past_4_gib(mode: Mode) {
+fn file_over_4_gib_has_exact_length_and_ranges_past_4_gib(v: Variant) {
     const SIZE: u64 = 5 << 30;
     const MARKER_AT: u64 = 4_831_838_208; // 4.5 GiB
     const MARKER: &[u8] = b"past-four-gibibytes";
@@ -80,7 +80,7 @@ fn file_over_4_gib_has_exact_length_and_ranges_past_4_gib(mode: Mode) {
     file.set_len(SIZE).unwrap(); // sparse: costs no disk
     file.write_all_at(MARKER, MARKER_AT).unwrap();
     drop(file);
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
 
     let head = server.request("HEAD", "/huge.bin", &[]);
     assert_eq!(head.status, 200);
@@ -108,7 +108,7 @@ fn file_over_4_gib_has_exact_length_and_ranges_past_4_gib(mode: Mode) {
     assert_eq!(tail.body, [0u8; 16]);
 }
 
-both_modes!(
+matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
     client_that_stops_reading_is_dropped_after_send_timeout,
     file_shrinking_while_sent_ends_the_response_early,
     file_over_4_gib_has_exact_length_and_ranges_past_4_gib,

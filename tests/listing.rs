@@ -42,8 +42,8 @@ fn unix_secs(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).unwrap().as_secs()
 }
 
-fn listing_server(mode: Mode, root: &Docroot) -> Server {
-    Server::builder(mode, root.path()).arg("--listing").start()
+fn listing_server(v: Variant, root: &Docroot) -> Server {
+    Server::builder(v, root.path()).arg("--listing").start()
 }
 
 /// The table body: the entries' rows, without the sorting links in the head.
@@ -131,9 +131,9 @@ fn get_listing(server: &Server, path: &str) -> HResponse {
     resp
 }
 
-fn html_listing_is_an_html5_page_with_title(mode: Mode) {
+fn html_listing_is_an_html5_page_with_title(v: Variant) {
     let root = site();
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let resp = get_listing(&server, "/d/");
     let content_type = resp.header("content-type").unwrap().to_ascii_lowercase();
     assert!(content_type.starts_with("text/html"), "{content_type}");
@@ -146,9 +146,9 @@ fn html_listing_is_an_html5_page_with_title(mode: Mode) {
     );
 }
 
-fn html_listing_has_dirs_first_then_files_sorted(mode: Mode) {
+fn html_listing_has_dirs_first_then_files_sorted(v: Variant) {
     let root = site();
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let page = get_listing(&server, "/d/").body_str();
     let texts: Vec<String> = entry_anchors(&page)
         .into_iter()
@@ -161,9 +161,9 @@ fn html_listing_has_dirs_first_then_files_sorted(mode: Mode) {
     );
 }
 
-fn html_listing_escapes_names_and_encodes_hrefs(mode: Mode) {
+fn html_listing_escapes_names_and_encodes_hrefs(v: Variant) {
     let root = site();
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let page = get_listing(&server, "/d/").body_str();
     let (href, text) = entry_anchors(&page)
         .into_iter()
@@ -179,9 +179,9 @@ fn html_listing_escapes_names_and_encodes_hrefs(mode: Mode) {
     assert_eq!(percent_decode(&href), FUNNY.as_bytes(), "href {href:?}");
 }
 
-fn html_listing_links_directories_with_a_slash(mode: Mode) {
+fn html_listing_links_directories_with_a_slash(v: Variant) {
     let root = site();
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let page = get_listing(&server, "/d/").body_str();
     let links = entry_anchors(&page);
     assert!(
@@ -198,10 +198,10 @@ fn html_listing_links_directories_with_a_slash(mode: Mode) {
     );
 }
 
-fn html_listing_shows_sizes_and_dates(mode: Mode) {
+fn html_listing_shows_sizes_and_dates(v: Variant) {
     let root = site();
     root.file("d/big.bin", vec![b'x'; 1300]);
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let page = get_listing(&server, "/d/").body_str();
     let row = row_text(&page, "b.txt");
     assert!(row.contains(" 3 B "), "size 3 in {row:?}");
@@ -219,9 +219,9 @@ fn html_listing_shows_sizes_and_dates(mode: Mode) {
     assert!(page.contains("Modified (UTC)"), "{page}");
 }
 
-fn html_listing_fits_phones_and_needs_nothing_else(mode: Mode) {
+fn html_listing_fits_phones_and_needs_nothing_else(v: Variant) {
     let root = site();
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let page = get_listing(&server, "/d/").body_str();
     assert!(
         page.contains("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"),
@@ -233,38 +233,38 @@ fn html_listing_fits_phones_and_needs_nothing_else(mode: Mode) {
     }
 }
 
-fn title_and_heading_show_the_decoded_path(mode: Mode) {
+fn title_and_heading_show_the_decoded_path(v: Variant) {
     let root = Docroot::new();
     root.file("with space/<b> & ü/x.txt", "x");
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let page = get_listing(&server, "/with%20space/%3Cb%3E%20&%20%C3%BC/").body_str();
     let shown = "Index of /with space/&lt;b&gt; &amp; ü/";
     assert!(page.contains(&format!("<title>{shown}</title>")), "{page}");
     assert!(page.contains(&format!("<h1>{shown}</h1>")), "{page}");
 }
 
-fn hidden_entries_are_not_listed(mode: Mode) {
+fn hidden_entries_are_not_listed(v: Variant) {
     let root = site();
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let page = get_listing(&server, "/d/").body_str();
     assert!(!page.contains(".hidden"), "{page}");
     let json = get_json(&server, "/d/");
     assert!(!json.contains(".hidden"), "{json}");
 }
 
-fn root_listing_has_no_parent_link(mode: Mode) {
+fn root_listing_has_no_parent_link(v: Variant) {
     let root = Docroot::new();
     root.file("top.txt", "top");
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let page = get_listing(&server, "/").body_str();
     assert!(page.contains("<title>Index of /</title>"), "{page}");
     let hrefs: Vec<String> = entry_anchors(&page).into_iter().map(|(h, _)| h).collect();
     assert_eq!(hrefs, ["top.txt"], "{page}");
 }
 
-fn listing_has_vary_strong_etag_and_newest_last_modified(mode: Mode) {
+fn listing_has_vary_strong_etag_and_newest_last_modified(v: Variant) {
     let root = site();
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let resp = get_listing(&server, "/d/");
     let vary = resp.header_all("vary").join(",").to_ascii_lowercase();
     assert!(
@@ -282,9 +282,9 @@ fn listing_has_vary_strong_etag_and_newest_last_modified(mode: Mode) {
     );
 }
 
-fn listing_etag_changes_when_the_directory_changes(mode: Mode) {
+fn listing_etag_changes_when_the_directory_changes(v: Variant) {
     let root = site();
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let before = get_listing(&server, "/d/");
     root.file("d/new.txt", "new");
     let after = get_listing(&server, "/d/");
@@ -292,9 +292,9 @@ fn listing_etag_changes_when_the_directory_changes(mode: Mode) {
     assert_ne!(before.header("etag"), after.header("etag"));
 }
 
-fn head_gets_the_listing_headers_and_no_body(mode: Mode) {
+fn head_gets_the_listing_headers_and_no_body(v: Variant) {
     let root = site();
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let get = get_listing(&server, "/d/");
     let head = server.request("HEAD", "/d/", &[]);
     assert_eq!(head.status, 200, "{head:#?}");
@@ -310,9 +310,9 @@ fn head_gets_the_listing_headers_and_no_body(mode: Mode) {
     }
 }
 
-fn if_none_match_with_the_listing_etag_gets_304(mode: Mode) {
+fn if_none_match_with_the_listing_etag_gets_304(v: Variant) {
     let root = site();
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let etag = get_listing(&server, "/d/")
         .header("etag")
         .unwrap()
@@ -323,9 +323,9 @@ fn if_none_match_with_the_listing_etag_gets_304(mode: Mode) {
     assert_eq!(resp.header("etag"), Some(etag.as_str()));
 }
 
-fn without_listing_flag_a_directory_without_index_is_404(mode: Mode) {
+fn without_listing_flag_a_directory_without_index_is_404(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_error_h(&server.get("/d/"), 404);
     assert_error_h(
         &server.request("GET", "/d/", &[("accept", "application/json")]),
@@ -333,19 +333,19 @@ fn without_listing_flag_a_directory_without_index_is_404(mode: Mode) {
     );
 }
 
-fn directory_with_index_still_serves_the_index(mode: Mode) {
+fn directory_with_index_still_serves_the_index(v: Variant) {
     let root = site();
     root.file("withindex/index.html", "<p>the index</p>\n");
     root.file("withindex/other.txt", "other");
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let resp = server.get("/withindex/");
     assert_eq!(resp.status, 200, "{resp:#?}");
     assert_eq!(resp.body_str(), "<p>the index</p>\n");
 }
 
-fn directory_without_slash_still_redirects(mode: Mode) {
+fn directory_without_slash_still_redirects(v: Variant) {
     let root = site();
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let resp = server.get("/d");
     assert_eq!(resp.status, 301, "{resp:#?}");
     assert_eq!(resp.header("location"), Some("/d/"));
@@ -367,13 +367,13 @@ const AWKWARD: [&str; 9] = [
     "日本.txt",
 ];
 
-fn every_link_reaches_its_file(mode: Mode) {
+fn every_link_reaches_its_file(v: Variant) {
     let root = Docroot::new();
     for (i, name) in AWKWARD.iter().enumerate() {
         root.file(&format!("odd/{name}"), format!("file {i}"));
     }
     root.file("odd/dir #2/inner.txt", "inner");
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let page = get_listing(&server, "/odd/?sort=date&order=desc").body_str();
     let links = entry_anchors(&page);
     for (i, name) in AWKWARD.iter().enumerate() {
@@ -406,9 +406,9 @@ fn entry_texts(page: &str) -> Vec<String> {
         .collect()
 }
 
-fn html_listing_sorts_by_the_query(mode: Mode) {
+fn html_listing_sorts_by_the_query(v: Variant) {
     let root = site();
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let order = |query: &str| entry_texts(&get_listing(&server, &format!("/d/{query}")).body_str());
     // Sizes: b.txt 3, FUNNY 6, Z.txt 7; b.txt is the newest, the others (and the two
     // directories) tie by date, and ties go by name.
@@ -432,9 +432,9 @@ fn html_listing_sorts_by_the_query(mode: Mode) {
     assert_eq!(order("?order=asc&sort=size"), order("?sort=size"));
 }
 
-fn column_headings_are_links_that_toggle_the_order(mode: Mode) {
+fn column_headings_are_links_that_toggle_the_order(v: Variant) {
     let root = site();
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let heading_links = |path: &str| -> Vec<String> {
         let page = get_listing(&server, path).body_str();
         let thead = &page[page.find("<thead>").unwrap()..page.find("</thead>").unwrap()];
@@ -465,9 +465,9 @@ fn column_headings_are_links_that_toggle_the_order(mode: Mode) {
     );
 }
 
-fn invalid_sort_values_fall_back_to_name_ascending(mode: Mode) {
+fn invalid_sort_values_fall_back_to_name_ascending(v: Variant) {
     let root = site();
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let plain = get_listing(&server, "/d/");
     for query in [
         "?sort=bogus&order=sideways",
@@ -485,9 +485,9 @@ fn invalid_sort_values_fall_back_to_name_ascending(mode: Mode) {
     }
 }
 
-fn json_listing_honours_the_sort(mode: Mode) {
+fn json_listing_honours_the_sort(v: Variant) {
     let root = site();
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let names = |path: &str| -> Vec<String> {
         let text = get_json(&server, path);
         json::parse(&text)
@@ -508,9 +508,9 @@ fn json_listing_honours_the_sort(mode: Mode) {
     assert_eq!(names("/d/?sort=nonsense"), names("/d/"));
 }
 
-fn each_order_has_its_own_etag(mode: Mode) {
+fn each_order_has_its_own_etag(v: Variant) {
     let root = site();
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let plain = get_listing(&server, "/d/");
     let by_size = get_listing(&server, "/d/?sort=size&order=desc");
     let plain_etag = plain.header("etag").unwrap();
@@ -560,9 +560,9 @@ fn get_json(server: &Server, path: &str) -> String {
     resp.body_str()
 }
 
-fn json_listing_has_path_and_entries_in_order(mode: Mode) {
+fn json_listing_has_path_and_entries_in_order(v: Variant) {
     let root = site();
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let text = get_json(&server, "/d/");
     let doc = json::parse(&text);
     assert_eq!(doc.get("path").as_str(), "/d/", "{text}");
@@ -580,7 +580,7 @@ fn json_listing_has_path_and_entries_in_order(mode: Mode) {
 /// A symlink is listed as serving would find it: one that stays inside the
 /// root shows its target's size; one that leads out (which would be 404)
 /// is left out, so no size or date of a file outside the root shows.
-fn symlinks_out_of_the_root_are_not_listed(mode: Mode) {
+fn symlinks_out_of_the_root_are_not_listed(v: Variant) {
     let outside = Docroot::new();
     let secret = outside.file("secret.txt", "0123456789 outside the root");
     let root = Docroot::new();
@@ -590,7 +590,7 @@ fn symlinks_out_of_the_root_are_not_listed(mode: Mode) {
     root.symlink("d/far", "../other/far.txt");
     root.symlink("d/out", &secret);
     root.symlink("d/up", "../../../../../../../../etc/hostname");
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let text = get_json(&server, "/d/");
     let doc = json::parse(&text);
     let entries = doc.get("entries").as_array();
@@ -606,9 +606,9 @@ fn symlinks_out_of_the_root_are_not_listed(mode: Mode) {
     assert_eq!(server.get("/d/out").status, 404);
 }
 
-fn json_listing_has_sizes_and_unix_mtimes(mode: Mode) {
+fn json_listing_has_sizes_and_unix_mtimes(v: Variant) {
     let root = site();
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let text = get_json(&server, "/d/");
     let doc = json::parse(&text);
     let entries = doc.get("entries").as_array();
@@ -629,9 +629,9 @@ fn json_listing_has_sizes_and_unix_mtimes(mode: Mode) {
     assert_eq!(entry("sub").get("size"), &json::Value::Null);
 }
 
-fn json_is_chosen_only_when_preferred_to_html(mode: Mode) {
+fn json_is_chosen_only_when_preferred_to_html(v: Variant) {
     let root = site();
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let json = server.request(
         "GET",
         "/d/",
@@ -657,10 +657,10 @@ fn json_is_chosen_only_when_preferred_to_html(mode: Mode) {
         .starts_with("text/html"));
 }
 
-fn json_listing_escapes_quotes(mode: Mode) {
+fn json_listing_escapes_quotes(v: Variant) {
     let root = Docroot::new();
     root.file("q/say \"hi\".txt", "hi");
-    let server = listing_server(mode, &root);
+    let server = listing_server(v, &root);
     let text = get_json(&server, "/q/");
     let doc = json::parse(&text);
     let entries = doc.get("entries").as_array();
@@ -871,7 +871,7 @@ mod json {
     }
 }
 
-both_modes!(
+matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
     symlinks_out_of_the_root_are_not_listed,
     html_listing_is_an_html5_page_with_title,
     html_listing_has_dirs_first_then_files_sorted,

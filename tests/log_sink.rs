@@ -47,9 +47,18 @@ fn site() -> Docroot {
     root
 }
 
+matrix!([h1, uring] standalone:
+    a_stderr_nobody_reads_blocks_neither_serving_nor_stopping,
+    a_stuck_log_file_is_counted_in_a_last_line_on_stderr,
+    with_stderr_read_no_line_is_lost_or_cut,
+    with_a_log_file_no_line_is_lost_or_cut_and_all_are_written_by_the_stop,
+);
+
 /// `staticd` standalone on 127.0.0.1 with the common access log, a 1 s
-/// grace, and `extra` flags; its stderr is `stderr`.
-fn command(root: &Docroot, extra: &[&str], stderr: Stdio) -> Command {
+/// grace, and `extra` flags; its stderr is `stderr`. On the cell's transport
+/// (`--io-uring` in the `uring` cell); the wire and HTTP version are the
+/// test's own (cleartext HTTP/1.1).
+fn command(v: Variant, root: &Docroot, extra: &[&str], stderr: Stdio) -> Command {
     let mut cmd = Command::new(staticd_bin());
     cmd.arg("--root")
         .arg(root.path())
@@ -59,7 +68,7 @@ fn command(root: &Docroot, extra: &[&str], stderr: Stdio) -> Command {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(stderr);
-    if io_uring_from_env() {
+    if v.is_io_uring() {
         cmd.arg("--io-uring");
     }
     cmd
@@ -74,9 +83,12 @@ fn listening(line: &str) -> Option<SocketAddr> {
 
 /// Starts staticd with stderr a pipe that the test reads only up to the
 /// listening line, then leaves full: the reader is kept open, unread.
-fn start_with_stuck_stderr(root: &Docroot) -> (ChildGuard, BufReader<ChildStderr>, SocketAddr) {
+fn start_with_stuck_stderr(
+    v: Variant,
+    root: &Docroot,
+) -> (ChildGuard, BufReader<ChildStderr>, SocketAddr) {
     let mut child = ChildGuard::new(
-        command(root, &[], Stdio::piped())
+        command(v, root, &[], Stdio::piped())
             .spawn()
             .expect("spawn staticd"),
     );
@@ -268,10 +280,9 @@ fn whole_access_lines(text: &str) -> usize {
     whole
 }
 
-#[test]
-fn a_stderr_nobody_reads_blocks_neither_serving_nor_stopping() {
+fn a_stderr_nobody_reads_blocks_neither_serving_nor_stopping(v: Variant) {
     let root = site();
-    let (mut child, mut stderr, addr) = start_with_stuck_stderr(&root);
+    let (mut child, mut stderr, addr) = start_with_stuck_stderr(v, &root);
     let load = Load::start(addr);
 
     // (1) The pipe fills after a hundred lines or so; the queue takes the
@@ -329,14 +340,13 @@ fn fifo(path: &std::path::Path) -> File {
         .expect("open the FIFO for reading")
 }
 
-#[test]
-fn a_stuck_log_file_is_counted_in_a_last_line_on_stderr() {
+fn a_stuck_log_file_is_counted_in_a_last_line_on_stderr(v: Variant) {
     let root = site();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("access.fifo");
     let mut log = fifo(&path);
     let log_file = path.to_str().unwrap();
-    let mut cmd = command(&root, &["--log-file", log_file], Stdio::piped());
+    let mut cmd = command(v, &root, &["--log-file", log_file], Stdio::piped());
     let (mut child, stderr) = spawn_with_stderr(&mut cmd);
     let addr = listening(&stderr.wait_line(|l| listening(l).is_some())).unwrap();
     let load = Load::start(addr);
@@ -406,10 +416,9 @@ fn check_every_line(lines: &[String], clients: usize, per_client: u64) {
 const CLIENTS_READ: usize = 8;
 const PER_CLIENT_READ: u64 = 2500;
 
-#[test]
-fn with_stderr_read_no_line_is_lost_or_cut() {
+fn with_stderr_read_no_line_is_lost_or_cut(v: Variant) {
     let root = site();
-    let mut cmd = command(&root, &[], Stdio::piped());
+    let mut cmd = command(v, &root, &[], Stdio::piped());
     let (mut child, stderr) = spawn_with_stderr(&mut cmd);
     let addr = listening(&stderr.wait_line(|l| listening(l).is_some())).unwrap();
     fetch_all(addr, CLIENTS_READ, PER_CLIENT_READ);
@@ -427,12 +436,12 @@ fn with_stderr_read_no_line_is_lost_or_cut() {
     assert!(!stderr.snapshot().iter().any(|l| l.contains("not written")));
 }
 
-#[test]
-fn with_a_log_file_no_line_is_lost_or_cut_and_all_are_written_by_the_stop() {
+fn with_a_log_file_no_line_is_lost_or_cut_and_all_are_written_by_the_stop(v: Variant) {
     let root = site();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("access.log");
     let mut cmd = command(
+        v,
         &root,
         &["--log-file", path.to_str().unwrap()],
         Stdio::piped(),

@@ -52,8 +52,8 @@ const CHUNKED_BODY: &str = "first line\nsecond line\n";
 /// What endless.cgi writes: more than any client here reads.
 const ENDLESS: u64 = 1 << 30;
 
-fn server(mode: Mode, root: &Docroot, format: &str) -> Server {
-    Server::builder(mode, root.path())
+fn server(v: Variant, root: &Docroot, format: &str) -> Server {
+    Server::builder(v, root.path())
         .log_format(format)
         .arg("--cgi")
         .start()
@@ -133,9 +133,9 @@ fn assert_relayed_partially(size: u64, received: u64) {
     );
 }
 
-fn download_cut_short_by_the_client_logs_the_bytes_sent(mode: Mode) {
+fn download_cut_short_by_the_client_logs_the_bytes_sent(v: Variant) {
     let root = site();
-    let server = server(mode, &root, "fnord");
+    let server = server(v, &root, "fnord");
     let (conn, received) = start_download(&server, "/big.bin");
     drop(conn);
     let (status, size) = logged(&server, "/big.bin");
@@ -144,9 +144,9 @@ fn download_cut_short_by_the_client_logs_the_bytes_sent(mode: Mode) {
     assert_logged_once(&server, "/big.bin");
 }
 
-fn whole_responses_log_their_body(mode: Mode) {
+fn whole_responses_log_their_body(v: Variant) {
     let root = site();
-    let server = server(mode, &root, "fnord");
+    let server = server(v, &root, "fnord");
     let resp = server
         .connect()
         .roundtrip(request("GET", "/small.txt", &[]));
@@ -160,9 +160,9 @@ fn whole_responses_log_their_body(mode: Mode) {
     assert_eq!(logged(&server, "/big.bin"), (200, BIG));
 }
 
-fn ranges_log_the_body_sent(mode: Mode) {
+fn ranges_log_the_body_sent(v: Variant) {
     let root = site();
-    let server = server(mode, &root, "fnord");
+    let server = server(v, &root, "fnord");
     let resp =
         server
             .connect()
@@ -190,9 +190,9 @@ fn ranges_log_the_body_sent(mode: Mode) {
     assert_eq!(logged(&server, "/big.bin?tail"), (206, 1000));
 }
 
-fn head_and_not_modified_log_no_body(mode: Mode) {
+fn head_and_not_modified_log_no_body(v: Variant) {
     let root = site();
-    let server = server(mode, &root, "fnord");
+    let server = server(v, &root, "fnord");
     let resp = server.connect().roundtrip(request("HEAD", "/big.bin", &[]));
     assert_eq!(resp.content_length(), Some(BIG));
     assert_eq!(logged(&server, "/big.bin"), (200, 0));
@@ -212,9 +212,9 @@ fn head_and_not_modified_log_no_body(mode: Mode) {
     assert_eq!(logged(&server, "/small.txt?again"), (304, 0));
 }
 
-fn the_common_format_writes_no_body_as_a_dash(mode: Mode) {
+fn the_common_format_writes_no_body_as_a_dash(v: Variant) {
     let root = site();
-    let server = server(mode, &root, "common");
+    let server = server(v, &root, "common");
     server
         .connect()
         .roundtrip(request("HEAD", "/small.txt", &[]));
@@ -231,9 +231,9 @@ fn the_common_format_writes_no_body_as_a_dash(mode: Mode) {
     assert!(lines.iter().any(|l| l.ends_with(&get)), "{lines:#?}");
 }
 
-fn errors_and_pipelined_answers_log_their_own_bodies(mode: Mode) {
+fn errors_and_pipelined_answers_log_their_own_bodies(v: Variant) {
     let root = site();
-    let server = server(mode, &root, "fnord");
+    let server = server(v, &root, "fnord");
     let mut conn = server.connect();
     // Answered in one write: each line still gets its own figure.
     let mut batch = request("GET", "/small.txt?p1", &[]);
@@ -258,9 +258,9 @@ fn errors_and_pipelined_answers_log_their_own_bodies(mode: Mode) {
     assert_eq!(logged(&server, "/small.txt?p4"), (206, 5));
 }
 
-fn cgi_logs_the_script_body_without_chunk_framing(mode: Mode) {
+fn cgi_logs_the_script_body_without_chunk_framing(v: Variant) {
     let root = site();
-    let server = server(mode, &root, "fnord");
+    let server = server(v, &root, "fnord");
     let resp = server
         .connect()
         .roundtrip(request("GET", "/chunked.cgi", &[]));
@@ -272,9 +272,9 @@ fn cgi_logs_the_script_body_without_chunk_framing(mode: Mode) {
     );
 }
 
-fn cgi_cut_short_by_the_client_logs_the_bytes_relayed(mode: Mode) {
+fn cgi_cut_short_by_the_client_logs_the_bytes_relayed(v: Variant) {
     let root = site();
-    let server = server(mode, &root, "fnord");
+    let server = server(v, &root, "fnord");
     let (conn, received) = start_download(&server, "/endless.cgi");
     drop(conn);
     let (status, size) = logged(&server, "/endless.cgi");
@@ -285,11 +285,11 @@ fn cgi_cut_short_by_the_client_logs_the_bytes_relayed(mode: Mode) {
 
 /// SIGTERM while a client is slow to take a download: standalone mode lets it run for the
 /// grace period, inetd mode ends it at once; either way the line comes, with what was sent.
-fn sigterm_during_a_download_logs_the_bytes_sent(mode: Mode) {
+fn sigterm_during_a_download_logs_the_bytes_sent(v: Variant) {
     let root = site();
-    let mut server = server(mode, &root, "fnord");
+    let mut server = server(v, &root, "fnord");
     let (_conn, received) = start_download(&server, "/big.bin");
-    let status = match mode {
+    let status = match v.mode {
         Mode::Standalone => {
             server.process().signal(Signal::TERM);
             server.process().wait_timeout(STOP_WAIT)
@@ -309,10 +309,9 @@ fn sigterm_during_a_download_logs_the_bytes_sent(mode: Mode) {
 }
 
 /// Inetd mode only: standalone mode's stop lets a script run out its time.
-#[test]
-fn sigterm_during_a_cgi_response_in_inetd_mode_logs_the_bytes_relayed() {
+fn sigterm_during_a_cgi_response_in_inetd_mode_logs_the_bytes_relayed(v: Variant) {
     let root = site();
-    let server = server(Mode::Inetd, &root, "fnord");
+    let server = server(v, &root, "fnord");
     let (_conn, received) = start_download(&server, "/endless.cgi");
     server.signal_inetd(Signal::TERM);
     let status = server.wait_inetd_exits(1)[0];
@@ -323,7 +322,7 @@ fn sigterm_during_a_cgi_response_in_inetd_mode_logs_the_bytes_relayed() {
     assert_logged_once(&server, "/endless.cgi");
 }
 
-both_modes!(
+matrix!([h1, tls, uring] both_modes:
     download_cut_short_by_the_client_logs_the_bytes_sent,
     whole_responses_log_their_body,
     ranges_log_the_body_sent,
@@ -334,3 +333,5 @@ both_modes!(
     cgi_cut_short_by_the_client_logs_the_bytes_relayed,
     sigterm_during_a_download_logs_the_bytes_sent,
 );
+
+matrix!([h1, tls, uring] inetd: sigterm_during_a_cgi_response_in_inetd_mode_logs_the_bytes_relayed);

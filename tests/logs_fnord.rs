@@ -19,23 +19,23 @@ fn site() -> Docroot {
     root
 }
 
-fn logging_server(mode: Mode, root: &Docroot, format: &str) -> Server {
-    let builder = Server::builder(mode, root.path()).log_format(format);
-    match mode {
+fn logging_server(v: Variant, root: &Docroot, format: &str) -> Server {
+    let builder = Server::builder(v, root.path()).log_format(format);
+    match v.mode {
         Mode::Standalone => builder,
         Mode::Inetd => builder.env("TCPREMOTEIP", INETD_CLIENT),
     }
     .start()
 }
 
-fn client_ip(mode: Mode) -> &'static str {
-    match mode {
+fn client_ip(v: Variant) -> &'static str {
+    match v.mode {
         Mode::Standalone => "127.0.0.1",
         Mode::Inetd => INETD_CLIENT,
     }
 }
 
-/// Sends one request (over HTTP/2 under STATICD_TEST_H2=1), checks the status, and
+/// Sends one request (over HTTP/2 in the HTTP/2 cells), checks the status, and
 /// returns the response and the first access-log line that contains `marker`.
 fn logged(server: &Server, raw: &str, status: u16, marker: &str) -> (Response, String) {
     let resp = server.exchange(raw);
@@ -46,25 +46,25 @@ fn logged(server: &Server, raw: &str, status: u16, marker: &str) -> (Response, S
     (resp, line)
 }
 
-fn fnord_line_has_the_exact_shape(mode: Mode) {
+fn fnord_line_has_the_exact_shape(v: Variant) {
     let root = site();
-    let server = logging_server(mode, &root, "fnord");
+    let server = logging_server(v, &root, "fnord");
     let (_, line) = logged(
         &server,
         &format!("GET /a.txt?x=1 HTTP/1.1\r\nHost: logs.test\r\nUser-Agent: {AGENT}\r\n\r\n"),
         200,
         "/a.txt",
     );
-    let ip = client_ip(mode);
+    let ip = client_ip(v);
     assert_eq!(
         line,
         format!("{ip} 200 6 logs.test {AGENT_UNDERSCORED} none /a.txt?x=1")
     );
 }
 
-fn fnord_line_carries_the_referer(mode: Mode) {
+fn fnord_line_carries_the_referer(v: Variant) {
     let root = site();
-    let server = logging_server(mode, &root, "fnord");
+    let server = logging_server(v, &root, "fnord");
     let (_, line) = logged(
         &server,
         &format!(
@@ -74,36 +74,36 @@ fn fnord_line_carries_the_referer(mode: Mode) {
         200,
         "/a.txt",
     );
-    let ip = client_ip(mode);
+    let ip = client_ip(v);
     assert_eq!(
         line,
         format!("{ip} 200 6 logs.test {AGENT_UNDERSCORED} http://ref.test/from?p=1 /a.txt")
     );
 }
 
-fn fnord_line_without_host_has_a_dash(mode: Mode) {
+fn fnord_line_without_host_has_a_dash(v: Variant) {
     let root = site();
-    let server = logging_server(mode, &root, "fnord");
+    let server = logging_server(v, &root, "fnord");
     let (_, line) = logged(
         &server,
         "GET /a.txt HTTP/1.0\r\nUser-Agent: curl/8.0\r\n\r\n",
         200,
         "/a.txt",
     );
-    let ip = client_ip(mode);
+    let ip = client_ip(v);
     assert_eq!(line, format!("{ip} 200 6 - curl/8.0 none /a.txt"));
 }
 
-fn fnord_line_logs_error_status_and_size(mode: Mode) {
+fn fnord_line_logs_error_status_and_size(v: Variant) {
     let root = site();
-    let server = logging_server(mode, &root, "fnord");
+    let server = logging_server(v, &root, "fnord");
     let (resp, line) = logged(
         &server,
         "GET /missing.txt HTTP/1.1\r\nHost: logs.test\r\nUser-Agent: curl/8.0\r\n\r\n",
         404,
         "/missing.txt",
     );
-    let ip = client_ip(mode);
+    let ip = client_ip(v);
     let size = resp.body.len();
     assert_eq!(
         line,
@@ -111,25 +111,25 @@ fn fnord_line_logs_error_status_and_size(mode: Mode) {
     );
 }
 
-fn fnord_path_is_the_target_as_sent(mode: Mode) {
+fn fnord_path_is_the_target_as_sent(v: Variant) {
     let root = site();
-    let server = logging_server(mode, &root, "fnord");
+    let server = logging_server(v, &root, "fnord");
     let (_, line) = logged(
         &server,
         "GET /%61.txt?q=%20 HTTP/1.1\r\nHost: logs.test\r\nUser-Agent: curl/8.0\r\n\r\n",
         200,
         "/%61.txt",
     );
-    let ip = client_ip(mode);
+    let ip = client_ip(v);
     assert_eq!(
         line,
         format!("{ip} 200 6 logs.test curl/8.0 none /%61.txt?q=%20")
     );
 }
 
-fn combined_line_has_quoted_referer_and_agent(mode: Mode) {
+fn combined_line_has_quoted_referer_and_agent(v: Variant) {
     let root = site();
-    let server = logging_server(mode, &root, "combined");
+    let server = logging_server(v, &root, "combined");
     let (_, line) = logged(
         &server,
         &format!(
@@ -140,7 +140,7 @@ fn combined_line_has_quoted_referer_and_agent(mode: Mode) {
         "/a.txt",
     );
     let (ip, rest) = split_common(&line);
-    assert_eq!(ip, client_ip(mode));
+    assert_eq!(ip, client_ip(v));
     let version = server.log_version();
     assert_eq!(
         rest,
@@ -148,9 +148,9 @@ fn combined_line_has_quoted_referer_and_agent(mode: Mode) {
     );
 }
 
-fn combined_line_without_referer_and_agent_has_dashes(mode: Mode) {
+fn combined_line_without_referer_and_agent_has_dashes(v: Variant) {
     let root = site();
-    let server = logging_server(mode, &root, "combined");
+    let server = logging_server(v, &root, "combined");
     let (_, line) = logged(
         &server,
         "GET /a.txt HTTP/1.1\r\nHost: logs.test\r\n\r\n",
@@ -158,12 +158,12 @@ fn combined_line_without_referer_and_agent_has_dashes(mode: Mode) {
         "/a.txt",
     );
     let (ip, rest) = split_common(&line);
-    assert_eq!(ip, client_ip(mode));
+    assert_eq!(ip, client_ip(v));
     let version = server.log_version();
     assert_eq!(rest, format!("\"GET /a.txt {version}\" 200 6 \"-\" \"-\""));
 }
 
-both_modes!(
+matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
     fnord_line_has_the_exact_shape,
     fnord_line_carries_the_referer,
     fnord_line_without_host_has_a_dash,

@@ -4,6 +4,7 @@
 //! README's scrape configuration (examples/prometheus/prometheus.yml), and Prometheus
 //! itself, given that configuration, scrapes a running staticd.
 
+#[macro_use]
 mod common;
 
 use std::collections::BTreeMap;
@@ -31,10 +32,23 @@ fn site() -> Docroot {
     root
 }
 
+// The servers here are cleartext (`Builder::plain`), as is the metrics listener: the
+// cells are the transports.
+// Its own certificate, in both transports.
+matrix!([h1, uring] standalone: #[cfg(feature = "tls")] counts_tls_handshakes);
+
+matrix!([h1, uring] standalone:
+    counts_exactly_what_was_served,
+    the_metrics_listener_serves_only_metrics,
+    connections_held_at_the_limit_are_counted,
+    promtool_accepts_the_page_and_the_scrape_config,
+    prometheus_scrapes_staticd,
+);
+
 /// A standalone server with one worker thread (one open-file cache), `--metrics` on a
 /// free loopback port, and `args`.
-fn start(root: &Docroot, args: &[&str]) -> (Server, SocketAddr) {
-    let server = Server::builder(Mode::Standalone, root.path())
+fn start(v: Variant, root: &Docroot, args: &[&str]) -> (Server, SocketAddr) {
+    let server = Server::builder(v, root.path())
         .plain()
         .args(["--threads", "1", "--metrics", "127.0.0.1:0"])
         .args(args)
@@ -185,10 +199,9 @@ const CACHE_MISSES: &str = "staticd_open_file_cache_misses_total";
 
 /// Requests by status class, method and protocol, the body bytes, connections, the
 /// open-file cache and CGI, counted exactly; and the public port has no /metrics.
-#[test]
-fn counts_exactly_what_was_served() {
+fn counts_exactly_what_was_served(v: Variant) {
     let root = site();
-    let (server, metrics) = start(&root, &["--cgi", "--cgi-timeout", "1"]);
+    let (server, metrics) = start(v, &root, &["--cgi", "--cgi-timeout", "1"]);
     let start = scrape(metrics);
     assert_eq!(start.get("staticd_connections_open"), 0.0);
 
@@ -281,10 +294,9 @@ const LOOKUPS_OF_THE_FIVE: f64 = 4.0;
 
 /// Anything but GET or HEAD /metrics is refused; the page is the same for HEAD, without
 /// its body.
-#[test]
-fn the_metrics_listener_serves_only_metrics() {
+fn the_metrics_listener_serves_only_metrics(v: Variant) {
     let root = site();
-    let (_server, metrics) = start(&root, &[]);
+    let (_server, metrics) = start(v, &root, &[]);
     for (request, status) in [
         ("GET / HTTP/1.1\r\nHost: m\r\n\r\n", 404),
         ("GET /cached.txt HTTP/1.1\r\nHost: m\r\n\r\n", 404),
@@ -315,10 +327,9 @@ fn the_metrics_listener_serves_only_metrics() {
 /// At --max-connections, an accepted connection waits for a place while every
 /// connection is busy: counted once, and served when a place frees. An idle one is
 /// closed for it instead: counted as shed.
-#[test]
-fn connections_held_at_the_limit_are_counted() {
+fn connections_held_at_the_limit_are_counted(v: Variant) {
     let root = site();
-    let (server, metrics) = start(&root, &["--max-connections", "1"]);
+    let (server, metrics) = start(v, &root, &["--max-connections", "1"]);
     let mut first = server.connect();
     assert_eq!(
         first.roundtrip(request("GET", "/cached.txt", &[])).status,
@@ -357,10 +368,9 @@ fn connections_held_at_the_limit_are_counted() {
 /// TLS handshakes: a full one, a resumed one (TLS 1.3 ticket), and one that fails; the
 /// requests count as https.
 #[cfg(feature = "tls")]
-#[test]
-fn counts_tls_handshakes() {
+fn counts_tls_handshakes(v: Variant) {
     let root = site();
-    let server = Server::builder(Mode::Standalone, root.path())
+    let server = Server::builder(v, root.path())
         .tls_files(&Pki::shared().localhost().1)
         .args(["--threads", "1", "--metrics", "127.0.0.1:0"])
         .start();
@@ -410,13 +420,12 @@ fn counts_tls_handshakes() {
 
 /// `promtool check metrics` finds no problem in the page (after traffic of every kind
 /// counted above), and `promtool check config` accepts the README's scrape configuration.
-#[test]
-fn promtool_accepts_the_page_and_the_scrape_config() {
+fn promtool_accepts_the_page_and_the_scrape_config(v: Variant) {
     let Some(promtool) = tool("promtool", "prometheus") else {
         return;
     };
     let root = site();
-    let (server, metrics) = start(&root, &["--cgi"]);
+    let (server, metrics) = start(v, &root, &["--cgi"]);
     for path in ["/cached.txt", "/missing", "/hello.cgi"] {
         server.connect().roundtrip(request("GET", path, &[]));
     }
@@ -493,13 +502,12 @@ fn metrics_flag_errors() {
 
 /// The real scraper: Prometheus, given the example's scrape configuration pointed at a
 /// running staticd, scrapes it (target up) and stores its samples.
-#[test]
-fn prometheus_scrapes_staticd() {
+fn prometheus_scrapes_staticd(v: Variant) {
     let Some(prometheus) = tool("prometheus", "prometheus") else {
         return;
     };
     let root = site();
-    let (_server, metrics) = start(&root, &["--max-connections", "77"]);
+    let (_server, metrics) = start(v, &root, &["--max-connections", "77"]);
     let dir = tempfile::tempdir().unwrap();
     let example = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/prometheus/prometheus.yml"),

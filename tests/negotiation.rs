@@ -97,27 +97,27 @@ fn etag(resp: &HResponse) -> String {
 
 // --- content codings ---------------------------------------------------------------
 
-fn br_is_preferred_when_all_codings_are_accepted(mode: Mode) {
+fn br_is_preferred_when_all_codings_are_accepted(v: Variant) {
     let root = css_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_variant(&get_encoded(&server, "gzip, deflate, br, zstd"), "br", BR);
 }
 
-fn zstd_is_preferred_over_gzip_on_a_tie(mode: Mode) {
+fn zstd_is_preferred_over_gzip_on_a_tie(v: Variant) {
     let root = css_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_variant(&get_encoded(&server, "gzip, zstd"), "zstd", ZSTD);
 }
 
-fn only_gzip_accepted_gets_gzip(mode: Mode) {
+fn only_gzip_accepted_gets_gzip(v: Variant) {
     let root = css_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_variant(&get_encoded(&server, "gzip"), "gzip", GZIP);
 }
 
-fn q_values_are_honoured(mode: Mode) {
+fn q_values_are_honoured(v: Variant) {
     let root = css_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_variant(
         &get_encoded(&server, "br;q=0.5, gzip;q=0.9, zstd;q=0.1"),
         "gzip",
@@ -130,9 +130,9 @@ fn q_values_are_honoured(mode: Mode) {
     );
 }
 
-fn q_zero_refuses_a_coding(mode: Mode) {
+fn q_zero_refuses_a_coding(v: Variant) {
     let root = css_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_variant(
         &get_encoded(&server, "br;q=0, zstd;q=0.000, gzip"),
         "gzip",
@@ -141,63 +141,63 @@ fn q_zero_refuses_a_coding(mode: Mode) {
     assert_identity(&get_encoded(&server, "gzip;q=0"));
 }
 
-fn star_covers_unnamed_codings(mode: Mode) {
+fn star_covers_unnamed_codings(v: Variant) {
     let root = css_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_variant(&get_encoded(&server, "*"), "br", BR);
     assert_variant(&get_encoded(&server, "br;q=0, *"), "zstd", ZSTD);
     assert_variant(&get_encoded(&server, "*;q=0.1, gzip;q=0.5"), "gzip", GZIP);
 }
 
-fn identity_only_gets_the_original_with_vary(mode: Mode) {
+fn identity_only_gets_the_original_with_vary(v: Variant) {
     let root = css_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_identity(&get_encoded(&server, "identity"));
 }
 
-fn no_accept_encoding_gets_the_original_with_vary(mode: Mode) {
+fn no_accept_encoding_gets_the_original_with_vary(v: Variant) {
     let root = css_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_identity(&server.get("/x.css"));
 }
 
-fn stale_sibling_is_never_served(mode: Mode) {
+fn stale_sibling_is_never_served(v: Variant) {
     let root = css_site();
     set_mtime(
         &root.join("x.css.br"),
         rfc_example_time() - Duration::from_secs(60),
     );
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     // The only acceptable sibling is stale: the original, still with Vary.
     assert_identity(&get_encoded(&server, "br"));
     // A fresh sibling further down the list is chosen instead.
     assert_variant(&get_encoded(&server, "br, gzip"), "gzip", GZIP);
 }
 
-fn newer_sibling_is_served(mode: Mode) {
+fn newer_sibling_is_served(v: Variant) {
     let root = css_site();
     set_mtime(
         &root.join("x.css.br"),
         rfc_example_time() + Duration::from_secs(60),
     );
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_variant(&get_encoded(&server, "br"), "br", BR);
 }
 
-fn sibling_that_is_not_a_regular_file_is_ignored(mode: Mode) {
+fn sibling_that_is_not_a_regular_file_is_ignored(v: Variant) {
     let root = Docroot::new();
     root.file("y.css", ORIGINAL);
     root.dir("y.css.br");
     root.file("y.css.gz", GZIP);
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = server.request("GET", "/y.css", &[("accept-encoding", "br, gzip")]);
     assert_eq!(resp.header("content-encoding"), Some("gzip"), "{resp:#?}");
     assert!(resp.body == GZIP);
 }
 
-fn variant_has_its_own_etag(mode: Mode) {
+fn variant_has_its_own_etag(v: Variant) {
     let root = css_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let identity = etag(&get_encoded(&server, "identity"));
     let br = etag(&get_encoded(&server, "br"));
     let gzip = etag(&get_encoded(&server, "gzip"));
@@ -206,9 +206,9 @@ fn variant_has_its_own_etag(mode: Mode) {
     assert_ne!(br, gzip);
 }
 
-fn range_on_a_variant_returns_the_variants_bytes(mode: Mode) {
+fn range_on_a_variant_returns_the_variants_bytes(v: Variant) {
     let root = css_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = server.request(
         "GET",
         "/x.css",
@@ -224,9 +224,9 @@ fn range_on_a_variant_returns_the_variants_bytes(mode: Mode) {
     assert_varies_on(&resp, "accept-encoding");
 }
 
-fn if_none_match_with_the_variants_etag_gets_304_with_vary(mode: Mode) {
+fn if_none_match_with_the_variants_etag_gets_304_with_vary(v: Variant) {
     let root = css_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let tag = etag(&get_encoded(&server, "br"));
     let resp = server.request(
         "GET",
@@ -239,9 +239,9 @@ fn if_none_match_with_the_variants_etag_gets_304_with_vary(mode: Mode) {
     assert_varies_on(&resp, "accept-encoding");
 }
 
-fn variants_etag_does_not_validate_the_original(mode: Mode) {
+fn variants_etag_does_not_validate_the_original(v: Variant) {
     let root = css_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let tag = etag(&get_encoded(&server, "br"));
     let resp = server.request(
         "GET",
@@ -251,9 +251,9 @@ fn variants_etag_does_not_validate_the_original(mode: Mode) {
     assert_identity(&resp);
 }
 
-fn head_on_a_variant_has_its_headers_and_no_body(mode: Mode) {
+fn head_on_a_variant_has_its_headers_and_no_body(v: Variant) {
     let root = css_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = server.request("HEAD", "/x.css", &[("accept-encoding", "gzip")]);
     assert_eq!(resp.status, 200, "{resp:#?}");
     assert_eq!(resp.header("content-encoding"), Some("gzip"));
@@ -264,9 +264,9 @@ fn head_on_a_variant_has_its_headers_and_no_body(mode: Mode) {
     assert!(resp.body.is_empty());
 }
 
-fn precompressed_sibling_is_still_served_by_its_own_name(mode: Mode) {
+fn precompressed_sibling_is_still_served_by_its_own_name(v: Variant) {
     let root = css_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = server.get("/x.css.gz");
     assert_eq!(resp.status, 200, "{resp:#?}");
     assert!(resp.body == GZIP);
@@ -293,9 +293,9 @@ fn assert_image(resp: &HResponse, content_type: &str, bytes: &[u8]) {
     assert_varies_on(resp, "accept");
 }
 
-fn avif_is_preferred_when_named(mode: Mode) {
+fn avif_is_preferred_when_named(v: Variant) {
     let root = image_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_image(
         &get_image(&server, "image/avif,image/webp,*/*"),
         "image/avif",
@@ -303,9 +303,9 @@ fn avif_is_preferred_when_named(mode: Mode) {
     );
 }
 
-fn webp_is_served_when_only_webp_is_named(mode: Mode) {
+fn webp_is_served_when_only_webp_is_named(v: Variant) {
     let root = image_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_image(&get_image(&server, "image/webp"), "image/webp", WEBP);
     assert_image(
         &get_image(&server, "image/avif;q=0, image/webp, */*"),
@@ -314,26 +314,26 @@ fn webp_is_served_when_only_webp_is_named(mode: Mode) {
     );
 }
 
-fn wildcards_get_the_original_image(mode: Mode) {
+fn wildcards_get_the_original_image(v: Variant) {
     let root = image_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_image(&get_image(&server, "*/*"), "image/jpeg", JPEG);
     assert_image(&get_image(&server, "image/*"), "image/jpeg", JPEG);
 }
 
-fn no_accept_gets_the_original_image_with_vary(mode: Mode) {
+fn no_accept_gets_the_original_image_with_vary(v: Variant) {
     let root = image_site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_image(&server.get("/photo.jpg"), "image/jpeg", JPEG);
 }
 
-fn stale_image_sibling_is_not_served(mode: Mode) {
+fn stale_image_sibling_is_not_served(v: Variant) {
     let root = image_site();
     set_mtime(
         &root.join("photo.avif"),
         rfc_example_time() - Duration::from_secs(60),
     );
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_image(
         &get_image(&server, "image/avif,image/webp,*/*"),
         "image/webp",
@@ -342,16 +342,16 @@ fn stale_image_sibling_is_not_served(mode: Mode) {
     assert_image(&get_image(&server, "image/avif"), "image/jpeg", JPEG);
 }
 
-fn png_gets_a_webp_sibling(mode: Mode) {
+fn png_gets_a_webp_sibling(v: Variant) {
     let root = Docroot::new();
     root.file("logo.png", b"\x89PNG original");
     root.file("logo.webp", WEBP);
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = server.request("GET", "/logo.png", &[("accept", "image/webp,*/*")]);
     assert_image(&resp, "image/webp", WEBP);
 }
 
-both_modes!(
+matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
     br_is_preferred_when_all_codings_are_accepted,
     zstd_is_preferred_over_gzip_on_a_tie,
     only_gzip_accepted_gets_gzip,

@@ -59,8 +59,8 @@ impl Secret {
     }
 }
 
-/// One GET on a fresh connection (some answers close the connection); over HTTP/2 under
-/// STATICD_TEST_H2=1.
+/// One GET on a fresh connection (some answers close the connection); over HTTP/2 in the
+/// HTTP/2 cells.
 fn get_raw(server: &Server, target: &str) -> Response {
     server.exchange(request("GET", target, &[]))
 }
@@ -77,9 +77,9 @@ fn assert_status_for_all(server: &Server, targets: &[&str], code: u16) {
 
 // --- directories -----------------------------------------------------------------------
 
-fn directory_without_slash_redirects(mode: Mode) {
+fn directory_without_slash_redirects(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = get_raw(&server, "/sub");
     assert_eq!(resp.status, 301);
     assert_eq!(resp.header("location"), Some("/sub/"));
@@ -87,17 +87,17 @@ fn directory_without_slash_redirects(mode: Mode) {
     assert_common_headers(&resp);
 }
 
-fn directory_redirect_keeps_query(mode: Mode) {
+fn directory_redirect_keeps_query(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = get_raw(&server, "/sub?x=1&y=2");
     assert_eq!(resp.status, 301);
     assert_eq!(resp.header("location"), Some("/sub/?x=1&y=2"));
 }
 
-fn directory_with_slash_serves_index_like_the_file(mode: Mode) {
+fn directory_with_slash_serves_index_like_the_file(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let dir = server.get("/sub/");
     let file = server.get("/sub/index.html");
     assert_eq!(dir.status, 200);
@@ -117,34 +117,34 @@ fn directory_with_slash_serves_index_like_the_file(mode: Mode) {
     );
 }
 
-fn root_serves_its_index(mode: Mode) {
+fn root_serves_its_index(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_eq!(server.get("/").body, b"<h1>root</h1>\n");
 }
 
-fn directory_without_index_gets_404(mode: Mode) {
+fn directory_without_index_gets_404(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_error(&get_raw(&server, "/empty/"), 404);
 }
 
-fn custom_index_name_is_used(mode: Mode) {
+fn custom_index_name_is_used(v: Variant) {
     let root = site();
     root.file("home.htm", "<h1>home</h1>\n");
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .args(["--index", "home.htm"])
         .start();
     assert_eq!(server.get("/").body, b"<h1>home</h1>\n");
     assert_error(&get_raw(&server, "/sub/"), 404);
 }
 
-fn index_names_are_tried_in_order(mode: Mode) {
+fn index_names_are_tried_in_order(v: Variant) {
     let root = site();
     root.file("b.html", "root b\n");
     root.file("both/a.html", "both a\n");
     root.file("both/b.html", "both b\n");
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .args(["--index", "a.html,b.html"])
         .start();
     assert_eq!(
@@ -162,9 +162,9 @@ fn index_names_are_tried_in_order(mode: Mode) {
 
 // --- path safety -----------------------------------------------------------------------
 
-fn dotdot_above_root_gets_400(mode: Mode) {
+fn dotdot_above_root_gets_400(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_status_for_all(
         &server,
         &["/../a.txt", "/../../../../etc/passwd", "/sub/../../a.txt"],
@@ -172,9 +172,9 @@ fn dotdot_above_root_gets_400(mode: Mode) {
     );
 }
 
-fn percent_encoded_dotdot_gets_400(mode: Mode) {
+fn percent_encoded_dotdot_gets_400(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_status_for_all(
         &server,
         &["/%2e%2e/a.txt", "/%2E%2E/%2e%2e/etc/passwd", "/.%2e/a.txt"],
@@ -182,9 +182,9 @@ fn percent_encoded_dotdot_gets_400(mode: Mode) {
     );
 }
 
-fn dotdot_with_encoded_slash_gets_400(mode: Mode) {
+fn dotdot_with_encoded_slash_gets_400(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_status_for_all(
         &server,
         &[
@@ -196,9 +196,9 @@ fn dotdot_with_encoded_slash_gets_400(mode: Mode) {
     );
 }
 
-fn dotdot_inside_root_is_resolved(mode: Mode) {
+fn dotdot_inside_root_is_resolved(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for target in ["/sub/../a.txt", "/sub/%2e%2e/a.txt"] {
         let resp = get_raw(&server, target);
         assert_eq!(resp.status, 200, "{target}");
@@ -206,9 +206,9 @@ fn dotdot_inside_root_is_resolved(mode: Mode) {
     }
 }
 
-fn double_slashes_collapse_and_stay_in_root(mode: Mode) {
+fn double_slashes_collapse_and_stay_in_root(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_eq!(get_raw(&server, "//a.txt").body, b"alpha\n");
     assert_eq!(get_raw(&server, "/sub//a.txt").body, b"sub alpha\n");
     let resp = get_raw(&server, "//etc/passwd");
@@ -216,9 +216,9 @@ fn double_slashes_collapse_and_stay_in_root(mode: Mode) {
     assert!(!resp.body_str().contains("root:"), "served /etc/passwd");
 }
 
-fn backslash_is_an_ordinary_byte(mode: Mode) {
+fn backslash_is_an_ordinary_byte(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for target in ["/back\\slash.txt", "/back%5Cslash.txt"] {
         let resp = get_raw(&server, target);
         assert_eq!(resp.status, 200, "{target}");
@@ -236,28 +236,28 @@ fn backslash_is_an_ordinary_byte(mode: Mode) {
     }
 }
 
-fn nul_byte_gets_400(mode: Mode) {
+fn nul_byte_gets_400(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_status_for_all(&server, &["/a.txt%00", "/a.txt%00.html", "/%00"], 400);
 }
 
-fn bad_percent_escape_gets_400(mode: Mode) {
+fn bad_percent_escape_gets_400(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_status_for_all(&server, &["/a%zz.txt", "/a.txt%2", "/a.txt%", "/%g0"], 400);
 }
 
-fn percent_encoded_names_are_decoded(mode: Mode) {
+fn percent_encoded_names_are_decoded(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_eq!(get_raw(&server, "/with%20space.txt").body, b"space\n");
     assert_eq!(get_raw(&server, "/%61.txt").body, b"alpha\n");
 }
 
-fn query_is_stripped(mode: Mode) {
+fn query_is_stripped(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for target in ["/a.txt?x=1&y=2", "/a.txt?/../../etc/passwd", "/a.txt?"] {
         let resp = get_raw(&server, target);
         assert_eq!(resp.status, 200, "{target}");
@@ -269,10 +269,10 @@ fn query_is_stripped(mode: Mode) {
 
 /// Serves a docroot with `link` pointing at `target`, and checks that every request
 /// through the link gets a 404 that carries none of the secret.
-fn assert_symlink_escape_refused(mode: Mode, secret: &Secret, target: &Path, paths: &[&str]) {
+fn assert_symlink_escape_refused(v: Variant, secret: &Secret, target: &Path, paths: &[&str]) {
     let root = site();
     root.symlink("link", target);
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for path in paths {
         for extra in [&[][..], &["Range: bytes=0-5"][..]] {
             let resp = server.exchange(request("GET", path, extra));
@@ -284,42 +284,42 @@ fn assert_symlink_escape_refused(mode: Mode, secret: &Secret, target: &Path, pat
     }
 }
 
-fn absolute_symlink_out_of_root_gets_404(mode: Mode) {
+fn absolute_symlink_out_of_root_gets_404(v: Variant) {
     let secret = Secret::new();
-    assert_symlink_escape_refused(mode, &secret, &secret.file(), &["/link"]);
+    assert_symlink_escape_refused(v, &secret, &secret.file(), &["/link"]);
 }
 
-fn relative_symlink_out_of_root_gets_404(mode: Mode) {
+fn relative_symlink_out_of_root_gets_404(v: Variant) {
     let secret = Secret::new();
     let probe = Docroot::new();
     let relative = secret.relative_from(probe.path());
-    assert_symlink_escape_refused(mode, &secret, Path::new(&relative), &["/link"]);
+    assert_symlink_escape_refused(v, &secret, Path::new(&relative), &["/link"]);
 }
 
-fn symlinked_directory_out_of_root_gets_404(mode: Mode) {
+fn symlinked_directory_out_of_root_gets_404(v: Variant) {
     let secret = Secret::new();
     assert_symlink_escape_refused(
-        mode,
+        v,
         &secret,
         secret.dir.path(),
         &["/link/secret.txt", "/link/"],
     );
 }
 
-fn symlink_inside_root_is_followed(mode: Mode) {
+fn symlink_inside_root_is_followed(v: Variant) {
     let root = site();
     root.symlink("link.txt", "a.txt");
     root.symlink("sub/up.txt", "../a.txt");
     root.symlink("linkdir", "sub");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_eq!(server.get("/link.txt").body, b"alpha\n");
     assert_eq!(server.get("/sub/up.txt").body, b"alpha\n");
     assert_eq!(server.get("/linkdir/a.txt").body, b"sub alpha\n");
 }
 
-fn dotfiles_get_404(mode: Mode) {
+fn dotfiles_get_404(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for target in [
         "/.hidden",
         "/.git/config",
@@ -332,30 +332,30 @@ fn dotfiles_get_404(mode: Mode) {
     }
 }
 
-fn well_known_is_served(mode: Mode) {
+fn well_known_is_served(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = server.get("/.well-known/x");
     assert_eq!(resp.status, 200);
     assert_eq!(resp.body, b"well known\n");
 }
 
-fn fifo_gets_403_without_hanging(mode: Mode) {
+fn fifo_gets_403_without_hanging(v: Variant) {
     let root = site();
     root.fifo("pipe");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     assert_error(&conn.roundtrip(request("GET", "/pipe", &[])), 403);
     // The connection is still usable: the server did not block on the FIFO.
     assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
 }
 
-fn unreadable_file_gets_403(mode: Mode) {
+fn unreadable_file_gets_403(v: Variant) {
     let root = site();
     let locked = root.file("locked.txt", "locked\n");
     fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
     // As root the server could read anything; run it as nobody (uid/gid 65534).
-    let server = Server::builder(mode, root.path()).unprivileged().start();
+    let server = Server::builder(v, root.path()).unprivileged().start();
     let mut conn = server.connect();
     let resp = conn.roundtrip(request("GET", "/locked.txt", &[]));
     assert_error(&resp, 403);
@@ -365,7 +365,7 @@ fn unreadable_file_gets_403(mode: Mode) {
     );
 }
 
-both_modes!(
+matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
     directory_without_slash_redirects,
     directory_redirect_keeps_query,
     directory_with_slash_serves_index_like_the_file,

@@ -93,9 +93,9 @@ fn serve_a_txt(server: &Server) -> Conn {
 
 /// `staticd --root ROOT ARGS` (standalone on an ephemeral loopback port, or `--inetd`)
 /// run to its exit.
-fn run_failing(mode: Mode, root: &Path, args: &[&str]) -> Outcome {
+fn run_failing(v: Variant, root: &Path, args: &[&str]) -> Outcome {
     let mut all: Vec<String> = vec!["--root".into(), root.to_str().unwrap().into()];
-    match mode {
+    match v.mode {
         Mode::Standalone => all.extend(["--port", "0", "--bind", "127.0.0.1"].map(String::from)),
         Mode::Inetd => all.push("--inetd".into()),
     }
@@ -103,15 +103,15 @@ fn run_failing(mode: Mode, root: &Path, args: &[&str]) -> Outcome {
     run_to_exit(&all)
 }
 
-fn user_nobody_runs_with_nobodys_ids(mode: Mode) {
+fn user_nobody_runs_with_nobodys_ids(v: Variant) {
     let root = site();
     if !is_root() {
-        let outcome = run_failing(mode, root.path(), &["--user", "nobody"]);
+        let outcome = run_failing(v, root.path(), &["--user", "nobody"]);
         assert_startup_failure(&outcome, 1, &["nobody"]);
         return;
     }
     let (uid, gid) = nobody();
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .args(["--user", "nobody"])
         .start();
     let _conn = serve_a_txt(&server);
@@ -121,14 +121,14 @@ fn user_nobody_runs_with_nobodys_ids(mode: Mode) {
     assert_eq!(ids(pid, "Groups:"), [gid], "supplementary groups");
 }
 
-fn numeric_user_and_group_are_used(mode: Mode) {
+fn numeric_user_and_group_are_used(v: Variant) {
     let root = site();
     if !is_root() {
-        let outcome = run_failing(mode, root.path(), &["--user", "65534", "--group", "65533"]);
+        let outcome = run_failing(v, root.path(), &["--user", "65534", "--group", "65533"]);
         assert_startup_failure(&outcome, 1, &["65534"]);
         return;
     }
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .args(["--user", "65534", "--group", "65533"])
         .start();
     let _conn = serve_a_txt(&server);
@@ -137,25 +137,25 @@ fn numeric_user_and_group_are_used(mode: Mode) {
     assert_eq!(ids(pid, "Gid:"), [65533; 4]);
 }
 
-fn unknown_user_exits_1_naming_the_user(mode: Mode) {
+fn unknown_user_exits_1_naming_the_user(v: Variant) {
     let root = site();
-    let outcome = run_failing(mode, root.path(), &["--user", "staticd-no-such-user"]);
+    let outcome = run_failing(v, root.path(), &["--user", "staticd-no-such-user"]);
     assert_startup_failure(&outcome, 1, &["user staticd-no-such-user: no such user"]);
 }
 
-fn unknown_group_exits_1_naming_the_group(mode: Mode) {
+fn unknown_group_exits_1_naming_the_group(v: Variant) {
     let root = site();
     let outcome = run_failing(
-        mode,
+        v,
         root.path(),
         &["--user", "nobody", "--group", "staticd-no-such-group"],
     );
     assert_startup_failure(&outcome, 1, &["staticd-no-such-group"]);
 }
 
-fn group_without_user_is_a_usage_error(mode: Mode) {
+fn group_without_user_is_a_usage_error(v: Variant) {
     let root = site();
-    let outcome = run_failing(mode, root.path(), &["--group", "nogroup"]);
+    let outcome = run_failing(v, root.path(), &["--group", "nogroup"]);
     assert_usage_error(&outcome, &["--user"]);
 }
 
@@ -185,32 +185,32 @@ impl Jail {
     }
 }
 
-fn chroot_serves_the_root_inside_it(mode: Mode) {
+fn chroot_serves_the_root_inside_it(v: Variant) {
     let jail = Jail::new();
     let dir = jail.path();
     let args = ["--chroot", dir.to_str().unwrap()];
     if !is_root() {
-        let outcome = run_failing(mode, Path::new("/site"), &args);
+        let outcome = run_failing(v, Path::new("/site"), &args);
         assert_startup_failure(&outcome, 1, &["chroot"]);
         return;
     }
-    let server = Server::builder(mode, Path::new("/site")).args(args).start();
+    let server = Server::builder(v, Path::new("/site")).args(args).start();
     let _conn = serve_a_txt(&server);
     let pid = the_staticd_pid(&dir);
     let seen_root = fs::read_link(format!("/proc/{pid}/root")).unwrap();
     assert_eq!(seen_root, fs::canonicalize(&dir).unwrap(), "process root");
 }
 
-fn chroot_cannot_reach_files_outside(mode: Mode) {
+fn chroot_cannot_reach_files_outside(v: Variant) {
     let jail = Jail::new();
     let dir = jail.path();
     let args = ["--chroot", dir.to_str().unwrap()];
     if !is_root() {
-        let outcome = run_failing(mode, Path::new("/site"), &args);
+        let outcome = run_failing(v, Path::new("/site"), &args);
         assert_startup_failure(&outcome, 1, &["chroot"]);
         return;
     }
-    let server = Server::builder(mode, Path::new("/site")).args(args).start();
+    let server = Server::builder(v, Path::new("/site")).args(args).start();
     for target in ["/rel", "/../secret.txt", "/%2e%2e/%2e%2e/secret.txt"] {
         let resp = server.connect().roundtrip(request("GET", target, &[]));
         assert!(
@@ -224,17 +224,17 @@ fn chroot_cannot_reach_files_outside(mode: Mode) {
     }
 }
 
-fn chroot_and_user_together(mode: Mode) {
+fn chroot_and_user_together(v: Variant) {
     let jail = Jail::new();
     let dir = jail.path();
     let args = ["--chroot", dir.to_str().unwrap(), "--user", "nobody"];
     if !is_root() {
-        let outcome = run_failing(mode, Path::new("/site"), &args);
+        let outcome = run_failing(v, Path::new("/site"), &args);
         assert_eq!(outcome.status.code(), Some(1), "{outcome:#?}");
         return;
     }
     let (uid, _) = nobody();
-    let server = Server::builder(mode, Path::new("/site")).args(args).start();
+    let server = Server::builder(v, Path::new("/site")).args(args).start();
     let _conn = serve_a_txt(&server);
     let pid = the_staticd_pid(&dir);
     assert_eq!(ids(pid, "Uid:"), [uid; 4]);
@@ -242,7 +242,7 @@ fn chroot_and_user_together(mode: Mode) {
     assert_eq!(seen_root, fs::canonicalize(&dir).unwrap(), "process root");
 }
 
-both_modes!(
+matrix!([h1, tls] both_modes:
     user_nobody_runs_with_nobodys_ids,
     numeric_user_and_group_are_used,
     unknown_user_exits_1_naming_the_user,

@@ -26,17 +26,17 @@ fn etag_is_strong(etag: &str) -> bool {
 
 // --- methods -------------------------------------------------------------------------
 
-fn get_returns_file_contents(mode: Mode) {
+fn get_returns_file_contents(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = server.get("/a.txt");
     assert_eq!(resp.status, 200);
     assert_eq!(resp.body, b"alpha\n");
 }
 
-fn ok_response_carries_contract_headers(mode: Mode) {
+fn ok_response_carries_contract_headers(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = server.get("/a.txt");
     assert_eq!(resp.status, 200);
     assert_eq!(
@@ -64,9 +64,9 @@ fn ok_response_carries_contract_headers(mode: Mode) {
     assert!(skew < Duration::from_secs(300), "Date is off by {skew:?}");
 }
 
-fn html_is_text_html_with_charset(mode: Mode) {
+fn html_is_text_html_with_charset(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = server.get("/c.html");
     assert_eq!(resp.status, 200);
     assert_eq!(
@@ -75,9 +75,9 @@ fn html_is_text_html_with_charset(mode: Mode) {
     );
 }
 
-fn unknown_type_is_octet_stream(mode: Mode) {
+fn unknown_type_is_octet_stream(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for path in ["/data.unknownext", "/noext"] {
         let resp = server.get(path);
         assert_eq!(resp.status, 200, "{path}");
@@ -89,17 +89,17 @@ fn unknown_type_is_octet_stream(mode: Mode) {
     }
 }
 
-fn non_text_type_has_no_charset(mode: Mode) {
+fn non_text_type_has_no_charset(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = server.get("/pic.png");
     assert_eq!(resp.status, 200);
     assert_eq!(resp.header("content-type"), Some("image/png"));
 }
 
-fn head_has_get_headers_and_no_body(mode: Mode) {
+fn head_has_get_headers_and_no_body(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     // Pipelined: a body wrongly sent after the HEAD response would break the GET's parse.
     conn.send(request("HEAD", "/a.txt", &[]) + &request("GET", "/a.txt", &[]));
@@ -120,9 +120,9 @@ fn head_has_get_headers_and_no_body(mode: Mode) {
     assert_eq!(without_date(&head), without_date(&get));
 }
 
-fn options_gets_204_with_allow(mode: Mode) {
+fn options_gets_204_with_allow(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     for target in ["*", "/a.txt", "/missing"] {
         let resp = conn.roundtrip(request("OPTIONS", target, &[]));
@@ -138,9 +138,9 @@ fn options_gets_204_with_allow(mode: Mode) {
     assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
 }
 
-fn other_methods_get_405_with_allow(mode: Mode) {
+fn other_methods_get_405_with_allow(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     for method in ["POST", "PUT", "DELETE", "PATCH"] {
         let resp = conn.roundtrip(request(method, "/a.txt", &["Content-Length: 0"]));
@@ -149,20 +149,20 @@ fn other_methods_get_405_with_allow(mode: Mode) {
     }
 }
 
-fn unknown_method_gets_405_with_allow(mode: Mode) {
+fn unknown_method_gets_405_with_allow(v: Variant) {
     // The contract answers every method but GET, HEAD and OPTIONS with 405.
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     let resp = conn.roundtrip(request("BREW", "/a.txt", &[]));
     assert_error(&resp, 405);
     assert_eq!(resp.header("allow"), Some("GET, HEAD, OPTIONS"));
 }
 
-fn absolute_form_target_is_served(mode: Mode) {
+fn absolute_form_target_is_served(v: Variant) {
     // RFC 9112 3.2.2: a server MUST accept the absolute form.
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     let resp = conn.roundtrip("GET http://test/a.txt HTTP/1.1\r\nHost: test\r\n\r\n");
     assert_eq!(resp.status, 200);
@@ -171,9 +171,9 @@ fn absolute_form_target_is_served(mode: Mode) {
 
 // --- versions and Host ------------------------------------------------------------
 
-fn assert_version_rejected(mode: Mode, version: &str) {
+fn assert_version_rejected(v: Variant, version: &str) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     conn.send(format!("GET /a.txt {version}\r\nHost: test\r\n\r\n"));
     let resp = conn.read_response();
@@ -182,15 +182,15 @@ fn assert_version_rejected(mode: Mode, version: &str) {
     conn.assert_closed();
 }
 
-fn http_2_0_gets_505_and_close(mode: Mode) {
-    assert_version_rejected(mode, "HTTP/2.0");
+fn http_2_0_gets_505_and_close(v: Variant) {
+    assert_version_rejected(v, "HTTP/2.0");
 }
 
 /// RFC 9110 §2.5: a higher minor version of a major version the server
 /// implements is processed as the highest minor version it supports.
-fn http_1_2_is_answered_as_http_1_1(mode: Mode) {
+fn http_1_2_is_answered_as_http_1_1(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     let resp = conn.roundtrip("GET /a.txt HTTP/1.2\r\nHost: x\r\n\r\n");
     assert_eq!(resp.status, 200);
@@ -198,17 +198,17 @@ fn http_1_2_is_answered_as_http_1_1(mode: Mode) {
     assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
 }
 
-fn http_3_0_gets_505_and_close(mode: Mode) {
-    assert_version_rejected(mode, "HTTP/3.0");
+fn http_3_0_gets_505_and_close(v: Variant) {
+    assert_version_rejected(v, "HTTP/3.0");
 }
 
-fn http_0_9_gets_505_and_close(mode: Mode) {
-    assert_version_rejected(mode, "HTTP/0.9");
+fn http_0_9_gets_505_and_close(v: Variant) {
+    assert_version_rejected(v, "HTTP/0.9");
 }
 
-fn http_1_1_without_host_gets_400(mode: Mode) {
+fn http_1_1_without_host_gets_400(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     conn.send("GET /a.txt HTTP/1.1\r\n\r\n");
     let resp = conn.read_response();
@@ -217,17 +217,17 @@ fn http_1_1_without_host_gets_400(mode: Mode) {
     conn.assert_closed();
 }
 
-fn duplicate_host_gets_400(mode: Mode) {
+fn duplicate_host_gets_400(v: Variant) {
     // RFC 9112 3.2: more than one Host field MUST get a 400.
     assert_bad_request(
-        mode,
+        v,
         "GET /a.txt HTTP/1.1\r\nHost: test\r\nHost: other\r\n\r\n",
     );
 }
 
 /// RFC 9112 §3.2: a Host that is not `uri-host [":" port]` gets 400, in
 /// HTTP/1.0 and 1.1, with and without --vhosts.
-fn invalid_host_gets_400(mode: Mode) {
+fn invalid_host_gets_400(v: Variant) {
     let root = site();
     let bad = [
         "a b",
@@ -246,7 +246,7 @@ fn invalid_host_gets_400(mode: Mode) {
         "\u{e9}.example",
     ];
     for vhosts in [false, true] {
-        let mut builder = Server::builder(mode, root.path());
+        let mut builder = Server::builder(v, root.path());
         if vhosts {
             root.file("default/a.txt", "default alpha\n");
             builder = builder.arg("--vhosts");
@@ -283,9 +283,9 @@ fn invalid_host_gets_400(mode: Mode) {
 
 /// RFC 9112 §3.2 lets a Host field be empty: it names no host, and the
 /// request is served as one without (the default site with --vhosts).
-fn empty_host_is_served_as_no_host(mode: Mode) {
+fn empty_host_is_served_as_no_host(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for raw in [
         "GET /a.txt HTTP/1.1\r\nHost:\r\n\r\n",
         "GET /a.txt HTTP/1.0\r\nHost: \r\n\r\n",
@@ -298,10 +298,10 @@ fn empty_host_is_served_as_no_host(mode: Mode) {
 
 /// The origin-form has no fragment (RFC 9112 §3.2.1): `#` in a target is a
 /// 400, while `%23` still names a file with `#` in its name.
-fn fragment_in_the_target_gets_400(mode: Mode) {
+fn fragment_in_the_target_gets_400(v: Variant) {
     let root = site();
     root.file("a#b.txt", "hash\n");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for target in ["/a.txt#frag", "/a.txt#", "/#", "/a#b.txt"] {
         for version in ["1.0", "1.1"] {
             let raw = format!("GET {target} HTTP/{version}\r\nHost: test\r\n\r\n");
@@ -317,9 +317,9 @@ fn fragment_in_the_target_gets_400(mode: Mode) {
     assert_eq!(resp.body, b"hash\n");
 }
 
-fn http_1_0_without_host_is_served(mode: Mode) {
+fn http_1_0_without_host_is_served(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     let resp = conn.roundtrip("GET /a.txt HTTP/1.0\r\n\r\n");
     assert_eq!(resp.status, 200);
@@ -328,9 +328,9 @@ fn http_1_0_without_host_is_served(mode: Mode) {
 
 // --- persistence ------------------------------------------------------------------
 
-fn http_1_1_connection_is_persistent(mode: Mode) {
+fn http_1_1_connection_is_persistent(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     for (path, body) in [("/a.txt", "alpha\n"), ("/b.txt", "bravo bravo\n")] {
         let resp = conn.roundtrip(request("GET", path, &[]));
@@ -343,9 +343,9 @@ fn http_1_1_connection_is_persistent(mode: Mode) {
     assert_eq!(client.get("/b.txt").body, b"bravo bravo\n");
 }
 
-fn http_1_1_connection_close_is_honoured(mode: Mode) {
+fn http_1_1_connection_close_is_honoured(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     let resp = conn.roundtrip(request("GET", "/a.txt", &["Connection: close"]));
     assert_eq!(resp.status, 200);
@@ -353,9 +353,9 @@ fn http_1_1_connection_close_is_honoured(mode: Mode) {
     conn.assert_closed();
 }
 
-fn connection_tokens_are_case_insensitive(mode: Mode) {
+fn connection_tokens_are_case_insensitive(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     let resp = conn.roundtrip("GET /a.txt HTTP/1.1\r\nhost: test\r\nconnection: Close\r\n\r\n");
     assert_eq!(resp.status, 200);
@@ -366,9 +366,9 @@ fn connection_tokens_are_case_insensitive(mode: Mode) {
     assert_eq!(conn.roundtrip(request("GET", "/b.txt", &[])).status, 200);
 }
 
-fn http_1_0_without_keep_alive_closes(mode: Mode) {
+fn http_1_0_without_keep_alive_closes(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     let resp = conn.roundtrip("GET /a.txt HTTP/1.0\r\nHost: test\r\n\r\n");
     assert_eq!(resp.status, 200);
@@ -379,9 +379,9 @@ fn http_1_0_without_keep_alive_closes(mode: Mode) {
     conn.assert_closed();
 }
 
-fn http_1_0_keep_alive_is_honoured(mode: Mode) {
+fn http_1_0_keep_alive_is_honoured(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     for _ in 0..2 {
         let resp =
@@ -395,9 +395,9 @@ fn http_1_0_keep_alive_is_honoured(mode: Mode) {
     conn.assert_closed();
 }
 
-fn pipelined_requests_are_answered_in_order(mode: Mode) {
+fn pipelined_requests_are_answered_in_order(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     conn.send(
         request("GET", "/a.txt", &[])
@@ -421,9 +421,9 @@ fn pipelined_requests_are_answered_in_order(mode: Mode) {
 
 // --- request bodies ----------------------------------------------------------------
 
-fn content_length_body_is_discarded(mode: Mode) {
+fn content_length_body_is_discarded(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     // The body looks like a request; it must not be answered as one.
     let smuggled = request("GET", "/c.html", &[]);
@@ -437,9 +437,9 @@ fn content_length_body_is_discarded(mode: Mode) {
     assert_eq!(conn.read_response().body, b"bravo bravo\n");
 }
 
-fn get_with_body_is_served_and_body_discarded(mode: Mode) {
+fn get_with_body_is_served_and_body_discarded(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     conn.send(
         "GET /a.txt HTTP/1.1\r\nHost: test\r\nContent-Length: 4\r\n\r\nabcd".to_string()
@@ -449,9 +449,9 @@ fn get_with_body_is_served_and_body_discarded(mode: Mode) {
     assert_eq!(conn.read_response().body, b"bravo bravo\n");
 }
 
-fn body_arriving_after_the_head_is_discarded(mode: Mode) {
+fn body_arriving_after_the_head_is_discarded(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     conn.send("POST /a.txt HTTP/1.1\r\nHost: test\r\nContent-Length: 10\r\n\r\nhello");
     thread::sleep(Duration::from_millis(200));
@@ -460,9 +460,9 @@ fn body_arriving_after_the_head_is_discarded(mode: Mode) {
     assert_eq!(conn.read_response().body, b"bravo bravo\n");
 }
 
-fn chunked_body_is_discarded(mode: Mode) {
+fn chunked_body_is_discarded(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     conn.send(
         "POST /a.txt HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n\
@@ -474,9 +474,9 @@ fn chunked_body_is_discarded(mode: Mode) {
     assert_eq!(conn.read_response().body, b"bravo bravo\n");
 }
 
-fn chunked_body_with_extensions_and_trailers_is_discarded(mode: Mode) {
+fn chunked_body_with_extensions_and_trailers_is_discarded(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     conn.send(
         "POST /a.txt HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n\
@@ -488,9 +488,9 @@ fn chunked_body_with_extensions_and_trailers_is_discarded(mode: Mode) {
     assert_eq!(conn.read_response().body, b"bravo bravo\n");
 }
 
-fn large_request_body_is_discarded(mode: Mode) {
+fn large_request_body_is_discarded(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     let body = "x".repeat(256 * 1024);
     conn.send_lossy(
@@ -505,13 +505,13 @@ fn large_request_body_is_discarded(mode: Mode) {
 
 // --- malformed input and limits ----------------------------------------------------
 
-fn assert_bad_request(mode: Mode, raw: &str) {
-    assert_refused(mode, raw, 400);
+fn assert_bad_request(v: Variant, raw: &str) {
+    assert_refused(v, raw, 400);
 }
 
-fn assert_refused(mode: Mode, raw: &str, status: u16) {
+fn assert_refused(v: Variant, raw: &str, status: u16) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     conn.send(raw);
     let resp = conn.read_response();
@@ -520,43 +520,43 @@ fn assert_refused(mode: Mode, raw: &str, status: u16) {
     conn.assert_closed();
 }
 
-fn malformed_request_line_gets_400_and_close(mode: Mode) {
-    assert_bad_request(mode, "GARBAGE\r\n\r\n");
+fn malformed_request_line_gets_400_and_close(v: Variant) {
+    assert_bad_request(v, "GARBAGE\r\n\r\n");
 }
 
-fn header_line_without_colon_gets_400(mode: Mode) {
+fn header_line_without_colon_gets_400(v: Variant) {
     assert_bad_request(
-        mode,
+        v,
         "GET /a.txt HTTP/1.1\r\nHost: test\r\nNo colon here\r\n\r\n",
     );
 }
 
-fn whitespace_before_header_colon_gets_400(mode: Mode) {
+fn whitespace_before_header_colon_gets_400(v: Variant) {
     // RFC 9112 5.1: a server MUST reject this with 400.
-    assert_bad_request(mode, "GET /a.txt HTTP/1.1\r\nHost : test\r\n\r\n");
+    assert_bad_request(v, "GET /a.txt HTTP/1.1\r\nHost : test\r\n\r\n");
 }
 
-fn non_numeric_content_length_gets_400(mode: Mode) {
+fn non_numeric_content_length_gets_400(v: Variant) {
     assert_bad_request(
-        mode,
+        v,
         "POST /a.txt HTTP/1.1\r\nHost: test\r\nContent-Length: abc\r\n\r\n",
     );
 }
 
-fn conflicting_content_lengths_get_400(mode: Mode) {
+fn conflicting_content_lengths_get_400(v: Variant) {
     assert_bad_request(
-        mode,
+        v,
         "POST /a.txt HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
     );
 }
 
-fn broken_chunked_framing_closes_the_connection(mode: Mode) {
+fn broken_chunked_framing_closes_the_connection(v: Variant) {
     // As nginx: a chunk size that does not parse is found before the request is
     // answered, so it gets 400 and close, whatever the method; nothing after the broken
     // body is served.
     for method in ["POST", "GET"] {
         assert_bad_request(
-            mode,
+            v,
             &(request(method, "/a.txt", &["Transfer-Encoding: chunked"])
                 + "zz\r\nhello\r\n0\r\n\r\n"
                 + &request("GET", "/b.txt", &[])),
@@ -564,10 +564,10 @@ fn broken_chunked_framing_closes_the_connection(mode: Mode) {
     }
 }
 
-fn get_with_chunked_body_is_answered_and_the_body_discarded(mode: Mode) {
+fn get_with_chunked_body_is_answered_and_the_body_discarded(v: Variant) {
     // nginx discards the body of a GET and answers it; the next request still parses.
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     conn.send(
         request("GET", "/a.txt", &["Transfer-Encoding: chunked"])
@@ -580,11 +580,11 @@ fn get_with_chunked_body_is_answered_and_the_body_discarded(mode: Mode) {
     assert_eq!(conn.read_response().body, b"bravo bravo\n");
 }
 
-fn large_chunked_body_of_a_get_is_discarded_as_it_arrives(mode: Mode) {
+fn large_chunked_body_of_a_get_is_discarded_as_it_arrives(v: Variant) {
     // 4 MiB in 64 KiB chunks, sent while the answer is read: nothing is buffered whole,
     // and the request after it is answered.
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     let chunk = format!("10000\r\n{}\r\n", "x".repeat(0x10000));
     let body = chunk.repeat(64) + "0\r\n\r\n";
@@ -598,11 +598,11 @@ fn large_chunked_body_of_a_get_is_discarded_as_it_arrives(mode: Mode) {
     writer.join().unwrap();
 }
 
-fn garbage_after_the_last_chunk_is_the_next_request(mode: Mode) {
+fn garbage_after_the_last_chunk_is_the_next_request(v: Variant) {
     // After `0` and the empty trailer the body is over: what follows is parsed as the
     // next request, and garbage there is refused with 400 and close.
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     conn.send(
         request("GET", "/a.txt", &["Transfer-Encoding: chunked"])
@@ -615,19 +615,19 @@ fn garbage_after_the_last_chunk_is_the_next_request(mode: Mode) {
     conn.assert_closed();
 }
 
-fn unknown_transfer_coding_gets_501(mode: Mode) {
+fn unknown_transfer_coding_gets_501(v: Variant) {
     // RFC 9112 6.1: a coding the server does not understand is 501; the
     // body's length is unknown, so the connection closes.
     assert_refused(
-        mode,
+        v,
         "POST /a.txt HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: gzip\r\n\r\nhello",
         501,
     );
 }
 
-fn target_over_8192_bytes_gets_414_and_close(mode: Mode) {
+fn target_over_8192_bytes_gets_414_and_close(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     let target = format!("/a.txt?{}", "x".repeat(9000 - 7));
     assert_eq!(target.len(), 9000);
@@ -638,9 +638,9 @@ fn target_over_8192_bytes_gets_414_and_close(mode: Mode) {
     conn.assert_closed();
 }
 
-fn target_of_8192_bytes_is_accepted(mode: Mode) {
+fn target_of_8192_bytes_is_accepted(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     let target = format!("/a.txt?{}", "x".repeat(8192 - 7));
     assert_eq!(target.len(), 8192);
@@ -649,9 +649,9 @@ fn target_of_8192_bytes_is_accepted(mode: Mode) {
     assert_eq!(resp.body, b"alpha\n");
 }
 
-fn head_over_16_kib_gets_431_and_close(mode: Mode) {
+fn head_over_16_kib_gets_431_and_close(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     let big = format!("X-Big: {}", "x".repeat(20 * 1024));
     conn.send_lossy(request("GET", "/a.txt", &[&big]));
@@ -665,9 +665,9 @@ fn fields(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("X-Field-{i}: {i}")).collect()
 }
 
-fn over_100_header_fields_get_431_and_close(mode: Mode) {
+fn over_100_header_fields_get_431_and_close(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     // Host plus 100 more: 101 fields.
     let extra = fields(100);
@@ -679,9 +679,9 @@ fn over_100_header_fields_get_431_and_close(mode: Mode) {
     conn.assert_closed();
 }
 
-fn exactly_100_header_fields_are_accepted(mode: Mode) {
+fn exactly_100_header_fields_are_accepted(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     let extra = fields(99);
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
@@ -689,18 +689,18 @@ fn exactly_100_header_fields_are_accepted(mode: Mode) {
     assert_eq!(resp.status, 200);
 }
 
-fn not_found_has_error_body(mode: Mode) {
+fn not_found_has_error_body(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     assert_error(&conn.roundtrip(request("GET", "/missing", &[])), 404);
     // A 404 does not end the connection.
     assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
 }
 
-fn etag_and_last_modified_change_when_file_changes(mode: Mode) {
+fn etag_and_last_modified_change_when_file_changes(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let before = server.get("/a.txt");
     // The open-file cache trusts a lookup for up to one second (like
     // lighttpd's stat cache); a change is seen after that.
@@ -730,18 +730,18 @@ fn assert_dropped_quietly_or_408(conn: &mut Conn) {
     }
 }
 
-fn silent_client_is_dropped_after_read_timeout(mode: Mode) {
+fn silent_client_is_dropped_after_read_timeout(v: Variant) {
     let root = site();
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .args(["--read-timeout", "1"])
         .start();
     let mut conn = server.connect();
     assert_dropped_quietly_or_408(&mut conn);
 }
 
-fn client_stalling_mid_request_is_dropped(mode: Mode) {
+fn client_stalling_mid_request_is_dropped(v: Variant) {
     let root = site();
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .args(["--read-timeout", "1"])
         .start();
     let mut conn = server.connect();
@@ -749,9 +749,9 @@ fn client_stalling_mid_request_is_dropped(mode: Mode) {
     assert_dropped_quietly_or_408(&mut conn);
 }
 
-fn idle_keep_alive_connection_is_dropped(mode: Mode) {
+fn idle_keep_alive_connection_is_dropped(v: Variant) {
     let root = site();
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .args(["--keepalive-timeout", "1", "--read-timeout", "30"])
         .start();
     let mut conn = server.connect();
@@ -759,9 +759,9 @@ fn idle_keep_alive_connection_is_dropped(mode: Mode) {
     conn.assert_closed();
 }
 
-fn keep_alive_timeout_not_read_timeout_applies_between_requests(mode: Mode) {
+fn keep_alive_timeout_not_read_timeout_applies_between_requests(v: Variant) {
     let root = site();
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .args(["--read-timeout", "1", "--keepalive-timeout", "30"])
         .start();
     let mut conn = server.connect();
@@ -770,10 +770,10 @@ fn keep_alive_timeout_not_read_timeout_applies_between_requests(mode: Mode) {
     assert_eq!(conn.roundtrip(request("GET", "/b.txt", &[])).status, 200);
 }
 
-fn client_closing_mid_response_does_not_hurt_server(mode: Mode) {
+fn client_closing_mid_response_does_not_hurt_server(v: Variant) {
     let root = site();
     write_pattern_file(&root.join("big.bin"), 32 << 20);
-    let mut server = Server::start(mode, &root);
+    let mut server = Server::start(v, &root);
     let mut conn = server.connect();
     conn.send(request("GET", "/big.bin", &[]));
     assert_eq!(conn.read_head().status, 200);
@@ -781,7 +781,7 @@ fn client_closing_mid_response_does_not_hurt_server(mode: Mode) {
     server.assert_survived("/a.txt");
 }
 
-both_modes!(
+matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
     get_returns_file_contents,
     ok_response_carries_contract_headers,
     html_is_text_html_with_charset,

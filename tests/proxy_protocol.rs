@@ -3,7 +3,7 @@
 //! only). The client they name is what the access log and CGI's REMOTE_ADDR and
 //! REMOTE_PORT say; a connection without a valid header is closed; nobody else can
 //! choose the address logged. Most tests run in both modes; their clients speak TLS
-//! under STATICD_TEST_TLS=1 (the header still goes first, in cleartext).
+//! in the TLS cells (the header still goes first, in cleartext).
 
 #[macro_use]
 mod common;
@@ -17,8 +17,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-const STANDALONE: Mode = Mode::Standalone;
-
 fn site() -> Docroot {
     let root = Docroot::new();
     root.file("a.txt", "alpha\n");
@@ -30,8 +28,8 @@ fn site() -> Docroot {
     root
 }
 
-fn proxied(mode: Mode, root: &Docroot, args: &[&str]) -> Server {
-    Server::builder(mode, root.path())
+fn proxied(v: Variant, root: &Docroot, args: &[&str]) -> Server {
+    Server::builder(v, root.path())
         .log_format("common")
         .arg("--proxy-protocol")
         .args(args)
@@ -113,9 +111,9 @@ fn get(target: &str, extra: &[&str]) -> String {
 
 // --- the PROXY header ----------------------------------------------------------------
 
-fn v1_header_names_the_client(mode: Mode) {
+fn v1_header_names_the_client(v: Variant) {
     let root = site();
-    let server = proxied(mode, &root, &[]);
+    let server = proxied(v, &root, &[]);
     let mut conn = connect_with(&server, &v1("203.0.113.7:40001".parse().unwrap()));
     // Two requests on the connection: the header counts for both.
     for marker in ["v1-first", "v1-second"] {
@@ -129,9 +127,9 @@ fn v1_header_names_the_client(mode: Mode) {
     assert_eq!(logged_client(&server, "v1-six"), "2001:db8::17");
 }
 
-fn v2_header_names_the_client(mode: Mode) {
+fn v2_header_names_the_client(v: Variant) {
     let root = site();
-    let server = proxied(mode, &root, &[]);
+    let server = proxied(v, &root, &[]);
     for (source, marker, expected) in [
         ("198.51.100.9:5555", "v2-four", "198.51.100.9"),
         ("[2001:db8:cafe::1]:5556", "v2-six", "2001:db8:cafe::1"),
@@ -147,9 +145,9 @@ fn v2_header_names_the_client(mode: Mode) {
 
 /// The header and the request in one segment: the bytes after the header are the
 /// request's.
-fn header_and_request_in_one_write(mode: Mode) {
+fn header_and_request_in_one_write(v: Variant) {
     let root = site();
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .log_format("common")
         .plain()
         .arg("--proxy-protocol")
@@ -171,14 +169,14 @@ fn header_and_request_in_one_write(mode: Mode) {
 
 /// Health checks: v2 LOCAL (and v1 UNKNOWN) say the proxy speaks for itself, and the
 /// connection's own peer is logged.
-fn local_keeps_the_peer(mode: Mode) {
+fn local_keeps_the_peer(v: Variant) {
     let root = site();
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .log_format("common")
         .arg("--proxy-protocol")
         .env("TCPREMOTEIP", "192.0.2.250")
         .start();
-    let peer = match mode {
+    let peer = match v.mode {
         Mode::Standalone => "127.0.0.1",
         Mode::Inetd => "192.0.2.250",
     };
@@ -211,9 +209,9 @@ fn bytes_until_closed(tcp: &mut TcpStream, limit: Duration) -> Vec<u8> {
 
 /// Without a valid header there is no answer at all: a client that reaches the port
 /// directly gets nothing, not even an error page.
-fn no_or_bad_header_is_closed(mode: Mode) {
+fn no_or_bad_header_is_closed(v: Variant) {
     let root = site();
-    let server = proxied(mode, &root, &[]);
+    let server = proxied(v, &root, &[]);
     let mut v2_bad_command = v2("192.0.2.1:1".parse().unwrap());
     v2_bad_command[12] = 0x22;
     let mut v2_oversized = V2_SIGNATURE.to_vec();
@@ -265,9 +263,9 @@ fn no_or_bad_header_is_closed(mode: Mode) {
 
 /// The header must come within --read-timeout: a proxy (or anyone) that connects and
 /// stalls mid-header is dropped, as a client stalling mid-request is.
-fn header_deadline_is_the_read_timeout(mode: Mode) {
+fn header_deadline_is_the_read_timeout(v: Variant) {
     let root = site();
-    let server = proxied(mode, &root, &["--read-timeout", "1"]);
+    let server = proxied(v, &root, &["--read-timeout", "1"]);
     for partial in [&b""[..], b"PROXY TCP4 192.0", &V2_SIGNATURE[..7]] {
         let mut tcp = TcpStream::connect(server.addr()).unwrap();
         tcp.write_all(partial).unwrap();
@@ -282,9 +280,9 @@ fn header_deadline_is_the_read_timeout(mode: Mode) {
     }
 }
 
-fn cgi_sees_the_header_client(mode: Mode) {
+fn cgi_sees_the_header_client(v: Variant) {
     let root = site();
-    let server = proxied(mode, &root, &["--cgi"]);
+    let server = proxied(v, &root, &["--cgi"]);
     let mut conn = connect_with(&server, &v2("203.0.113.99:41234".parse().unwrap()));
     let resp = conn.roundtrip(get("/env.cgi", &["Connection: close"]));
     assert_eq!(resp.status, 200, "{resp:#?}");
@@ -296,7 +294,7 @@ fn cgi_sees_the_header_client(mode: Mode) {
     assert!(env.lines().any(|l| l == "REMOTE_PORT=41234"), "{env}");
 }
 
-both_modes!(
+matrix!([h1, tls, h2c, h2_tls] both_modes:
     v1_header_names_the_client,
     v2_header_names_the_client,
     header_and_request_in_one_write,
@@ -312,9 +310,9 @@ mod tls {
 
     /// HAProxy's `send-proxy-v2` in front of staticd's HTTPS in TCP mode: the header, then
     /// the TLS handshake. Also with the client speaking HTTP/2 (ALPN h2) after it.
-    fn header_before_tls(mode: Mode) {
+    fn header_before_tls(v: Variant) {
         let root = site();
-        let server = Server::builder(mode, root.path())
+        let server = Server::builder(v, root.path())
             .log_format("common")
             .tls_files(&Pki::shared().localhost().1)
             .arg("--proxy-protocol")
@@ -339,17 +337,16 @@ mod tls {
         assert_eq!(logged_client(&server, "over-h2"), "203.0.113.81");
     }
 
-    both_modes!(header_before_tls);
+    matrix!([h1, tls, h2c, h2_tls] both_modes: header_before_tls);
 }
 
 /// A proxy on the same host, over a Unix socket, sends the header too.
-#[test]
-fn unix_listener_reads_the_header() {
+fn unix_listener_reads_the_header(v: Variant) {
     let root = site();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("staticd.sock");
     let bind = format!("unix:{}", path.display());
-    let server = Server::builder(STANDALONE, root.path())
+    let server = Server::builder(v, root.path())
         .log_format("common")
         .plain()
         .bind(&bind)
@@ -372,11 +369,13 @@ fn unix_listener_reads_the_header() {
     assert_eq!(logged_client(&server, "over-unix"), "198.51.100.200");
 }
 
+matrix!([h1, tls, h2c, h2_tls] standalone: unix_listener_reads_the_header);
+
 // --- trusted proxies -----------------------------------------------------------------
 
-fn trusted_peer_names_the_client(mode: Mode) {
+fn trusted_peer_names_the_client(v: Variant) {
     let root = site();
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .log_format("common")
         .args([
             "--trusted-proxy",
@@ -427,9 +426,9 @@ fn trusted_peer_names_the_client(mode: Mode) {
 
 /// A client that is not a trusted proxy cannot choose the address logged or given to
 /// CGI, however it spells the headers.
-fn untrusted_peer_cannot_spoof(mode: Mode) {
+fn untrusted_peer_cannot_spoof(v: Variant) {
     let root = site();
-    let server = Server::builder(mode, root.path())
+    let server = Server::builder(v, root.path())
         .log_format("common")
         .args(["--trusted-proxy", "127.0.0.1", "--cgi"])
         .start();
@@ -456,9 +455,9 @@ fn untrusted_peer_cannot_spoof(mode: Mode) {
 
 /// PROXY and trusted proxies together: the header's client is the peer whose trust
 /// decides, whatever the TCP peer was.
-fn header_client_decides_trust(mode: Mode) {
+fn header_client_decides_trust(v: Variant) {
     let root = site();
-    let server = proxied(mode, &root, &["--trusted-proxy", "10.0.0.0/8"]);
+    let server = proxied(v, &root, &["--trusted-proxy", "10.0.0.0/8"]);
     // Through a trusted proxy (10.2.3.4 per the header) the forwarded client counts...
     let mut conn = connect_with(&server, &v1("10.2.3.4:1000".parse().unwrap()));
     let resp = conn.roundtrip(get(
@@ -478,7 +477,7 @@ fn header_client_decides_trust(mode: Mode) {
     assert_eq!(logged_client(&server, "via-untrusted"), "203.0.113.7");
 }
 
-both_modes!(
+matrix!([h1, tls, h2c, h2_tls] both_modes:
     trusted_peer_names_the_client,
     untrusted_peer_cannot_spoof,
     header_client_decides_trust,
@@ -486,13 +485,12 @@ both_modes!(
 
 /// `--trusted-proxy unix:` trusts the clients of a Unix-socket listener: the
 /// name the listeners give them is the one the flag takes.
-#[test]
-fn unix_socket_peers_are_trusted_as_unix() {
+fn unix_socket_peers_are_trusted_as_unix(v: Variant) {
     let root = site();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("staticd.sock");
     let bind = format!("unix:{}", path.display());
-    let server = Server::builder(STANDALONE, root.path())
+    let server = Server::builder(v, root.path())
         .log_format("common")
         .plain()
         .bind(&bind)
@@ -516,6 +514,8 @@ fn unix_socket_peers_are_trusted_as_unix() {
         "198.51.100.9"
     );
 }
+
+matrix!([h1, tls, h2c, h2_tls] standalone: unix_socket_peers_are_trusted_as_unix);
 
 #[test]
 fn bad_trusted_proxy_values_are_usage_errors() {

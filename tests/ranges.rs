@@ -76,46 +76,46 @@ fn assert_multipart(resp: &HResponse, content: &[u8], expected: &[(usize, usize)
     }
 }
 
-fn closed_range_gets_206(mode: Mode) {
+fn closed_range_gets_206(v: Variant) {
     let (root, content) = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_single_range(&range(&server, "bytes=10-19"), &content, 10, 19);
 }
 
-fn open_ended_range_gets_206(mode: Mode) {
+fn open_ended_range_gets_206(v: Variant) {
     let (root, content) = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_single_range(&range(&server, "bytes=990-"), &content, 990, 999);
 }
 
-fn suffix_range_gets_206(mode: Mode) {
+fn suffix_range_gets_206(v: Variant) {
     let (root, content) = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_single_range(&range(&server, "bytes=-10"), &content, 990, 999);
 }
 
-fn range_end_past_end_of_file_is_clamped(mode: Mode) {
+fn range_end_past_end_of_file_is_clamped(v: Variant) {
     let (root, content) = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_single_range(&range(&server, "bytes=995-5000"), &content, 995, 999);
 }
 
-fn suffix_longer_than_file_selects_whole_file(mode: Mode) {
+fn suffix_longer_than_file_selects_whole_file(v: Variant) {
     let (root, content) = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_single_range(&range(&server, "bytes=-5000"), &content, 0, 999);
 }
 
-fn several_ranges_get_multipart_byteranges(mode: Mode) {
+fn several_ranges_get_multipart_byteranges(v: Variant) {
     let (root, content) = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = range(&server, "bytes=0-9,20-29,-5");
     assert_multipart(&resp, &content, &[(0, 9), (20, 29), (995, 999)]);
 }
 
-fn multipart_is_exact_over_raw_tcp(mode: Mode) {
+fn multipart_is_exact_over_raw_tcp(v: Variant) {
     let (root, content) = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     let resp = conn.roundtrip(request("GET", "/r.txt", &["Range: bytes=1-2,500-509"]));
     assert_eq!(resp.status, 206);
@@ -129,21 +129,21 @@ fn multipart_is_exact_over_raw_tcp(mode: Mode) {
     assert_eq!(conn.roundtrip(request("GET", "/r.txt", &[])).status, 200);
 }
 
-fn overlapping_ranges_are_coalesced(mode: Mode) {
+fn overlapping_ranges_are_coalesced(v: Variant) {
     let (root, content) = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_single_range(&range(&server, "bytes=0-9,5-14"), &content, 0, 14);
 }
 
-fn adjacent_ranges_are_coalesced(mode: Mode) {
+fn adjacent_ranges_are_coalesced(v: Variant) {
     let (root, content) = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_single_range(&range(&server, "bytes=0-9,10-19"), &content, 0, 19);
 }
 
-fn out_of_order_overlapping_ranges_are_coalesced(mode: Mode) {
+fn out_of_order_overlapping_ranges_are_coalesced(v: Variant) {
     let (root, content) = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_single_range(&range(&server, "bytes=10-19,0-12"), &content, 0, 19);
 }
 
@@ -157,23 +157,23 @@ fn disjoint_ranges(n: usize) -> (String, Vec<(usize, usize)>) {
     (format!("bytes={spec}"), spans)
 }
 
-fn sixteen_ranges_get_multipart(mode: Mode) {
+fn sixteen_ranges_get_multipart(v: Variant) {
     let (root, content) = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let (spec, spans) = disjoint_ranges(16);
     assert_multipart(&range(&server, &spec), &content, &spans);
 }
 
-fn more_than_sixteen_ranges_get_whole_file(mode: Mode) {
+fn more_than_sixteen_ranges_get_whole_file(v: Variant) {
     let (root, content) = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let (spec, _) = disjoint_ranges(17);
     assert_whole_file(&range(&server, &spec), &content);
 }
 
-fn unsatisfiable_range_gets_416(mode: Mode) {
+fn unsatisfiable_range_gets_416(v: Variant) {
     let (root, _) = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let mut conn = server.connect();
     for spec in ["bytes=1000-1005", "bytes=5000-", "bytes=1000-1005,2000-"] {
         let resp = conn.roundtrip(request("GET", "/r.txt", &[&format!("Range: {spec}")]));
@@ -186,15 +186,15 @@ fn unsatisfiable_range_gets_416(mode: Mode) {
     }
 }
 
-fn unsatisfiable_ranges_among_satisfiable_are_dropped(mode: Mode) {
+fn unsatisfiable_ranges_among_satisfiable_are_dropped(v: Variant) {
     let (root, content) = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_single_range(&range(&server, "bytes=0-4,2000-3000"), &content, 0, 4);
 }
 
-fn malformed_range_is_ignored(mode: Mode) {
+fn malformed_range_is_ignored(v: Variant) {
     let (root, content) = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for spec in [
         "bytes=abc",
         "bytes=5-2",
@@ -209,9 +209,9 @@ fn malformed_range_is_ignored(mode: Mode) {
     }
 }
 
-fn unknown_range_unit_is_ignored(mode: Mode) {
+fn unknown_range_unit_is_ignored(v: Variant) {
     let (root, content) = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_whole_file(&range(&server, "items=0-5"), &content);
 }
 
@@ -223,9 +223,9 @@ fn current_etag(server: &Server) -> String {
         .to_string()
 }
 
-fn if_range_with_current_etag_gets_206(mode: Mode) {
+fn if_range_with_current_etag_gets_206(v: Variant) {
     let (root, content) = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let etag = current_etag(&server);
     let resp = server.request(
         "GET",
@@ -235,9 +235,9 @@ fn if_range_with_current_etag_gets_206(mode: Mode) {
     assert_single_range(&resp, &content, 0, 9);
 }
 
-fn if_range_with_other_etag_gets_whole_file(mode: Mode) {
+fn if_range_with_other_etag_gets_whole_file(v: Variant) {
     let (root, content) = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = server.request(
         "GET",
         "/r.txt",
@@ -246,9 +246,9 @@ fn if_range_with_other_etag_gets_whole_file(mode: Mode) {
     assert_whole_file(&resp, &content);
 }
 
-fn if_range_with_weak_etag_gets_whole_file(mode: Mode) {
+fn if_range_with_weak_etag_gets_whole_file(v: Variant) {
     let (root, content) = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let weak = format!("W/{}", current_etag(&server));
     let resp = server.request(
         "GET",
@@ -258,9 +258,9 @@ fn if_range_with_weak_etag_gets_whole_file(mode: Mode) {
     assert_whole_file(&resp, &content);
 }
 
-fn if_range_with_last_modified_date_gets_206(mode: Mode) {
+fn if_range_with_last_modified_date_gets_206(v: Variant) {
     let (root, content) = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let date = http_date(rfc_example_time());
     let resp = server.request(
         "GET",
@@ -270,9 +270,9 @@ fn if_range_with_last_modified_date_gets_206(mode: Mode) {
     assert_single_range(&resp, &content, 0, 9);
 }
 
-fn if_range_with_other_date_gets_whole_file(mode: Mode) {
+fn if_range_with_other_date_gets_whole_file(v: Variant) {
     let (root, content) = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = server.request(
         "GET",
         "/r.txt",
@@ -286,14 +286,12 @@ fn if_range_with_other_date_gets_whole_file(mode: Mode) {
 
 /// With `--no-sendfile` a file too big to be held in memory is copied out block by block;
 /// ranges and multipart parts that start and end inside blocks still get exactly their bytes.
-fn ranges_of_a_large_file_with_no_sendfile_are_exact(mode: Mode) {
+fn ranges_of_a_large_file_with_no_sendfile_are_exact(v: Variant) {
     const BIG: usize = 300_000;
     let root = Docroot::new();
     let content = pattern(BIG);
     root.file("big.bin", &content);
-    let server = Server::builder(mode, root.path())
-        .arg("--no-sendfile")
-        .start();
+    let server = Server::builder(v, root.path()).arg("--no-sendfile").start();
     let resp = server.request("GET", "/big.bin", &[("range", "bytes=70000-200123")]);
     assert_eq!(resp.status, 206, "{resp:#?}");
     assert!(resp.body == content[70_000..=200_123], "wrong bytes");
@@ -309,7 +307,7 @@ fn ranges_of_a_large_file_with_no_sendfile_are_exact(mode: Mode) {
     assert!(resp.body == content, "the whole file");
 }
 
-both_modes!(
+matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
     ranges_of_a_large_file_with_no_sendfile_are_exact,
     closed_range_gets_206,
     open_ended_range_gets_206,

@@ -7,8 +7,8 @@ mod common;
 
 use common::*;
 
-/// `GET target HTTP/1.1` with the given Host, on a fresh connection (over HTTP/2 under
-/// STATICD_TEST_H2=1, the Host as `:authority`).
+/// `GET target HTTP/1.1` with the given Host, on a fresh connection (over HTTP/2 in
+/// the HTTP/2 cells, the Host as `:authority`).
 fn get_with_host(server: &Server, host: &str, target: &str) -> Response {
     server.exchange(format!("GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n"))
 }
@@ -24,53 +24,53 @@ fn assert_redirect(resp: &Response, location: &str) {
     assert_common_headers(resp);
 }
 
-fn vhost_symlink_redirects_to_the_other_site(mode: Mode) {
+fn vhost_symlink_redirects_to_the_other_site(v: Variant) {
     let root = Docroot::new();
     root.file("default/index.html", "default\n");
     root.symlink("www.qux.test", "http://www.baz.test/");
-    let server = Server::builder(mode, root.path()).arg("--vhosts").start();
+    let server = Server::builder(v, root.path()).arg("--vhosts").start();
     let resp = get_with_host(&server, "www.qux.test", "/blub.html");
     assert_redirect(&resp, "http://www.baz.test/blub.html");
 }
 
-fn vhost_symlink_redirect_keeps_the_query(mode: Mode) {
+fn vhost_symlink_redirect_keeps_the_query(v: Variant) {
     let root = Docroot::new();
     root.symlink("www.qux.test", "http://www.baz.test/");
-    let server = Server::builder(mode, root.path()).arg("--vhosts").start();
+    let server = Server::builder(v, root.path()).arg("--vhosts").start();
     let resp = get_with_host(&server, "www.qux.test", "/a/b.html?x=1&y=2");
     assert_redirect(&resp, "http://www.baz.test/a/b.html?x=1&y=2");
 }
 
-fn file_symlink_to_url_redirects_exactly_there(mode: Mode) {
+fn file_symlink_to_url_redirects_exactly_there(v: Variant) {
     let root = Docroot::new();
     root.symlink("old.html", "https://x.test/y");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_redirect(&get(&server, "/old.html"), "https://x.test/y");
 }
 
-fn directory_symlink_to_path_appends_rest_and_query(mode: Mode) {
+fn directory_symlink_to_path_appends_rest_and_query(v: Variant) {
     let root = Docroot::new();
     root.symlink("olddir", "/new");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = get(&server, "/olddir/a/b.txt?x=1");
     assert_redirect(&resp, "/new/a/b.txt?x=1");
 }
 
-fn symlink_in_a_subdirectory_redirects(mode: Mode) {
+fn symlink_in_a_subdirectory_redirects(v: Variant) {
     let root = Docroot::new();
     root.dir("docs");
     root.symlink("docs/moved", "http://docs.test/");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_redirect(
         &get(&server, "/docs/moved/page.html"),
         "http://docs.test/page.html",
     );
 }
 
-fn exact_target_ignores_rest_and_query(mode: Mode) {
+fn exact_target_ignores_rest_and_query(v: Variant) {
     let root = Docroot::new();
     root.symlink("only", "=http://exact.test/only");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_redirect(&get(&server, "/only"), "http://exact.test/only");
     assert_redirect(
         &get(&server, "/only/more/stuff?q=1"),
@@ -78,10 +78,10 @@ fn exact_target_ignores_rest_and_query(mode: Mode) {
     );
 }
 
-fn target_with_space_cr_lf_is_percent_encoded(mode: Mode) {
+fn target_with_space_cr_lf_is_percent_encoded(v: Variant) {
     let root = Docroot::new();
     root.symlink("evil", "http://a.test/x y\r\nSet-Cookie: injected=1");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let lines = raw_head_lines(&server, "/evil");
     assert!(lines[0].starts_with("HTTP/1.1 301 "), "{lines:#?}");
     let locations: Vec<&String> = lines
@@ -102,10 +102,10 @@ fn target_with_space_cr_lf_is_percent_encoded(mode: Mode) {
     );
 }
 
-fn target_with_quotes_and_angle_brackets_is_percent_encoded(mode: Mode) {
+fn target_with_quotes_and_angle_brackets_is_percent_encoded(v: Variant) {
     let root = Docroot::new();
     root.symlink("odd", "/to/\"a\"<b>{c}");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = get(&server, "/odd");
     assert_eq!(resp.status, 301, "{resp:#?}");
     let location = resp.header("location").unwrap();
@@ -115,13 +115,13 @@ fn target_with_quotes_and_angle_brackets_is_percent_encoded(mode: Mode) {
     );
 }
 
-fn relative_symlink_inside_root_is_served_as_content(mode: Mode) {
+fn relative_symlink_inside_root_is_served_as_content(v: Variant) {
     let root = Docroot::new();
     root.file("real.txt", "real content\n");
     root.file("realdir/inner.txt", "inner\n");
     root.symlink("alias.txt", "real.txt");
     root.symlink("aliasdir", "realdir");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = get(&server, "/alias.txt");
     assert_eq!(resp.status, 200, "{resp:#?}");
     assert_eq!(resp.body_str(), "real content\n");
@@ -130,16 +130,16 @@ fn relative_symlink_inside_root_is_served_as_content(mode: Mode) {
     assert_eq!(resp.body_str(), "inner\n");
 }
 
-fn symlink_to_other_scheme_is_not_a_redirect(mode: Mode) {
+fn symlink_to_other_scheme_is_not_a_redirect(v: Variant) {
     let root = Docroot::new();
     root.symlink("ftp", "ftp://files.test/x");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = get(&server, "/ftp");
     assert_error(&resp, 404);
     assert_eq!(resp.header("location"), None);
 }
 
-both_modes!(
+matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
     vhost_symlink_redirects_to_the_other_site,
     vhost_symlink_redirect_keeps_the_query,
     file_symlink_to_url_redirects_exactly_there,

@@ -40,9 +40,9 @@ fn assert_site_page(resp: &HResponse, status: u16, page: &str) {
     assert!(resp.header("content-range").is_none(), "{resp:#?}");
 }
 
-fn a_404_gets_the_sites_page_whatever_the_client(mode: Mode) {
+fn a_404_gets_the_sites_page_whatever_the_client(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for target in [
         "/missing",
         "/sub/missing.txt",
@@ -57,9 +57,9 @@ fn a_404_gets_the_sites_page_whatever_the_client(mode: Mode) {
     }
 }
 
-fn head_of_a_404_has_the_pages_headers_and_no_body(mode: Mode) {
+fn head_of_a_404_has_the_pages_headers_and_no_body(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = server.request("HEAD", "/missing", &[]);
     assert_eq!(resp.status, 404, "{resp:#?}");
     assert!(resp.body.is_empty(), "{resp:#?}");
@@ -80,9 +80,9 @@ fn head_of_a_404_has_the_pages_headers_and_no_body(mode: Mode) {
     assert_eq!(next.body, b"alpha\n", "{next:#?}");
 }
 
-fn ranges_and_conditionals_do_not_apply_to_the_page(mode: Mode) {
+fn ranges_and_conditionals_do_not_apply_to_the_page(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     // The page's own validators, as served at its own URL.
     let own = server.get("/404.html");
     let etag = own.header("etag").map(str::to_string);
@@ -104,16 +104,16 @@ fn ranges_and_conditionals_do_not_apply_to_the_page(mode: Mode) {
     }
 }
 
-fn a_403_gets_the_sites_403_page(mode: Mode) {
+fn a_403_gets_the_sites_403_page(v: Variant) {
     let root = site();
     root.fifo("pipe");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_site_page(&server.get("/pipe"), 403, PAGE_403);
 }
 
-fn a_405_gets_the_sites_405_page(mode: Mode) {
+fn a_405_gets_the_sites_405_page(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = server.exchange(
         "POST /a.txt HTTP/1.1\r\nHost: test\r\nContent-Type: text/plain\r\n\
          Content-Length: 3\r\n\r\nx=1",
@@ -129,12 +129,12 @@ fn a_405_gets_the_sites_405_page(mode: Mode) {
     assert_site_page(&resp, 405, PAGE_405);
 }
 
-fn statuses_without_a_page_keep_the_built_in_one(mode: Mode) {
+fn statuses_without_a_page_keep_the_built_in_one(v: Variant) {
     let root = Docroot::new();
     root.file("404.html", PAGE_404);
     root.file("a.txt", "alpha\n");
     root.fifo("pipe");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     // No 403.html here: the built-in text.
     assert_error_h(&server.get("/pipe"), 403);
     assert_error_h(
@@ -146,12 +146,12 @@ fn statuses_without_a_page_keep_the_built_in_one(mode: Mode) {
     assert_eq!(resp.body_str(), "alpha\n");
 }
 
-fn a_site_without_404_html_keeps_the_built_in_page(mode: Mode) {
+fn a_site_without_404_html_keeps_the_built_in_page(v: Variant) {
     let root = Docroot::new();
     root.file("a.txt", "alpha\n");
     // Not in the site's root: not its error page.
     root.file("sub/404.html", PAGE_404);
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_error_h(&server.get("/missing"), 404);
     assert_error_h(&server.get("/sub/missing"), 404);
     let resp = server.request("GET", "/missing", &[("accept", BROWSER)]);
@@ -160,7 +160,7 @@ fn a_site_without_404_html_keeps_the_built_in_page(mode: Mode) {
     assert!(!resp.body_str().contains("Our own"), "{resp:#?}");
 }
 
-fn each_vhost_has_its_own_404_page(mode: Mode) {
+fn each_vhost_has_its_own_404_page(v: Variant) {
     let root = Docroot::new();
     root.file("a.test/404.html", "<p>a's 404</p>\n");
     root.file("a.test/index.html", "a\n");
@@ -168,7 +168,7 @@ fn each_vhost_has_its_own_404_page(mode: Mode) {
     root.file("c.test/index.html", "c\n");
     // The top of the root is no site under --vhosts.
     root.file("404.html", "<p>the root's 404</p>\n");
-    let server = Server::builder(mode, root.path()).arg("--vhosts").start();
+    let server = Server::builder(v, root.path()).arg("--vhosts").start();
     let with_host =
         |host: &str| server.exchange(format!("GET /missing HTTP/1.1\r\nHost: {host}\r\n\r\n"));
     let a = with_host("a.test");
@@ -178,7 +178,7 @@ fn each_vhost_has_its_own_404_page(mode: Mode) {
     assert_error(&with_host("c.test"), 404);
 }
 
-both_modes!(
+matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
     a_404_gets_the_sites_page_whatever_the_client,
     head_of_a_404_has_the_pages_headers_and_no_body,
     ranges_and_conditionals_do_not_apply_to_the_page,

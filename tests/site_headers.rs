@@ -79,9 +79,9 @@ fn with_host(server: &Server, method: &str, host: &str, target: &str) -> Respons
     ))
 }
 
-fn every_matching_block_applies_and_values_are_joined(mode: Mode) {
+fn every_matching_block_applies_and_values_are_joined(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = server.get("/fonts/a.woff2");
     assert_eq!(resp.status, 200, "{resp:#?}");
     // `/*` and `/fonts/*` both set X-Site: one field line, in file order.
@@ -94,9 +94,9 @@ fn every_matching_block_applies_and_values_are_joined(mode: Mode) {
     assert_eq!(resp.body_str(), "alpha\n");
 }
 
-fn a_placeholder_matches_one_segment(mode: Mode) {
+fn a_placeholder_matches_one_segment(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = server.get("/blog/hello");
     assert_eq!(resp.status, 200, "{resp:#?}");
     assert_one(&resp, "x-blog", "post");
@@ -106,9 +106,9 @@ fn a_placeholder_matches_one_segment(mode: Mode) {
     assert_none(&server.get("/blog/"), "x-blog");
 }
 
-fn a_splat_may_stand_before_a_suffix(mode: Mode) {
+fn a_splat_may_stand_before_a_suffix(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = server.get("/img/cat.jpg");
     assert_eq!(resp.status, 200, "{resp:#?}");
     assert_one(&resp, "x-image", "jpeg");
@@ -117,18 +117,18 @@ fn a_splat_may_stand_before_a_suffix(mode: Mode) {
     assert_none(&server.get("/a.txt"), "x-image");
 }
 
-fn a_literal_pattern_matches_only_its_path(mode: Mode) {
+fn a_literal_pattern_matches_only_its_path(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_one(&server.get("/a.txt"), "x-literal", "a");
     for other in ["/a.txt2", "/sub/a.txt", "/A.txt"] {
         assert_none(&server.get(other), "x-literal");
     }
 }
 
-fn detach_removes_what_an_earlier_block_set(mode: Mode) {
+fn detach_removes_what_an_earlier_block_set(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = server.get("/plain.txt");
     assert_eq!(resp.status, 200, "{resp:#?}");
     assert_none(&resp, "x-site");
@@ -136,17 +136,17 @@ fn detach_removes_what_an_earlier_block_set(mode: Mode) {
     assert_one(&resp, "cache-control", "public, max-age=60");
 }
 
-fn a_header_staticd_sets_is_replaced(mode: Mode) {
+fn a_header_staticd_sets_is_replaced(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = server.get("/plain.txt");
     assert_one(&resp, "content-type", "text/x-custom");
     assert_eq!(resp.body_str(), "plain\n");
 }
 
-fn vary_is_joined_with_staticds(mode: Mode) {
+fn vary_is_joined_with_staticds(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for accept_encoding in ["gzip", "identity"] {
         let resp = server.request("GET", "/v.css", &[("accept-encoding", accept_encoding)]);
         assert_eq!(resp.status, 200, "{resp:#?}");
@@ -167,9 +167,9 @@ fn etag_of(server: &Server, path: &str) -> String {
 /// Extra request header fields.
 type Headers<'a> = &'a [(&'a str, &'a str)];
 
-fn applies_to_every_kind_of_response(mode: Mode) {
+fn applies_to_every_kind_of_response(v: Variant) {
     let root = site();
-    let server = Server::builder(mode, root.path()).arg("--listing").start();
+    let server = Server::builder(v, root.path()).arg("--listing").start();
     let cases: [(&str, &str, Headers, u16); 8] = [
         ("GET", "/a.txt", &[], 200),
         ("GET", "/a.txt", &[("range", "bytes=0-1")], 206),
@@ -198,9 +198,9 @@ fn applies_to_every_kind_of_response(mode: Mode) {
     assert_eq!(resp.body, b"al");
 }
 
-fn a_304_has_cache_control_but_no_content_type(mode: Mode) {
+fn a_304_has_cache_control_but_no_content_type(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let etag = etag_of(&server, "/plain.txt");
     let resp = server.request("GET", "/plain.txt", &[("if-none-match", &etag)]);
     assert_eq!(resp.status, 304, "{resp:#?}");
@@ -209,10 +209,10 @@ fn a_304_has_cache_control_but_no_content_type(mode: Mode) {
     assert!(resp.body.is_empty());
 }
 
-fn applies_to_a_custom_404_page(mode: Mode) {
+fn applies_to_a_custom_404_page(v: Variant) {
     let root = site();
     root.file("404.html", "<p>custom not found</p>\n");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = server.get("/nowhere/at/all");
     assert_eq!(resp.status, 404, "{resp:#?}");
     assert_eq!(resp.body_str(), "<p>custom not found</p>\n");
@@ -234,11 +234,11 @@ const DECIDED_BY_STATICD: &str = "\
   X-Kept: yes
 ";
 
-fn fields_staticd_decides_are_ignored_and_reported(mode: Mode) {
+fn fields_staticd_decides_are_ignored_and_reported(v: Variant) {
     let root = Docroot::new();
     let file = root.file("_headers", DECIDED_BY_STATICD);
     root.file("a.txt", "alpha\n");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     // Two requests on one connection: neither Connection nor Transfer-Encoding from the
     // file broke the framing of the first. (Raw HTTP/1.1 in every run: its framing is
     // the point.)
@@ -295,12 +295,12 @@ const MALFORMED: &str = "\
   X-After: yes
 ";
 
-fn malformed_lines_are_reported_and_the_rest_applies(mode: Mode) {
+fn malformed_lines_are_reported_and_the_rest_applies(v: Variant) {
     let root = Docroot::new();
     let file = root.file("_headers", MALFORMED);
     root.file("a.txt", "alpha\n");
     root.file("x/two/y", "y\n");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = server.get("/a.txt");
     assert_eq!(resp.status, 200, "{resp:#?}");
     assert_one(&resp, "x-good", "yes");
@@ -314,9 +314,9 @@ fn malformed_lines_are_reported_and_the_rest_applies(mode: Mode) {
     }
 }
 
-fn cors_works_with_its_preflight(mode: Mode) {
+fn cors_works_with_its_preflight(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let origin = ("origin", "http://other.test");
     let resp = server.request("GET", "/fonts/a.woff2", &[origin]);
     assert_eq!(resp.status, 200, "{resp:#?}");
@@ -333,9 +333,9 @@ fn cors_works_with_its_preflight(mode: Mode) {
     assert_none(&resp, "access-control-allow-origin");
 }
 
-fn the_rule_files_are_never_served(mode: Mode) {
+fn the_rule_files_are_never_served(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for target in ["/_headers", "/_redirects", "/%5Fheaders", "/%5fredirects"] {
         for method in ["GET", "HEAD"] {
             let resp = server.exchange(request(method, target, &[]));
@@ -346,12 +346,12 @@ fn the_rule_files_are_never_served(mode: Mode) {
     }
 }
 
-fn the_rule_files_of_a_vhost_are_never_served(mode: Mode) {
+fn the_rule_files_of_a_vhost_are_never_served(v: Variant) {
     let root = Docroot::new();
     root.file("a.test/_headers", HEADERS);
     root.file("a.test/_redirects", "/old /a.txt\n");
     root.file("a.test/a.txt", "alpha\n");
-    let server = Server::builder(mode, root.path()).arg("--vhosts").start();
+    let server = Server::builder(v, root.path()).arg("--vhosts").start();
     for target in ["/_headers", "/_redirects"] {
         let resp = with_host(&server, "GET", "a.test", target);
         assert_eq!(resp.status, 404, "{target}: {resp:#?}");
@@ -362,7 +362,7 @@ fn the_rule_files_of_a_vhost_are_never_served(mode: Mode) {
     assert_eq!(resp.header("x-site"), Some("all"), "{resp:#?}");
 }
 
-fn each_vhost_reads_its_own_file(mode: Mode) {
+fn each_vhost_reads_its_own_file(v: Variant) {
     let root = Docroot::new();
     // With --vhosts the top of the root is no site: its `_headers` is not read.
     root.file("_headers", "/*\n  X-Root: yes\n");
@@ -371,7 +371,7 @@ fn each_vhost_reads_its_own_file(mode: Mode) {
     root.file("b.test/_headers", "/*\n  X-Site-B: yes\n");
     root.file("b.test/index.html", "b\n");
     root.file("c.test/index.html", "c\n");
-    let server = Server::builder(mode, root.path()).arg("--vhosts").start();
+    let server = Server::builder(v, root.path()).arg("--vhosts").start();
     let a = with_host(&server, "GET", "a.test", "/");
     assert_eq!(a.body_str(), "a\n", "{a:#?}");
     assert_eq!(a.header("x-site-a"), Some("yes"), "{a:#?}");
@@ -389,11 +389,11 @@ fn each_vhost_reads_its_own_file(mode: Mode) {
     }
 }
 
-fn an_edit_applies_without_a_restart(mode: Mode) {
+fn an_edit_applies_without_a_restart(v: Variant) {
     let root = Docroot::new();
     let file = root.file("_headers", "/*\n  X-Version: 1\n");
     root.file("a.txt", "alpha\n");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_one(&server.get("/a.txt"), "x-version", "1");
     let edited = edit(&file, "/*\n  X-Version: 2\n  X-Added: yes\n");
     assert_reloaded(edited, || {
@@ -403,10 +403,10 @@ fn an_edit_applies_without_a_restart(mode: Mode) {
     });
 }
 
-fn a_site_without_the_file_is_unchanged(mode: Mode) {
+fn a_site_without_the_file_is_unchanged(v: Variant) {
     let root = Docroot::new();
     root.file("a.txt", "alpha\n");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = server.get("/a.txt");
     assert_eq!(resp.status, 200, "{resp:#?}");
     assert_none(&resp, "cache-control");
@@ -422,12 +422,12 @@ fn a_site_without_the_file_is_unchanged(mode: Mode) {
     );
 }
 
-fn a_listing_does_not_show_the_rule_files(mode: Mode) {
+fn a_listing_does_not_show_the_rule_files(v: Variant) {
     let root = Docroot::new();
     root.file("_headers", HEADERS);
     root.file("_redirects", "/old /a.txt\n");
     root.file("a.txt", "alpha\n");
-    let server = Server::builder(mode, root.path()).arg("--listing").start();
+    let server = Server::builder(v, root.path()).arg("--listing").start();
     let resp = server.get("/");
     assert_eq!(resp.status, 200, "{resp:#?}");
     let page = resp.body_str();
@@ -437,7 +437,7 @@ fn a_listing_does_not_show_the_rule_files(mode: Mode) {
     assert!(!page.contains("_redirects"), "{page}");
 }
 
-both_modes!(
+matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
     every_matching_block_applies_and_values_are_joined,
     a_placeholder_matches_one_segment,
     a_splat_may_stand_before_a_suffix,

@@ -80,17 +80,17 @@ fn assert_page(resp: &Response, status: u16, body: &str) {
     assert!(content_type.starts_with("text/html"), "{resp:#?}");
 }
 
-fn the_default_status_is_301_and_the_query_goes_along(mode: Mode) {
+fn the_default_status_is_301_and_the_query_goes_along(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_redirect(&get(&server, "/old"), 301, "/new");
     assert_redirect(&get(&server, "/old?x=1"), 301, "/new?x=1");
     assert_redirect(&get(&server, "/old?x=1&y=%20"), 301, "/new?x=1&y=%20");
 }
 
-fn each_redirect_status_is_sent(mode: Mode) {
+fn each_redirect_status_is_sent(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for (from, status) in [
         ("/temp", 302),
         ("/see", 303),
@@ -103,9 +103,9 @@ fn each_redirect_status_is_sent(mode: Mode) {
     }
 }
 
-fn placeholders_and_splats_are_substituted(mode: Mode) {
+fn placeholders_and_splats_are_substituted(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_redirect(&get(&server, "/news/2024/hello"), 301, "/blog/2024/hello");
     assert_redirect(&get(&server, "/docs/a/b.html"), 301, "/manual/a/b.html");
     assert_redirect(&get(&server, "/docs/x?q=1"), 301, "/manual/x?q=1");
@@ -113,22 +113,22 @@ fn placeholders_and_splats_are_substituted(mode: Mode) {
     assert_eq!(get(&server, "/news/2024").status, 404);
 }
 
-fn an_absolute_url_target_redirects_there(mode: Mode) {
+fn an_absolute_url_target_redirects_there(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_redirect(&get(&server, "/ext"), 302, "https://example.org/x");
     assert_redirect(&get(&server, "/ext?x=1"), 302, "https://example.org/x?x=1");
 }
 
-fn the_first_matching_rule_wins(mode: Mode) {
+fn the_first_matching_rule_wins(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_redirect(&get(&server, "/first"), 301, "/one");
 }
 
-fn a_200_rule_serves_the_target_under_the_requested_url(mode: Mode) {
+fn a_200_rule_serves_the_target_under_the_requested_url(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = get(&server, "/pretty");
     assert_page(&resp, 200, REAL);
     assert_eq!(resp.content_length(), Some(REAL.len() as u64));
@@ -138,15 +138,15 @@ fn a_200_rule_serves_the_target_under_the_requested_url(mode: Mode) {
     assert_eq!(head.content_length(), Some(REAL.len() as u64), "{head:#?}");
 }
 
-fn a_404_rule_serves_the_target_with_404(mode: Mode) {
+fn a_404_rule_serves_the_target_with_404(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_page(&get(&server, "/gone"), 404, NOT_FOUND);
 }
 
-fn an_existing_file_shadows_an_unforced_rule(mode: Mode) {
+fn an_existing_file_shadows_an_unforced_rule(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = get(&server, "/exists.txt");
     assert_eq!(resp.status, 200, "{resp:#?}");
     assert_eq!(resp.body_str(), "I exist\n");
@@ -157,20 +157,20 @@ fn an_existing_file_shadows_an_unforced_rule(mode: Mode) {
     );
 }
 
-fn a_forced_rule_wins_over_an_existing_file(mode: Mode) {
+fn a_forced_rule_wins_over_an_existing_file(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_redirect(&get(&server, "/forced.txt"), 301, "/new");
     assert_page(&get(&server, "/forced200.html"), 200, REAL);
 }
 
-fn spa_fallback_serves_index_for_every_route(mode: Mode) {
+fn spa_fallback_serves_index_for_every_route(v: Variant) {
     let root = Docroot::new();
     root.file("_redirects", "/* /index.html 200\n");
     root.file("index.html", "<div id=app></div>\n");
     root.file("app.js", "console.log('app');\n");
     root.file("assets/logo.svg", "<svg/>\n");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = get(&server, "/app.js");
     assert_eq!(resp.status, 200, "{resp:#?}");
     assert_eq!(resp.body_str(), "console.log('app');\n");
@@ -189,16 +189,16 @@ fn spa_fallback_serves_index_for_every_route(mode: Mode) {
     }
 }
 
-fn a_fnord_symlink_wins_over_a_rule(mode: Mode) {
+fn a_fnord_symlink_wins_over_a_rule(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_redirect(&get(&server, "/sym"), 301, "http://sym.test/");
     assert_redirect(&get(&server, "/sym/x"), 301, "http://sym.test/x");
 }
 
-fn a_rewrite_never_leaves_the_root(mode: Mode) {
+fn a_rewrite_never_leaves_the_root(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = get(&server, "/escape");
     assert!([400, 404].contains(&resp.status), "{resp:#?}");
     assert!(!resp.body_str().contains("root:"), "{resp:#?}");
@@ -218,20 +218,20 @@ fn a_rewrite_never_leaves_the_root(mode: Mode) {
     assert_page(&get(&server, "/raw/real.html"), 200, REAL);
 }
 
-fn a_proxy_line_is_reported_and_ignored(mode: Mode) {
+fn a_proxy_line_is_reported_and_ignored(v: Variant) {
     let root = site();
     let file = root.join("_redirects");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = get(&server, "/api/users");
     assert_eq!(resp.status, 404, "{resp:#?}");
     assert_eq!(resp.header("location"), None, "{resp:#?}");
     wait_file_line_message(server.stderr(), &file, PROXY_LINE);
 }
 
-fn an_unknown_status_is_reported_and_the_rest_applies(mode: Mode) {
+fn an_unknown_status_is_reported_and_the_rest_applies(v: Variant) {
     let root = site();
     let file = root.join("_redirects");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     let resp = get(&server, "/a");
     assert_eq!(resp.status, 404, "{resp:#?}");
     assert_eq!(resp.header("location"), None, "{resp:#?}");
@@ -245,11 +245,11 @@ fn an_unknown_status_is_reported_and_the_rest_applies(mode: Mode) {
     }
 }
 
-fn rules_past_1000_are_ignored_with_one_message(mode: Mode) {
+fn rules_past_1000_are_ignored_with_one_message(v: Variant) {
     let root = Docroot::new();
     let rules: String = (0..1005).map(|i| format!("/r{i} /t{i} 302\n")).collect();
     let file = root.file("_redirects", rules);
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     // One connection, so one process in inetd mode: each reads the file once.
     let mut client = server.client();
     let location = |resp: &HResponse| resp.header("location").map(str::to_string);
@@ -277,14 +277,14 @@ fn rules_past_1000_are_ignored_with_one_message(mode: Mode) {
     assert_eq!(lines_about(server.stderr(), &file).len(), 1);
 }
 
-fn each_vhost_reads_its_own_file(mode: Mode) {
+fn each_vhost_reads_its_own_file(v: Variant) {
     let root = Docroot::new();
     root.file("a.test/_redirects", "/go /from-a 302\n");
     root.file("b.test/_redirects", "/go /from-b 302\n");
     root.file("c.test/index.html", "c\n");
     // The top of the root is no site under --vhosts.
     root.file("_redirects", "/go /from-root 302\n");
-    let server = Server::builder(mode, root.path()).arg("--vhosts").start();
+    let server = Server::builder(v, root.path()).arg("--vhosts").start();
     let with_host = |host: &str, target: &str| {
         server.exchange(format!("GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n"))
     };
@@ -298,10 +298,10 @@ fn each_vhost_reads_its_own_file(mode: Mode) {
     assert!(!resp.body_str().contains("/from-a"), "{resp:#?}");
 }
 
-fn an_edit_applies_without_a_restart(mode: Mode) {
+fn an_edit_applies_without_a_restart(v: Variant) {
     let root = Docroot::new();
     let file = root.file("_redirects", "/go /first 302\n");
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     assert_redirect(&get(&server, "/go"), 302, "/first");
     let edited = edit(&file, "/go /second 307\n/new-rule /x 302\n");
     assert_reloaded(edited, || {
@@ -313,9 +313,9 @@ fn an_edit_applies_without_a_restart(mode: Mode) {
     });
 }
 
-fn a_capture_cannot_make_an_open_redirect(mode: Mode) {
+fn a_capture_cannot_make_an_open_redirect(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for target in [
         "/go//evil.test",
         "/go/%2F%2Fevil.test",
@@ -342,9 +342,9 @@ fn a_capture_cannot_make_an_open_redirect(mode: Mode) {
     }
 }
 
-fn a_capture_cannot_add_header_lines(mode: Mode) {
+fn a_capture_cannot_add_header_lines(v: Variant) {
     let root = site();
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     for target in [
         "/r/a%0D%0ASet-Cookie:%20x=1",
         "/r/a%0ASet-Cookie:x=1",
@@ -363,13 +363,13 @@ fn a_capture_cannot_add_header_lines(mode: Mode) {
     }
 }
 
-fn a_rewrite_to_a_missing_target_is_404(mode: Mode) {
+fn a_rewrite_to_a_missing_target_is_404(v: Variant) {
     let root = Docroot::new();
     root.file(
         "_redirects",
         "/broken /nothing.html 200\n/* /index.html 200\n",
     );
-    let server = Server::start(mode, &root);
+    let server = Server::start(v, &root);
     // The SPA fallback without its index.html: 404, not a loop.
     for target in ["/broken", "/some/route", "/"] {
         let resp = get(&server, target);
@@ -377,7 +377,7 @@ fn a_rewrite_to_a_missing_target_is_404(mode: Mode) {
     }
 }
 
-both_modes!(
+matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
     the_default_status_is_301_and_the_query_goes_along,
     each_redirect_status_is_sent,
     placeholders_and_splats_are_substituted,

@@ -1,6 +1,9 @@
 //! Standalone mode only: start-up line and errors, flags, signals, listeners, file
-//! descriptor exhaustion, concurrency, access log.
+//! descriptor exhaustion, concurrency, access log. What a running server does is
+//! checked in every cell of the protocol matrix; start-up failures and usage errors
+//! (no server to talk to) once.
 
+#[macro_use]
 mod common;
 
 use std::ffi::OsString;
@@ -11,22 +14,31 @@ use std::time::{Duration, Instant};
 use common::*;
 use rustix::process::Signal;
 
-const STANDALONE: Mode = Mode::Standalone;
-
 fn site() -> Docroot {
     let root = Docroot::new();
     root.file("a.txt", "alpha\n");
     root
 }
 
+matrix!([h1, tls, h2c, h2_tls, uring] standalone:
+    startup_line_names_the_listening_address,
+    sigterm_lets_the_in_flight_response_finish_and_exits_zero,
+    sigint_on_an_idle_server_exits_zero,
+    sigterm_with_an_idle_keep_alive_connection_exits_zero_within_the_grace,
+    ipv6_loopback_listener_works,
+    every_bind_address_gets_a_listener,
+    running_out_of_file_descriptors_neither_crashes_nor_spins,
+    a_stalled_client_does_not_block_others_on_one_thread,
+    access_log_common_format_names_the_peer,
+);
+
 fn root_args(root: &Docroot) -> Vec<OsString> {
     vec!["--root".into(), root.path().into()]
 }
 
-#[test]
-fn startup_line_names_the_listening_address() {
+fn startup_line_names_the_listening_address(v: Variant) {
     let root = site();
-    let server = Server::start(STANDALONE, &root);
+    let server = Server::start(v, &root);
     let addr = server.addr();
     assert_eq!(addr.ip(), IpAddr::V4(Ipv4Addr::LOCALHOST));
     assert_ne!(
@@ -43,12 +55,11 @@ fn startup_line_names_the_listening_address() {
     assert_eq!(server.get("/a.txt").body, b"alpha\n");
 }
 
-#[test]
-fn sigterm_lets_the_in_flight_response_finish_and_exits_zero() {
+fn sigterm_lets_the_in_flight_response_finish_and_exits_zero(v: Variant) {
     const BIG: u64 = 64 << 20;
     let root = site();
     write_pattern_file(&root.join("big.bin"), BIG);
-    let mut server = Server::start(STANDALONE, &root);
+    let mut server = Server::start(v, &root);
     let mut conn = server.connect();
     conn.send(request("GET", "/big.bin", &["Connection: close"]));
     let head = conn.read_head();
@@ -68,10 +79,9 @@ fn sigterm_lets_the_in_flight_response_finish_and_exits_zero() {
     assert_eq!(status.code(), Some(0), "{}", describe(status));
 }
 
-#[test]
-fn sigint_on_an_idle_server_exits_zero() {
+fn sigint_on_an_idle_server_exits_zero(v: Variant) {
     let root = site();
-    let mut server = Server::start(STANDALONE, &root);
+    let mut server = Server::start(v, &root);
     assert_eq!(server.get("/a.txt").status, 200);
     server.process().signal(Signal::INT);
     let status = server
@@ -81,10 +91,9 @@ fn sigint_on_an_idle_server_exits_zero() {
     assert_eq!(status.code(), Some(0), "{}", describe(status));
 }
 
-#[test]
-fn sigterm_with_an_idle_keep_alive_connection_exits_zero_within_the_grace() {
+fn sigterm_with_an_idle_keep_alive_connection_exits_zero_within_the_grace(v: Variant) {
     let root = site();
-    let mut server = Server::start(STANDALONE, &root);
+    let mut server = Server::start(v, &root);
     let mut conn = server.connect();
     assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
     server.process().signal(Signal::TERM);
@@ -205,8 +214,7 @@ fn ipv6_loopback_configured() -> bool {
         .unwrap_or(false)
 }
 
-#[test]
-fn ipv6_loopback_listener_works() {
+fn ipv6_loopback_listener_works(v: Variant) {
     if let Err(e) = TcpListener::bind((Ipv6Addr::LOCALHOST, 0)) {
         assert!(
             !ipv6_loopback_configured(),
@@ -216,7 +224,7 @@ fn ipv6_loopback_listener_works() {
         return;
     }
     let root = site();
-    let server = Server::builder(STANDALONE, root.path()).bind("::1").start();
+    let server = Server::builder(v, root.path()).bind("::1").start();
     let addr = server.addr();
     assert_eq!(addr.ip(), IpAddr::V6(Ipv6Addr::LOCALHOST));
     assert!(
@@ -230,10 +238,9 @@ fn ipv6_loopback_listener_works() {
     assert_eq!(server.get("/a.txt").body, b"alpha\n");
 }
 
-#[test]
-fn every_bind_address_gets_a_listener() {
+fn every_bind_address_gets_a_listener(v: Variant) {
     let root = site();
-    let server = Server::builder(STANDALONE, root.path())
+    let server = Server::builder(v, root.path())
         .bind("127.0.0.1")
         .bind("127.0.0.2")
         .start();
@@ -255,14 +262,13 @@ fn every_bind_address_gets_a_listener() {
     }
 }
 
-#[test]
-fn running_out_of_file_descriptors_neither_crashes_nor_spins() {
+fn running_out_of_file_descriptors_neither_crashes_nor_spins(v: Variant) {
     let root = site();
     // A fixed thread count keeps the server's own descriptor use independent of the cores.
     // Room for the server's own descriptors plus a few connections; each
     // of the two workers takes one more for its ring (--io-uring) or for
     // its epoll set of parked idle connections (the event loop).
-    let mut server = Server::builder(STANDALONE, root.path())
+    let mut server = Server::builder(v, root.path())
         .args(["--threads", "2"])
         .nofile_limit(26)
         .start();
@@ -306,11 +312,10 @@ fn running_out_of_file_descriptors_neither_crashes_nor_spins() {
     assert!(server.process().try_status().is_none());
 }
 
-#[test]
-fn a_stalled_client_does_not_block_others_on_one_thread() {
+fn a_stalled_client_does_not_block_others_on_one_thread(v: Variant) {
     let root = site();
     write_pattern_file(&root.join("big.bin"), 64 << 20);
-    let server = Server::builder(STANDALONE, root.path())
+    let server = Server::builder(v, root.path())
         .args(["--threads", "1"])
         .start();
     let mut not_reading = server.connect();
@@ -322,12 +327,9 @@ fn a_stalled_client_does_not_block_others_on_one_thread() {
     assert_eq!(server.get("/a.txt").body, b"alpha\n");
 }
 
-#[test]
-fn access_log_common_format_names_the_peer() {
+fn access_log_common_format_names_the_peer(v: Variant) {
     let root = site();
-    let server = Server::builder(STANDALONE, root.path())
-        .log_format("common")
-        .start();
+    let server = Server::builder(v, root.path()).log_format("common").start();
     let mut conn = server.connect();
     assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
     let line = server

@@ -1,10 +1,11 @@
 //! The io_uring transport (`--io-uring`, cargo feature `uring`) checked
 //! directly: HTTP/1.1, and the connection prelude it shares with the other
 //! transports (TLS, HTTP/2 with prior knowledge and over ALPN, the PROXY
-//! header). The whole standalone suite runs on it too, with
-//! STATICD_TEST_IO_URING=1 (see .ci/run).
+//! header). The black-box suites run on it too, in their `uring` cells
+//! (tests/common/variant.rs).
 #![cfg(feature = "uring")]
 
+#[macro_use]
 mod common;
 
 use std::ffi::OsString;
@@ -27,16 +28,25 @@ fn site() -> Docroot {
     root
 }
 
-fn start(root: &Docroot) -> Server {
-    Server::builder(Mode::Standalone, root.path())
-        .io_uring()
-        .start()
+// Each a `uring` cell (NAME::uring), as the other suites' io_uring runs are, so that
+// `cargo test --features uring -- ::uring` picks every io_uring cell of every suite.
+matrix!([uring] standalone:
+    serves_a_file,
+    keep_alive_carries_several_requests,
+    pipelined_requests_are_answered_in_order,
+    large_file_and_a_range_of_it,
+    idle_keep_alive_connection_is_closed_after_the_timeout,
+    sigterm_with_an_idle_connection_exits_zero,
+);
+
+/// The `uring` cell's server: standalone with `--io-uring`.
+fn start(v: Variant, root: &Docroot) -> Server {
+    Server::builder(v, root.path()).io_uring().start()
 }
 
-#[test]
-fn serves_a_file() {
+fn serves_a_file(v: Variant) {
     let root = site();
-    let server = start(&root);
+    let server = start(v, &root);
     let resp = server.get("/a.txt");
     assert_eq!(resp.status, 200);
     assert_eq!(resp.body_str(), "alpha\n");
@@ -44,10 +54,9 @@ fn serves_a_file() {
     assert_eq!(server.get("/nope").status, 404);
 }
 
-#[test]
-fn keep_alive_carries_several_requests() {
+fn keep_alive_carries_several_requests(v: Variant) {
     let root = site();
-    let server = start(&root);
+    let server = start(v, &root);
     let mut conn = server.connect();
     for path in ["/a.txt", "/b.txt", "/big.bin", "/a.txt"] {
         let resp = conn.roundtrip(request("GET", path, &[]));
@@ -56,10 +65,9 @@ fn keep_alive_carries_several_requests() {
     }
 }
 
-#[test]
-fn pipelined_requests_are_answered_in_order() {
+fn pipelined_requests_are_answered_in_order(v: Variant) {
     let root = site();
-    let server = start(&root);
+    let server = start(v, &root);
     let mut conn = server.connect();
     let mut batch = String::new();
     for path in ["/a.txt", "/b.txt", "/nope", "/a.txt"] {
@@ -80,10 +88,9 @@ fn pipelined_requests_are_answered_in_order() {
     assert_eq!(responses[4].body_str(), "bravo, a little longer\n");
 }
 
-#[test]
-fn large_file_and_a_range_of_it() {
+fn large_file_and_a_range_of_it(v: Variant) {
     let root = site();
-    let server = start(&root);
+    let server = start(v, &root);
     let whole = server.get("/big.bin");
     assert_eq!(whole.status, 200);
     assert!(whole.body == pattern(BIG), "the whole file, byte for byte");
@@ -102,10 +109,9 @@ fn large_file_and_a_range_of_it() {
     assert!(part.body == pattern(BIG)[first..=last], "the range's bytes");
 }
 
-#[test]
-fn idle_keep_alive_connection_is_closed_after_the_timeout() {
+fn idle_keep_alive_connection_is_closed_after_the_timeout(v: Variant) {
     let root = site();
-    let mut server = Server::builder(Mode::Standalone, root.path())
+    let mut server = Server::builder(v, root.path())
         .io_uring()
         .args(["--keepalive-timeout", "1"])
         .start();
@@ -118,10 +124,9 @@ fn idle_keep_alive_connection_is_closed_after_the_timeout() {
     server.assert_survived("/a.txt");
 }
 
-#[test]
-fn sigterm_with_an_idle_connection_exits_zero() {
+fn sigterm_with_an_idle_connection_exits_zero(v: Variant) {
     let root = site();
-    let mut server = start(&root);
+    let mut server = start(v, &root);
     let mut conn = server.connect();
     assert_eq!(conn.roundtrip(request("GET", "/a.txt", &[])).status, 200);
     server.process().signal(Signal::TERM);
@@ -146,8 +151,18 @@ fn port_in_use_fails_with_one_line() {
 
 // --- the prelude: TLS, HTTP/2, the PROXY header ---------------------------------------
 
-fn start_tls(root: &Docroot, args: &[&str]) -> Server {
-    Server::builder(Mode::Standalone, root.path())
+matrix!([uring] standalone:
+    serves_https,
+    cleartext_on_the_tls_port_is_told_to_use_https,
+    #[cfg(feature = "http2")] serves_h2c_with_prior_knowledge,
+    #[cfg(feature = "http2")] serves_h2_over_tls,
+    proxy_protocol_names_the_client,
+    proxy_protocol_before_tls,
+);
+
+/// The `uring` cell's server over TLS, with `args`.
+fn start_tls(v: Variant, root: &Docroot, args: &[&str]) -> Server {
+    Server::builder(v, root.path())
         .io_uring()
         .tls_files(&Pki::shared().localhost().1)
         .log_format("common")
@@ -155,10 +170,9 @@ fn start_tls(root: &Docroot, args: &[&str]) -> Server {
         .start()
 }
 
-#[test]
-fn serves_https() {
+fn serves_https(v: Variant) {
     let root = site();
-    let server = start_tls(&root, &[]);
+    let server = start_tls(v, &root, &[]);
     let mut conn = server.connect();
     // Keep-alive over TLS, a file larger than one io_uring file read included.
     for path in ["/a.txt", "/big.bin", "/nope", "/b.txt"] {
@@ -175,10 +189,9 @@ fn serves_https() {
     assert!(matches!(ended, Ended::Eof), "{ended:?}");
 }
 
-#[test]
-fn cleartext_on_the_tls_port_is_told_to_use_https() {
+fn cleartext_on_the_tls_port_is_told_to_use_https(v: Variant) {
     let root = site();
-    let server = start_tls(&root, &[]);
+    let server = start_tls(v, &root, &[]);
     let mut conn = Conn::from_stream(Stream::Plain(server.connector().tcp()));
     let resp = conn.roundtrip(request("GET", "/a.txt", &[]));
     assert_eq!(resp.status, 400, "{resp:#?}");
@@ -188,11 +201,10 @@ fn cleartext_on_the_tls_port_is_told_to_use_https() {
     );
 }
 
-#[test]
-#[cfg_attr(not(feature = "http2"), ignore = "HTTP/2 is not built in")]
-fn serves_h2c_with_prior_knowledge() {
+#[cfg(feature = "http2")]
+fn serves_h2c_with_prior_knowledge(v: Variant) {
     let root = site();
-    let server = start(&root);
+    let server = start(v, &root);
     let mut h2 = server.connector().client_proto(Proto::Http2);
     for path in ["/a.txt", "/big.bin", "/b.txt"] {
         let resp = h2.get(path);
@@ -208,11 +220,10 @@ fn serves_h2c_with_prior_knowledge() {
     );
 }
 
-#[test]
-#[cfg_attr(not(feature = "http2"), ignore = "HTTP/2 is not built in")]
-fn serves_h2_over_tls() {
+#[cfg(feature = "http2")]
+fn serves_h2_over_tls(v: Variant) {
     let root = site();
-    let server = start_tls(&root, &[]);
+    let server = start_tls(v, &root, &[]);
     let mut h2 = server.connector().client_proto(Proto::Http2);
     let requests = ["/a.txt", "/big.bin", "/b.txt", "/a.txt"].map(|path| {
         hyper::Request::get(path)
@@ -248,10 +259,9 @@ fn connect_with(server: &Server, header: &[u8]) -> Conn {
     Conn::from_stream(connector.wrap(tcp))
 }
 
-#[test]
-fn proxy_protocol_names_the_client() {
+fn proxy_protocol_names_the_client(v: Variant) {
     let root = site();
-    let server = Server::builder(Mode::Standalone, root.path())
+    let server = Server::builder(v, root.path())
         .io_uring()
         .log_format("common")
         .arg("--proxy-protocol")
@@ -278,10 +288,9 @@ fn proxy_protocol_names_the_client() {
     assert!(bytes.is_empty(), "{:?}", String::from_utf8_lossy(&bytes));
 }
 
-#[test]
-fn proxy_protocol_before_tls() {
+fn proxy_protocol_before_tls(v: Variant) {
     let root = site();
-    let server = start_tls(&root, &["--proxy-protocol"]);
+    let server = start_tls(v, &root, &["--proxy-protocol"]);
     let mut conn = connect_with(&server, b"PROXY TCP4 198.51.100.9 127.0.0.1 5555 443\r\n");
     let resp = conn.roundtrip(request("GET", "/big.bin?over-tls", &[]));
     assert_eq!(resp.status, 200);

@@ -1,9 +1,9 @@
 //! hyper's HTTP/1 or HTTP/2 client connection behind a blocking API.
 //!
-//! STATICD_TEST_H2=1 makes every harness [`Client`] ([`Server::client`],
-//! [`Server::get`], [`Connector::client`]) speak HTTP/2: with prior knowledge (h2c)
-//! in cleartext, or after offering `h2` (and `http/1.1`) in ALPN over TLS, where it
-//! insists that the server picked `h2`. Raw [`Conn`]s stay HTTP/1.1.
+//! In an HTTP/2 cell of the matrix ([`Variant`]) every harness [`Client`]
+//! ([`Server::client`], [`Server::get`], [`Connector::client`]) speaks HTTP/2: with
+//! prior knowledge (h2c) in cleartext, or after offering `h2` (and `http/1.1`) in ALPN
+//! over TLS, where it insists that the server picked `h2`. Raw [`Conn`]s stay HTTP/1.1.
 
 use super::*;
 
@@ -15,22 +15,6 @@ use hyper_util::rt::TokioExecutor;
 pub enum Proto {
     Http1,
     Http2,
-}
-
-impl Proto {
-    /// What STATICD_TEST_H2=1 asks for: HTTP/2, else HTTP/1.1.
-    pub fn from_env() -> Proto {
-        if h2_from_env() {
-            Proto::Http2
-        } else {
-            Proto::Http1
-        }
-    }
-}
-
-/// STATICD_TEST_H2=1 makes every harness hyper client speak HTTP/2.
-pub fn h2_from_env() -> bool {
-    std::env::var_os("STATICD_TEST_H2").is_some_and(|v| v == "1")
 }
 
 /// A response received through hyper.

@@ -5,16 +5,20 @@
 //!   (a test-owned listener; every accepted socket is handed to a fresh `staticd --inetd`
 //!   as both stdin and stdout, the way tcpserver does it). Either way it has an address
 //!   to connect to, so behavioural tests run unchanged against both modes.
+//! * [`Variant`] is one cell of the protocol matrix (mode x wire x HTTP version x
+//!   transport); `Server::start(variant, ..)` starts a server of that cell, and
+//!   [`matrix!`] generates a test's cells at compile time (`NAME::standalone::h2_tls`).
+//!   A [`Mode`] alone is its `h1` cell; [`both_modes!`] runs a test taking a `Mode`.
 //! * [`Conn`] is a raw TCP client with a strict little response reader; [`Client`] wraps
 //!   hyper's HTTP/1 or HTTP/2 client connection behind a blocking API
-//!   (HTTP/2 under STATICD_TEST_H2=1).
+//!   (HTTP/2 in the HTTP/2 cells).
 //! * Over TLS: [`Pki`] makes certificates (rcgen) and rustls client configurations;
 //!   [`Stream`] is plain TCP or rustls over TCP, under both [`Conn`] and the helpers
 //!   that hand out connections ([`Server::connect`], [`Server::client`], a
-//!   [`Connector`] for other threads). With STATICD_TEST_TLS=1 every server the
-//!   harness starts gets the harness's certificate and every harness client speaks TLS
-//!   to it; `Builder::plain` opts a server out, `Builder::tls_files` and
-//!   `Builder::tls_client` opt one in.
+//!   [`Connector`] for other threads). In a TLS cell every server the harness starts
+//!   gets the harness's certificate and every harness client speaks TLS to it;
+//!   `Builder::plain` opts a server out, `Builder::tls_files` and `Builder::tls_client`
+//!   opt one in.
 //!
 //! Every read is bounded by [`IO_TIMEOUT`]; every child process is killed on drop.
 
@@ -56,7 +60,9 @@ pub fn staticd_bin() -> &'static str {
     env!("CARGO_BIN_EXE_staticd")
 }
 
-/// Runs each listed `fn(Mode)` as two tests, `NAME::standalone` and `NAME::inetd`.
+/// Runs each listed `fn(Mode)` as two tests, `NAME::standalone` and `NAME::inetd`: for
+/// tests that hold in cleartext HTTP/1.1 only (the matrix's `h1` cell). [`matrix!`]
+/// runs a `fn(Variant)` in more cells.
 #[macro_export]
 macro_rules! both_modes {
     ($($name:ident),* $(,)?) => {
@@ -87,6 +93,7 @@ mod site;
 mod stream;
 mod tls;
 mod tools;
+mod variant;
 
 pub use client::*;
 pub use docroot::*;
@@ -99,3 +106,4 @@ pub use site::*;
 pub use stream::*;
 pub use tls::*;
 pub use tools::*;
+pub use variant::*;

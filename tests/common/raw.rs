@@ -45,7 +45,7 @@ impl Response {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 
-    /// Whether this came over HTTP/2 ([`Server::exchange`] under STATICD_TEST_H2=1): no
+    /// Whether this came over HTTP/2 ([`Server::exchange`] in an HTTP/2 cell): no
     /// reason phrase (hyper's canonical one stands in), no connection fields.
     pub fn is_h2(&self) -> bool {
         self.version == "HTTP/2.0"
@@ -385,7 +385,7 @@ impl Conn {
 
 /// The head lines (status line first) of the response to `GET target` with
 /// `Connection: close`, read as raw bytes on a fresh HTTP/1.1 connection whatever
-/// STATICD_TEST_H2 says: for checks of the bytes of a head. Every line break in it is
+/// the cell: for checks of the bytes of a head. Every line break in it is
 /// checked to be CRLF, so no bare CR or LF slipped into a field.
 pub fn raw_head_lines(server: &Server, target: &str) -> Vec<String> {
     let mut conn = server.connect();

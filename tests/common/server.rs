@@ -8,10 +8,12 @@ pub enum Mode {
     Inetd,
 }
 
-/// Options for starting `staticd`; `Server::builder(mode, root)` makes one.
+/// Options for starting `staticd`; `Server::builder(variant, root)` makes one.
 #[derive(Clone)]
 pub struct Builder {
     mode: Mode,
+    /// The matrix cell the server is started for (its mode is `mode`).
+    variant: Variant,
     root: PathBuf,
     binds: Vec<String>,
     log_format: String,
@@ -61,8 +63,8 @@ impl Builder {
         self
     }
 
-    /// Standalone only: serve with `--io-uring` (also set for every standalone
-    /// server by STATICD_TEST_IO_URING=1).
+    /// Standalone only: serve with `--io-uring` (as every standalone server of the
+    /// matrix's `uring` cell does).
     pub fn io_uring(mut self) -> Builder {
         self.io_uring = true;
         self
@@ -82,20 +84,20 @@ impl Builder {
         self
     }
 
-    /// Cleartext even under STATICD_TEST_TLS=1: for tests whose point is bytes on a
+    /// Cleartext even in a TLS cell of the matrix: for tests whose point is bytes on a
     /// plain TCP connection.
     pub fn plain(mut self) -> Builder {
         self.plain = true;
         self
     }
 
-    /// The certificate files the server gets: the test's, or under STATICD_TEST_TLS=1
-    /// the harness's localhost ones (unless the test chose its own TLS flags or none).
+    /// The certificate files the server gets: the test's, or in a TLS cell the
+    /// harness's localhost ones (unless the test chose its own TLS flags or none).
     fn cert_files(&self) -> Option<TlsFiles> {
         if self.tls_files.is_some() {
             return self.tls_files.clone();
         }
-        (tls_from_env() && !self.plain && self.tls_client.is_none())
+        (self.variant.is_tls() && !self.plain && self.tls_client.is_none())
             .then(|| Pki::shared().localhost().1.clone())
     }
 
@@ -126,7 +128,7 @@ impl Builder {
                 for bind in binds {
                     cmd.arg("--bind").arg(bind);
                 }
-                if self.io_uring || io_uring_from_env() {
+                if self.uses_io_uring() {
                     cmd.arg("--io-uring");
                 }
             }
@@ -163,10 +165,21 @@ impl Builder {
         cmd
     }
 
+    /// Whether the server runs `--io-uring`: asked for, or a standalone server of the
+    /// `uring` cell.
+    fn uses_io_uring(&self) -> bool {
+        self.mode == Mode::Standalone && (self.io_uring || self.variant.is_io_uring())
+    }
+
     /// Whether the server will speak HTTP/2: not with `--io-uring` or `--no-http2`.
     fn speaks_h2(&self) -> bool {
-        let io_uring = self.mode == Mode::Standalone && (self.io_uring || io_uring_from_env());
-        !io_uring && !self.args.iter().any(|a| a == "--no-http2")
+        !self.uses_io_uring() && !self.args.iter().any(|a| a == "--no-http2")
+    }
+
+    /// Whether the harness's hyper clients speak HTTP/2 to it: in an HTTP/2 cell, to a
+    /// server that speaks it.
+    fn clients_h2(&self) -> bool {
+        self.variant.is_h2() && self.speaks_h2()
     }
 
     pub fn start(self) -> Server {
@@ -228,7 +241,9 @@ impl Builder {
         Server {
             mode: Mode::Standalone,
             addrs,
-            h2: h2_from_env() && self.speaks_h2(),
+            h2: self.clients_h2(),
+            io_uring: self.uses_io_uring(),
+            variant: self.variant,
             tls,
             stderr,
             standalone: Some(child),
@@ -239,7 +254,8 @@ impl Builder {
     fn start_inetd(self) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind test listener");
         let tls = self.client_tls();
-        let h2 = h2_from_env() && self.speaks_h2();
+        let h2 = self.clients_h2();
+        let variant = self.variant;
         let addr = listener.local_addr().unwrap();
         let stderr = Lines::default();
         let children: Arc<Mutex<Vec<ChildGuard>>> = Arc::default();
@@ -263,6 +279,8 @@ impl Builder {
             mode: Mode::Inetd,
             addrs: vec![addr],
             h2,
+            io_uring: false,
+            variant,
             tls,
             stderr,
             standalone: None,
@@ -313,9 +331,13 @@ impl Drop for Acceptor {
 pub struct Server {
     pub mode: Mode,
     addrs: Vec<SocketAddr>,
-    /// Whether the harness's hyper clients speak HTTP/2 to it (STATICD_TEST_H2=1, and the
+    /// Whether the harness's hyper clients speak HTTP/2 to it (an HTTP/2 cell, and the
     /// server speaks it).
     h2: bool,
+    /// Whether it runs `--io-uring`.
+    io_uring: bool,
+    /// The matrix cell it was started for.
+    variant: Variant,
     tls: Option<TlsClient>,
     stderr: Lines,
     standalone: Option<ChildGuard>,
@@ -323,9 +345,12 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn builder(mode: Mode, root: &Path) -> Builder {
+    /// A server of `variant`'s cell (a [`Mode`] alone is its `h1` cell).
+    pub fn builder(variant: impl Into<Variant>, root: &Path) -> Builder {
+        let variant = variant.into();
         Builder {
-            mode,
+            mode: variant.mode,
+            variant,
             root: root.to_path_buf(),
             binds: Vec::new(),
             log_format: "off".to_string(),
@@ -340,8 +365,18 @@ impl Server {
         }
     }
 
-    pub fn start(mode: Mode, root: &Docroot) -> Server {
-        Server::builder(mode, root.path()).start()
+    pub fn start(variant: impl Into<Variant>, root: &Docroot) -> Server {
+        Server::builder(variant, root.path()).start()
+    }
+
+    /// The matrix cell it was started for.
+    pub fn variant(&self) -> Variant {
+        self.variant
+    }
+
+    /// Whether it runs `--io-uring` (asked for, or standalone in the `uring` cell).
+    pub fn is_io_uring(&self) -> bool {
+        self.io_uring
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -365,8 +400,8 @@ impl Server {
     /// [`Server::connector`] for another of its addresses.
     pub fn connector_to(&self, addr: SocketAddr) -> Connector {
         let mut connector = Connector::new(addr, self.tls.clone());
-        if !self.h2 {
-            connector.proto = Proto::Http1;
+        if self.h2 {
+            connector.proto = Proto::Http2;
         }
         connector
     }
@@ -390,13 +425,12 @@ impl Server {
         self.connector().connect_from(source)
     }
 
-    /// A hyper client connection (over TLS to a TLS server); HTTP/2 under
-    /// STATICD_TEST_H2=1.
+    /// A hyper client connection (over TLS to a TLS server); HTTP/2 in an HTTP/2 cell.
     pub fn client(&self) -> Client {
         self.connector().client()
     }
 
-    /// A hyper HTTP/1.1 client connection even under STATICD_TEST_H2=1: for checks of
+    /// A hyper HTTP/1.1 client connection even in an HTTP/2 cell: for checks of
     /// what only HTTP/1.1 has (reason phrases, `Connection`, persistence rules). Say why
     /// where it is used.
     pub fn client_http1(&self) -> Client {
@@ -404,14 +438,14 @@ impl Server {
     }
 
     /// Whether [`Server::client`] (and so [`Server::get`] and [`Server::exchange`]) speaks
-    /// HTTP/2: under STATICD_TEST_H2=1, to a server that speaks it (not `--io-uring`, not
+    /// HTTP/2: in an HTTP/2 cell, to a server that speaks it (not `--io-uring`, not
     /// `--no-http2`).
     pub fn is_h2(&self) -> bool {
         self.h2
     }
 
     /// How the access log names the version of a request from [`Server::client`] or
-    /// [`Server::exchange`]: `HTTP/2.0` under STATICD_TEST_H2=1, else `HTTP/1.1`.
+    /// [`Server::exchange`]: `HTTP/2.0` in an HTTP/2 cell, else `HTTP/1.1`.
     pub fn log_version(&self) -> &'static str {
         if self.is_h2() {
             "HTTP/2.0"
@@ -431,7 +465,7 @@ impl Server {
 
     /// One request, written as HTTP/1.1 text (e.g. by [`request`]), on a fresh
     /// connection: for tests of what a request means rather than of HTTP/1.1's framing.
-    /// It goes as those bytes on a raw [`Conn`]; under STATICD_TEST_H2=1 an HTTP/1.1
+    /// It goes as those bytes on a raw [`Conn`]; in an HTTP/2 cell an HTTP/1.1
     /// request goes over HTTP/2 instead ([`to_h2_request`]), and the answer comes back
     /// as a [`Response`] whose `version` is `HTTP/2.0`.
     pub fn exchange(&self, raw: impl AsRef<[u8]>) -> Response {
@@ -505,12 +539,6 @@ impl Server {
             }
         }
     }
-}
-
-/// STATICD_TEST_IO_URING=1 runs every standalone server with `--io-uring`
-/// (the binary must be built with `--features uring`); inetd mode is unchanged.
-pub fn io_uring_from_env() -> bool {
-    std::env::var_os("STATICD_TEST_IO_URING").is_some_and(|v| v == "1")
 }
 
 pub fn connect_from(source: IpAddr, dest: SocketAddr) -> TcpStream {

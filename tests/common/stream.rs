@@ -192,7 +192,8 @@ impl Write for Stream {
 pub struct Connector {
     pub addr: SocketAddr,
     pub tls: Option<TlsClient>,
-    /// What [`Connector::client`] speaks.
+    /// What [`Connector::client`] speaks: HTTP/1.1 unless set (as [`Server::connector`]
+    /// sets it in an HTTP/2 cell).
     pub proto: Proto,
 }
 
@@ -201,7 +202,7 @@ impl Connector {
         Connector {
             addr,
             tls,
-            proto: Proto::from_env(),
+            proto: Proto::Http1,
         }
     }
 
@@ -235,13 +236,13 @@ impl Connector {
         Conn::from_stream(self.wrap(connect_from(source, self.addr)))
     }
 
-    /// A hyper client connection: HTTP/2 under STATICD_TEST_H2=1 (unless the server does
-    /// not speak it), else HTTP/1.1.
+    /// A hyper client connection speaking `proto`: HTTP/2 for a server of an HTTP/2 cell
+    /// that speaks it, else HTTP/1.1.
     pub fn client(&self) -> Client {
         self.client_proto(self.proto)
     }
 
-    /// A hyper client connection speaking `proto`, whatever STATICD_TEST_H2 says.
+    /// A hyper client connection speaking `proto`, whatever the cell.
     pub fn client_proto(&self, proto: Proto) -> Client {
         Client::connect_proto(self.tcp(), self.tls.as_ref(), proto)
     }

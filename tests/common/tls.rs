@@ -293,7 +293,7 @@ impl TlsClient {
         }
     }
 
-    /// What the harness uses for STATICD_TEST_TLS=1: the shared PKI, SNI `localhost`, a
+    /// What the harness uses in a TLS cell: the shared PKI, SNI `localhost`, a
     /// session cache of its own.
     pub fn localhost() -> TlsClient {
         TlsClient::new(Pki::shared().client_config(), "localhost")
@@ -316,12 +316,6 @@ impl TlsClient {
         conn.set_buffer_limit(None);
         conn
     }
-}
-
-/// STATICD_TEST_TLS=1 runs every server the harness starts over TLS (the harness's
-/// certificate for localhost) and makes every harness client speak TLS to it.
-pub fn tls_from_env() -> bool {
-    std::env::var_os("STATICD_TEST_TLS").is_some_and(|v| v == "1")
 }
 
 /// Writes a file with mode 0644.
