@@ -1,10 +1,9 @@
 //! staticd as a library: everything but main.rs, so that the binary,
 //! benchmarks, fuzz targets and property tests share one build.
 //!
-//! `config` is the leaf every module reads; `http` and `site` decide;
-//! `respond` is where decisions meet; `session` drives one connection
-//! without I/O; `serve` holds the transports; `cli` turns the command line
-//! into a `Config` and `start` starts from it. layers.txt orders them.
+//! ARCHITECTURE.md is the map of these modules: their layers (layers.txt,
+//! checked by tests/layers.rs), the life of a request, and which file
+//! holds which decision.
 
 #[cfg(feature = "acme")]
 pub mod acme;
