@@ -139,10 +139,6 @@ impl Head {
         self
     }
 
-    pub fn header_u64(&mut self, name: &str, value: u64) -> &mut Self {
-        self.header_display(name, value)
-    }
-
     /// Removes every field named `name` (in any case).
     pub fn remove(&mut self, name: &str) {
         let text = &self.text;
@@ -239,7 +235,7 @@ mod tests {
         h.append_to_list("Vary", "Origin, Cookie");
         h.append_to_list("X-List", "a, b");
         h.header_display("Cache-Control", format_args!("public, max-age={}", 60));
-        h.header_u64("X-N", 7);
+        h.header_display("X-N", 7);
         assert_eq!(
             names(&h),
             [
