@@ -15,9 +15,13 @@ pub mod cli;
 pub mod complaint;
 pub mod config;
 pub mod exchange;
+#[cfg(feature = "http2")]
+pub mod h2session;
 pub mod http;
 pub mod log;
 pub mod metrics;
+#[cfg(feature = "http2")]
+pub mod nghttp2;
 pub mod pace;
 pub mod page;
 pub mod pool;

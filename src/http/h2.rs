@@ -1,53 +1,107 @@
-//! HTTP/2 as data: an h2 stream's request head becomes the same `Request`
-//! the HTTP/1.1 parser gives, and a decided response head (`Head`) becomes
-//! h2 fields directly. No I/O here; `serve::h2` moves the frames.
+//! HTTP/2 as data: a stream's request head (the fields nghttp2 decoded)
+//! becomes the same `Request` the HTTP/1.1 parser gives, and a decided
+//! response head (`Head`) becomes HTTP/2 fields directly. No I/O here;
+//! `crate::h2session` runs the connection.
 //!
-//! The request is built from the h2 header map directly rather than by
-//! rendering HTTP/1.1 text and parsing it again: the values borrow from the
-//! map, as the HTTP/1.1 parser's borrow from the read buffer, and the
-//! checks that matter for one decision (target length, fragment, Host
-//! syntax) use the parser's own functions.
+//! The request borrows its values from the stream's field list, as the
+//! HTTP/1.1 parser's borrow from the read buffer, and the checks that
+//! matter for one decision (target length, fragment, Host syntax) use the
+//! parser's own functions.
 
 use std::borrow::Cow;
-
-use bytes::{BufMut, BytesMut};
-use http::header::STRICT_TRANSPORT_SECURITY;
-use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, DATE, HOST, SERVER};
-use http::{Method as H2Method, StatusCode, Uri};
+use std::ops::Range;
 
 use super::head::{Framing, Head};
-use super::limits::{MAX_HEADERS, MAX_TARGET_BYTES};
+use super::limits::{MAX_HEADERS, MAX_HEAD_BYTES, MAX_TARGET_BYTES};
 use super::parse::{append, valid_host, BodyFraming, Method, ParseError, Request};
+use crate::pool::{self, FreeList};
 
-/// The request an h2 stream's head stands for, with HTTP/1.1 semantics
+thread_local! {
+    static TEXT: FreeList<Vec<u8>> = const { FreeList::new() };
+    static SPANS: FreeList<Vec<(Range<u32>, Range<u32>)>> = const { FreeList::new() };
+}
+
+/// A request head as it arrived: names and values in one text buffer
+/// (from this thread's free list), at most `MAX_HEAD_BYTES` of them.
+pub struct Fields {
+    text: Vec<u8>,
+    spans: Vec<(Range<u32>, Range<u32>)>,
+}
+
+impl Default for Fields {
+    fn default() -> Fields {
+        Fields {
+            text: pool::take(&TEXT),
+            spans: pool::take(&SPANS),
+        }
+    }
+}
+
+impl Drop for Fields {
+    fn drop(&mut self) {
+        pool::give(&TEXT, std::mem::take(&mut self.text));
+        pool::give(&SPANS, std::mem::take(&mut self.spans));
+    }
+}
+
+impl Fields {
+    /// Adds one field; Err once the head would pass the HTTP/1.1 limits
+    /// (bytes, as RFC 9113's header list size counts them, or fields).
+    pub fn push(&mut self, name: &[u8], value: &[u8]) -> Result<(), ParseError> {
+        let size = self.text.len() + name.len() + value.len() + 32 * (self.spans.len() + 1);
+        if size > MAX_HEAD_BYTES || self.spans.len() >= MAX_HEADERS + 4 {
+            return Err(ParseError::HeadTooLarge);
+        }
+        let at = self.text.len() as u32;
+        self.text.extend_from_slice(name);
+        let mid = self.text.len() as u32;
+        self.text.extend_from_slice(value);
+        self.spans.push((at..mid, mid..self.text.len() as u32));
+        Ok(())
+    }
+
+    /// Every field as it came, pseudo-fields too.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.spans.iter().map(|(n, v)| {
+            (
+                &self.text[n.start as usize..n.end as usize],
+                &self.text[v.start as usize..v.end as usize],
+            )
+        })
+    }
+
+    fn get(&self, name: &[u8]) -> Option<&[u8]> {
+        self.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+}
+
+/// The request a stream's head stands for, with HTTP/1.1 semantics
 /// (persistent, `minor_version` 1); the Host is `:authority`, else a
-/// `host` field (RFC 9113 §8.3.1).
-pub fn request<'a>(
-    method: &'a H2Method,
-    uri: &'a Uri,
-    headers: &'a HeaderMap,
-) -> Result<Request<'a>, ParseError> {
-    let target = uri.path_and_query().map_or("/", |p| p.as_str());
+/// `host` field (RFC 9113 §8.3.1). nghttp2 has checked the pseudo-fields
+/// and that names are lower-case tokens.
+pub fn request(fields: &Fields) -> Result<Request<'_>, ParseError> {
+    let target = match fields.get(b":path") {
+        Some(path) => text(path)?,
+        None => "/",
+    };
     if target.len() > MAX_TARGET_BYTES {
         return Err(ParseError::TargetTooLong);
     }
     if target.contains('#') {
         return Err(ParseError::Malformed);
     }
-    if headers.len() > MAX_HEADERS {
-        return Err(ParseError::HeadTooLarge);
-    }
+    let method = text(fields.get(b":method").unwrap_or(b"GET"))?;
     let mut out = Request {
-        method: Method::from_token(method.as_str()),
+        method: Method::from_token(method),
         target: Cow::Borrowed(target),
         minor_version: 1,
         http2: true,
         keep_alive: true,
         ..Request::default()
     };
-    let host = match uri.authority() {
-        Some(authority) => Some(authority.as_str()),
-        None => headers.get(HOST).map(text).transpose()?,
+    let host = match fields.get(b":authority") {
+        Some(authority) => Some(text(authority)?),
+        None => fields.get(b"host").map(text).transpose()?,
     };
     if let Some(host) = host.map(str::trim).filter(|h| !h.is_empty()) {
         if !valid_host(host) {
@@ -55,10 +109,13 @@ pub fn request<'a>(
         }
         out.host = Some(Cow::Borrowed(host));
     }
-    for (name, value) in headers {
+    for (name, value) in fields.iter() {
+        if name.first() == Some(&b':') {
+            continue;
+        }
         let value = text(value)?;
-        match name.as_str() {
-            "content-length" => {
+        match name {
+            b"content-length" => {
                 let n = value.trim().parse().map_err(|_| ParseError::Malformed)?;
                 out.framing = if n == 0 {
                     BodyFraming::None
@@ -66,19 +123,19 @@ pub fn request<'a>(
                     BodyFraming::Length(n)
                 };
             }
-            "range" => append(&mut out.range, value),
-            "if-range" => out.if_range = Some(Cow::Borrowed(value.trim())),
-            "if-match" => append(&mut out.if_match, value),
-            "if-none-match" => append(&mut out.if_none_match, value),
-            "if-modified-since" => out.if_modified_since = Some(Cow::Borrowed(value.trim())),
-            "if-unmodified-since" => out.if_unmodified_since = Some(Cow::Borrowed(value.trim())),
-            "accept" => append(&mut out.accept, value),
-            "accept-encoding" => append(&mut out.accept_encoding, value),
-            "user-agent" => out.user_agent = Some(Cow::Borrowed(value)),
-            "referer" => out.referer = Some(Cow::Borrowed(value)),
-            "authorization" => out.authorization = Some(Cow::Borrowed(value.trim())),
-            "forwarded" => append(&mut out.forwarded, value),
-            "x-forwarded-for" => append(&mut out.x_forwarded_for, value),
+            b"range" => append(&mut out.range, value),
+            b"if-range" => out.if_range = Some(Cow::Borrowed(value.trim())),
+            b"if-match" => append(&mut out.if_match, value),
+            b"if-none-match" => append(&mut out.if_none_match, value),
+            b"if-modified-since" => out.if_modified_since = Some(Cow::Borrowed(value.trim())),
+            b"if-unmodified-since" => out.if_unmodified_since = Some(Cow::Borrowed(value.trim())),
+            b"accept" => append(&mut out.accept, value),
+            b"accept-encoding" => append(&mut out.accept_encoding, value),
+            b"user-agent" => out.user_agent = Some(Cow::Borrowed(value)),
+            b"referer" => out.referer = Some(Cow::Borrowed(value)),
+            b"authorization" => out.authorization = Some(Cow::Borrowed(value.trim())),
+            b"forwarded" => append(&mut out.forwarded, value),
+            b"x-forwarded-for" => append(&mut out.x_forwarded_for, value),
             _ => {}
         }
     }
@@ -87,22 +144,22 @@ pub fn request<'a>(
 
 /// The request head as HTTP/1.1 text, for what reads a raw head (CGI's
 /// HTTP_* variables): the request line, `host` from `:authority`, and the
-/// fields as they came.
-pub fn request_head(request: &Request, headers: &HeaderMap) -> Vec<u8> {
+/// other fields as they came.
+pub fn request_head(request: &Request, fields: &Fields) -> Vec<u8> {
     let mut head = Vec::with_capacity(256);
     head.extend_from_slice(request.method.as_str().as_bytes());
     head.push(b' ');
     head.extend_from_slice(request.target.as_bytes());
     head.extend_from_slice(b" HTTP/1.1\r\n");
-    if let (Some(host), false) = (&request.host, headers.contains_key(HOST)) {
+    if let (Some(host), None) = (&request.host, fields.get(b"host")) {
         head.extend_from_slice(b"host: ");
         head.extend_from_slice(host.as_bytes());
         head.extend_from_slice(b"\r\n");
     }
-    for (name, value) in headers {
-        head.extend_from_slice(name.as_str().as_bytes());
+    for (name, value) in fields.iter().filter(|(n, _)| n.first() != Some(&b':')) {
+        head.extend_from_slice(name);
         head.extend_from_slice(b": ");
-        head.extend_from_slice(value.as_bytes());
+        head.extend_from_slice(value);
         head.extend_from_slice(b"\r\n");
     }
     head.extend_from_slice(b"\r\n");
@@ -110,8 +167,8 @@ pub fn request_head(request: &Request, headers: &HeaderMap) -> Vec<u8> {
 }
 
 /// A field value as text, as the HTTP/1.1 parser accepts it (UTF-8).
-fn text(value: &HeaderValue) -> Result<&str, ParseError> {
-    std::str::from_utf8(value.as_bytes()).map_err(|_| ParseError::Malformed)
+fn text(value: &[u8]) -> Result<&str, ParseError> {
+    std::str::from_utf8(value).map_err(|_| ParseError::Malformed)
 }
 
 /// Fields that mean something only to an HTTP/1.1 connection and are
@@ -124,86 +181,126 @@ const CONNECTION_SPECIFIC: [&str; 5] = [
     "proxy-connection",
 ];
 
-/// `head` as h2 sends it: its status, Date and Server, Strict-Transport-
-/// Security when `hsts` (`--hsts` over HTTPS), its fields, and
-/// content-length for a body of known length; an open-ended body ends with
-/// the stream. The values are slices of one copy of the head's text, not a
-/// copy each. None: a status HTTP/2 cannot carry (a CGI script's, over
-/// 999), or a field name it cannot (never one of ours).
-pub fn response_fields(head: &Head, hsts: Option<u64>) -> Option<(StatusCode, HeaderMap)> {
-    use std::io::Write;
-    let status = StatusCode::from_u16(head.code()).ok()?;
-    let mut text = BytesMut::with_capacity(head.text().len() + 64);
-    text.put_slice(head.text().as_bytes());
-    let date = text.len()..text.len() + 29;
-    super::response::with_http_date_now(|d| text.put_slice(d));
-    let hsts_at = text.len();
-    if let Some(max_age) = hsts {
-        // Writing to a BytesMut cannot fail.
-        let _ = write!((&mut text).writer(), "max-age={max_age}");
-    }
-    let hsts_value = hsts_at..text.len();
-    let text = text.freeze();
-    let value = |range| HeaderValue::from_maybe_shared(text.slice(range)).ok();
-    let mut fields = HeaderMap::with_capacity(head.spans().count() + 4);
-    fields.append(DATE, value(date)?);
-    fields.append(SERVER, HeaderValue::from_static("staticd"));
-    if hsts.is_some() {
-        fields.append(STRICT_TRANSPORT_SECURITY, value(hsts_value)?);
-    }
-    for (name, range) in head.spans() {
-        // Lower-cased here, as HTTP/2 requires.
-        let name = HeaderName::from_bytes(head.text()[name].as_bytes()).ok()?;
-        if CONNECTION_SPECIFIC.contains(&name.as_str()) {
-            continue;
+/// What HTTP/2 adds to a head of its own: `:status`, Date, Server,
+/// Strict-Transport-Security and content-length, rendered into a small
+/// buffer of its own; `fields` lists them with the head's.
+pub struct ResponseFields {
+    buf: [u8; 96],
+    status: Range<usize>,
+    date: Range<usize>,
+    hsts: Option<Range<usize>>,
+    length: Option<Range<usize>>,
+}
+
+impl ResponseFields {
+    /// None: a status HTTP/2 cannot carry (a CGI script's, over 999).
+    pub fn new(head: &Head, hsts: Option<u64>) -> Option<ResponseFields> {
+        use std::io::Write;
+        let code = head.code();
+        if !(100..=999).contains(&code) {
+            return None;
         }
-        fields.append(name, value(range)?);
+        let mut out = ResponseFields {
+            buf: [0; 96],
+            status: 0..3,
+            date: 3..32,
+            hsts: None,
+            length: None,
+        };
+        let _ = write!(&mut out.buf[..3], "{code}");
+        super::response::with_http_date_now(|d| out.buf[3..32].copy_from_slice(d));
+        let mut at = 32;
+        let mut render = |buf: &mut [u8; 96], value: std::fmt::Arguments| {
+            let mut rest = &mut buf[at..];
+            let room = rest.len();
+            let _ = rest.write_fmt(value);
+            let end = at + room - rest.len();
+            let range = at..end;
+            at = end;
+            range
+        };
+        if let Some(max_age) = hsts {
+            out.hsts = Some(render(&mut out.buf, format_args!("max-age={max_age}")));
+        }
+        if let Framing::Length(n) = head.framing {
+            out.length = Some(render(&mut out.buf, format_args!("{n}")));
+        }
+        Some(out)
     }
-    if let Framing::Length(n) = head.framing {
-        fields.append(CONTENT_LENGTH, HeaderValue::from(n));
+
+    /// Every field of the response, `:status` first. Names may be in any
+    /// case (nghttp2 lower-cases them); HTTP/1.1's connection fields are
+    /// left out.
+    pub fn fields<'a>(&'a self, head: &'a Head) -> impl Iterator<Item = (&'a [u8], &'a [u8])> {
+        let buf = &self.buf;
+        let ours = [
+            Some((&b":status"[..], &buf[self.status.clone()])),
+            Some((&b"date"[..], &buf[self.date.clone()])),
+            Some((&b"server"[..], &b"staticd"[..])),
+            self.hsts
+                .clone()
+                .map(|r| (&b"strict-transport-security"[..], &buf[r])),
+        ];
+        let text = head.text();
+        let theirs = head
+            .spans()
+            .map(move |(n, v)| (&text[n], &text[v]))
+            .filter(|(n, _)| !CONNECTION_SPECIFIC.iter().any(|c| c.eq_ignore_ascii_case(n)))
+            .map(|(n, v)| (n.as_bytes(), v.as_bytes()));
+        let length = self
+            .length
+            .clone()
+            .map(|r| (&b"content-length"[..], &buf[r]));
+        ours.into_iter().flatten().chain(theirs).chain(length)
     }
-    Some((status, fields))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn fields(list: &[(&str, &str)]) -> Fields {
+        let mut f = Fields::default();
+        for (n, v) in list {
+            f.push(n.as_bytes(), v.as_bytes()).unwrap();
+        }
+        f
+    }
+
     #[test]
     fn request_takes_authority_as_host_and_joins_lists() {
-        let uri: Uri = "http://example.test:8080/a/b?c=d".parse().unwrap();
-        let mut headers = HeaderMap::new();
-        headers.append("accept-encoding", HeaderValue::from_static("gzip"));
-        headers.append("accept-encoding", HeaderValue::from_static("br"));
-        headers.insert("range", HeaderValue::from_static("bytes=0-9"));
-        let method = H2Method::HEAD;
-        let req = request(&method, &uri, &headers).unwrap();
+        let f = fields(&[
+            (":method", "HEAD"),
+            (":scheme", "http"),
+            (":authority", "example.test:8080"),
+            (":path", "/a/b?c=d"),
+            ("accept-encoding", "gzip"),
+            ("accept-encoding", "br"),
+            ("range", "bytes=0-9"),
+        ]);
+        let req = request(&f).unwrap();
         assert_eq!(req.method, Method::Head);
         assert_eq!(req.target, "/a/b?c=d");
         assert_eq!(req.host.as_deref(), Some("example.test:8080"));
         assert_eq!(req.accept_encoding.as_deref(), Some("gzip, br"));
         assert_eq!(req.range.as_deref(), Some("bytes=0-9"));
         assert!(req.http2 && req.keep_alive);
+        let head = String::from_utf8(request_head(&req, &f)).unwrap();
+        assert!(head.starts_with("HEAD /a/b?c=d HTTP/1.1\r\nhost: example.test:8080\r\n"));
+        assert!(!head.contains(":path"));
     }
 
     #[test]
     fn request_refuses_what_http1_refuses() {
-        let method = H2Method::GET;
-        let headers = HeaderMap::new();
-        let long: Uri = format!("/{}", "a".repeat(MAX_TARGET_BYTES))
-            .parse()
-            .unwrap();
-        assert_eq!(
-            request(&method, &long, &headers).err(),
-            Some(ParseError::TargetTooLong)
-        );
-        let mut bad_host = HeaderMap::new();
-        bad_host.insert(HOST, HeaderValue::from_static("a b"));
-        let path: Uri = "/".parse().unwrap();
-        assert_eq!(
-            request(&method, &path, &bad_host).err(),
-            Some(ParseError::Malformed)
-        );
+        let long = format!("/{}", "a".repeat(MAX_TARGET_BYTES));
+        let f = fields(&[(":method", "GET"), (":path", &long)]);
+        assert_eq!(request(&f).err(), Some(ParseError::TargetTooLong));
+        let f = fields(&[(":method", "GET"), (":path", "/"), ("host", "a b")]);
+        assert_eq!(request(&f).err(), Some(ParseError::Malformed));
+        let mut big = Fields::default();
+        let value = "v".repeat(1000);
+        let refused = (0..40).any(|_| big.push(b"x-big", value.as_bytes()).is_err());
+        assert!(refused, "a head over the HTTP/1.1 limit is refused");
     }
 
     #[test]
@@ -214,21 +311,32 @@ mod tests {
             .header("Connection", "close")
             .header("X-Custom", "A")
             .length(3);
-        let (status, fields) = response_fields(&head, Some(600)).unwrap();
-        assert_eq!(status, StatusCode::NOT_FOUND);
-        assert!(fields.get("connection").is_none());
-        assert_eq!(fields["x-custom"], "A");
-        assert_eq!(fields["content-type"], "text/plain");
-        assert_eq!(fields["content-length"], "3");
-        assert_eq!(fields["server"], "staticd");
-        assert_eq!(fields["strict-transport-security"], "max-age=600");
-        assert!(httpdate::parse_http_date(fields["date"].to_str().unwrap()).is_ok());
+        let extra = ResponseFields::new(&head, Some(600)).unwrap();
+        let list: Vec<(String, String)> = extra
+            .fields(&head)
+            .map(|(n, v)| {
+                (
+                    String::from_utf8_lossy(n).to_lowercase(),
+                    String::from_utf8_lossy(v).into_owned(),
+                )
+            })
+            .collect();
+        let get = |name: &str| list.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+        assert_eq!(list[0], (":status".to_string(), "404".to_string()));
+        assert_eq!(get("connection"), None);
+        assert_eq!(get("x-custom"), Some("A"));
+        assert_eq!(get("content-type"), Some("text/plain"));
+        assert_eq!(get("content-length"), Some("3"));
+        assert_eq!(get("server"), Some("staticd"));
+        assert_eq!(get("strict-transport-security"), Some("max-age=600"));
+        assert!(httpdate::parse_http_date(get("date").unwrap()).is_ok());
         let mut open = Head::with_code(299, "Mine");
         open.framing = Framing::Open;
-        let (status, fields) = response_fields(&open, None).unwrap();
-        assert_eq!(status.as_u16(), 299);
-        assert!(fields.get("content-length").is_none());
-        assert!(fields.get("strict-transport-security").is_none());
-        assert!(response_fields(&Head::with_code(1000, ""), None).is_none());
+        let extra = ResponseFields::new(&open, None).unwrap();
+        let names: Vec<&[u8]> = extra.fields(&open).map(|(n, _)| n).collect();
+        assert_eq!(names[0], b":status");
+        assert!(!names.contains(&&b"content-length"[..]));
+        assert!(!names.contains(&&b"strict-transport-security"[..]));
+        assert!(ResponseFields::new(&Head::with_code(1000, ""), None).is_none());
     }
 }

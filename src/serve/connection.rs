@@ -168,7 +168,7 @@ impl<S: Socket> Connection<S> {
     /// What the prelude says of the bytes so far, then one step of the
     /// HTTP/1.1 session.
     async fn step(&mut self, mut timer: Pin<&mut Sleep>) -> Phase {
-        match self.prelude.next(self.session.input()) {
+        match self.prelude.next(self.session.input(), self.wire.alpn_h2()) {
             Next::ProxyHeader => return Phase::ProxyHeader,
             Next::Read => return Phase::Sniffing,
             Next::Http2 => return Phase::Http2,
@@ -296,11 +296,11 @@ impl<S: Socket> Connection<S> {
             sockets: proxy_header::sockets(self.stream.as_fd(), self.source),
         };
         let mut stop = self.shared.stop.clone();
-        let io = h2::WireIo::new(self.stream, self.wire, read);
+        let link = h2::FdLink::new(self.stream, self.wire, read, self.shared.cfg.no_sendfile);
         let stop = async move {
             let _ = stop.wait_for(|stop| *stop).await;
         };
-        h2::serve(io, served, stop).await;
+        h2::serve(link, served, stop).await;
     }
 
     /// Without HTTP/2 built in, the prelude never asks for it.

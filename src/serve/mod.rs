@@ -128,6 +128,15 @@ impl Wire {
         }
     }
 
+    /// Whether TLS agreed on HTTP/2 by ALPN.
+    pub fn alpn_h2(&self) -> bool {
+        match self {
+            Wire::Clear => false,
+            #[cfg(feature = "tls")]
+            Wire::Tls(tls) => tls.protocol() == Some(b"h2"),
+        }
+    }
+
     /// Whether the last read emptied the descriptor, as far as TLS can
     /// tell (a cleartext wire reads in the transport's own way: false).
     pub fn drained(&self) -> bool {

@@ -66,15 +66,17 @@ impl Prelude {
         self.sniffing
     }
 
-    /// What to do, given the plaintext read so far.
-    pub(crate) fn next(&mut self, input: &[u8]) -> Next {
+    /// What to do, given the plaintext read so far; `h2`: TLS agreed on
+    /// HTTP/2 by ALPN, so whatever comes is HTTP/2's to judge (a bad
+    /// preface gets its GOAWAY, RFC 9113 §3.4).
+    pub(crate) fn next(&mut self, input: &[u8], h2: bool) -> Next {
         if self.proxy {
             return Next::ProxyHeader;
         }
         if !self.sniffing || input.is_empty() {
             return Next::Http1;
         }
-        if input.starts_with(PREFACE) {
+        if h2 || input.starts_with(PREFACE) {
             Next::Http2
         } else if PREFACE.starts_with(input) {
             Next::Read
@@ -100,6 +102,25 @@ impl Prelude {
 mod tests {
     use super::*;
 
+    impl Prelude {
+        fn next_clear(&mut self, input: &[u8]) -> Next {
+            self.next(input, false)
+        }
+    }
+
+    #[test]
+    fn after_alpn_h2_anything_is_http2s_to_judge() {
+        let cfg = Config {
+            http2: Some(Default::default()),
+            ..Config::default()
+        };
+        let mut p = Prelude::new(&cfg, Kind::Https);
+        if cfg!(feature = "http2") {
+            assert_eq!(p.next(b"INVALID CONNECTION PREFACE\r\n\r\n", true), Next::Http2);
+        }
+        assert_eq!(p.next(b"", true), Next::Http1);
+    }
+
     fn config(proxy: bool, http2: bool) -> Config {
         Config {
             proxy_protocol: proxy,
@@ -116,22 +137,22 @@ mod tests {
     #[cfg_attr(not(feature = "http2"), ignore = "HTTP/2 is not built in")]
     fn the_proxy_header_comes_first() {
         let mut p = prelude(true, true);
-        assert_eq!(p.next(b""), Next::ProxyHeader);
-        assert_eq!(p.next(PREFACE), Next::ProxyHeader);
+        assert_eq!(p.next_clear(b""), Next::ProxyHeader);
+        assert_eq!(p.next_clear(PREFACE), Next::ProxyHeader);
         p.proxied();
-        assert_eq!(p.next(PREFACE), Next::Http2);
+        assert_eq!(p.next_clear(PREFACE), Next::Http2);
     }
 
     #[test]
     #[cfg_attr(not(feature = "http2"), ignore = "HTTP/2 is not built in")]
     fn the_preface_opens_http2_and_anything_else_http1() {
         let mut p = prelude(false, true);
-        assert_eq!(p.next(b""), Next::Http1, "the session reads first");
-        assert_eq!(p.next(b"PRI * HT"), Next::Read);
-        assert_eq!(p.next(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0"), Next::Http2);
-        assert_eq!(p.next(b"PRI / HTTP/1.1\r\n"), Next::Http1);
+        assert_eq!(p.next_clear(b""), Next::Http1, "the session reads first");
+        assert_eq!(p.next_clear(b"PRI * HT"), Next::Read);
+        assert_eq!(p.next_clear(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0"), Next::Http2);
+        assert_eq!(p.next_clear(b"PRI / HTTP/1.1\r\n"), Next::Http1);
         // Decided once: a later request that looks like the preface is HTTP/1.1's.
-        assert_eq!(p.next(PREFACE), Next::Http1);
+        assert_eq!(p.next_clear(PREFACE), Next::Http1);
         assert!(!p.sniffing());
     }
 
@@ -142,13 +163,13 @@ mod tests {
         let mut on_redirect = Prelude::new(&config(false, true), redirect);
         assert_eq!(on_redirect.next(PREFACE), Next::Http1);
         assert_eq!(Prelude::resumed(false).next(PREFACE), Next::Http1);
-        assert_eq!(Prelude::resumed(true).next(PREFACE), Next::Http2);
+        assert_eq!(Prelude::resumed(true).next_clear(PREFACE), Next::Http2);
     }
 
     #[test]
     fn cleartext_on_a_tls_port_is_told_to_use_https() {
         let mut p = prelude(false, true);
         assert_eq!(p.cleartext(), Next::HttpsRequired);
-        assert_eq!(p.next(PREFACE), Next::Http1);
+        assert_eq!(p.next_clear(PREFACE), Next::Http1);
     }
 }

@@ -54,7 +54,8 @@ fn serve(cfg: &Arc<Config>, site: &Arc<Site>, extras: Extras) -> io::Result<()> 
     let mut session = Session::with_kind(client_address(input), kind);
     let mut source = None;
     loop {
-        match prelude.next(session.input()) {
+        let h2 = wire.borrow().alpn_h2();
+        match prelude.next(session.input(), h2) {
             Next::ProxyHeader => {
                 prelude.proxied();
                 match proxy_header::read_blocking(input, cfg.read_timeout) {

@@ -69,16 +69,6 @@ impl<'a> Out<'a> {
         }
     }
 
-    /// Writes several buffers in one call (sealed together over TLS).
-    #[cfg(feature = "http2")]
-    pub(crate) fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        match self {
-            Out::Fd { fd, .. } => sys::writev(*fd, bufs),
-            #[cfg(feature = "tls")]
-            Out::Tls { fd, tls } => tls.send_vectored(*fd, bufs),
-        }
-    }
-
     pub(crate) fn write(&mut self, buf: &[u8], more: bool) -> io::Result<usize> {
         match self {
             Out::Fd { fd, socket: true } => sys::send(*fd, buf, more),
@@ -100,6 +90,13 @@ pub struct ResponseWriter<'a> {
     /// The body chunk being written and how far into it.
     chunk: usize,
     chunk_done: u64,
+    files: FileSender,
+}
+
+/// Sends parts of files: by sendfile(2) to a plain descriptor, else
+/// through mmap, or read in blocks (over TLS, and with `--no-sendfile`).
+#[derive(Default)]
+pub struct FileSender {
     /// Set once sendfile(2) refused this descriptor; files then go through mmap.
     use_mmap: bool,
     /// Files are read into a buffer and written from it (`--no-sendfile`).
@@ -110,7 +107,7 @@ pub struct ResponseWriter<'a> {
     block_sent: usize,
 }
 
-impl Drop for ResponseWriter<'_> {
+impl Drop for FileSender {
     fn drop(&mut self) {
         pool::give(&pool::BLOCKS, std::mem::take(&mut self.block));
     }
@@ -128,11 +125,7 @@ impl<'a> ResponseWriter<'a> {
             written: 0,
             chunk: 0,
             chunk_done: 0,
-            use_mmap: false,
-            copy: false,
-            block: Box::default(),
-            block_len: 0,
-            block_sent: 0,
+            files: FileSender::default(),
         }
     }
 
@@ -141,7 +134,7 @@ impl<'a> ResponseWriter<'a> {
     /// truncated meanwhile can only end the response early, never change
     /// bytes already queued (see SECURITY.md).
     pub fn copying(mut self, on: bool) -> Self {
-        self.copy = on;
+        self.files.copy = on;
         self
     }
 
@@ -185,8 +178,8 @@ impl<'a> ResponseWriter<'a> {
         let n = match &body[self.chunk] {
             Chunk::File { file, offset, len } => {
                 let (offset, len) = (*offset, *len);
-                let n =
-                    self.write_file(out, file, offset + self.chunk_done, len - self.chunk_done)?;
+                let at = offset + self.chunk_done;
+                let n = self.files.send(out, file, at, len - self.chunk_done)?;
                 if n == 0 {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -214,7 +207,20 @@ impl<'a> ResponseWriter<'a> {
         }
     }
 
-    fn write_file(
+}
+
+impl FileSender {
+    /// With `on`, file bytes are copied through a buffer (see
+    /// `ResponseWriter::copying`).
+    pub fn copying(on: bool) -> FileSender {
+        let mut sender = FileSender::default();
+        sender.copy = on;
+        sender
+    }
+
+    /// Makes one write of up to `left` bytes of `file` from `at`; 0 when
+    /// the file ends first.
+    pub fn send(
         &mut self,
         out: &mut Out<'_>,
         file: &std::fs::File,

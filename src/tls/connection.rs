@@ -199,36 +199,6 @@ impl Connection {
         Ok(n)
     }
 
-    /// `send` for several buffers at once (HTTP/2 writes a frame header and
-    /// its payload as two), sealed into the same records. Takes at most
-    /// MAX_SEALED bytes' worth of whole buffers, and at least the first.
-    pub fn send_vectored(
-        &mut self,
-        fd: BorrowedFd<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> io::Result<usize> {
-        self.flush(fd)?;
-        let mut take = 0;
-        let mut total = 0;
-        for buf in bufs {
-            if take > 0 && total + buf.len() > MAX_SEALED {
-                break;
-            }
-            total += buf.len();
-            take += 1;
-        }
-        if total > MAX_SEALED {
-            // One buffer larger than the bound: as `send`.
-            return self.send(fd, &bufs[0], false);
-        }
-        let n = self.tls.writer().write_vectored(&bufs[..take])?;
-        match self.flush(fd) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            other => other?,
-        }
-        Ok(n)
-    }
-
     /// For a transport that writes by itself (io_uring): seals the start
     /// of `bytes` into records, and returns how much it took (at most
     /// MAX_SEALED); `sealed` then hands the records over.

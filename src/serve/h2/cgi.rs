@@ -1,151 +1,233 @@
-//! CGI over HTTP/2: the stream drives the same CGI exchange every
-//! connection does (`crate::exchange`), with the request body from its
-//! DATA frames and the script's pipes on the runtime. What the exchange
-//! decides goes out as HEADERS and DATA: its heads are encoded as h2 fields
-//! like any other response's, so nothing about CGI (environment, statuses,
-//! local redirects, limits, timeouts, the log line, HSTS) is decided a
-//! second time for HTTP/2.
+//! CGI over HTTP/2: each CGI stream's script runs the same CGI exchange
+//! every connection does (`crate::exchange`), in a task of its own with
+//! the script's pipes on the runtime. The task and the connection talk by
+//! messages: the request body one way (as the client's DATA arrives), the
+//! exchange's steps the other (a head, body bytes, the end, or a whole
+//! response of ours), which the connection encodes like any other
+//! response's, so nothing about CGI (environment, statuses, local
+//! redirects, limits, timeouts, the log line, HSTS) is decided a second
+//! time for HTTP/2.
+//!
+//! Script output is held to `h2session::CGI_QUEUE` bytes per stream: the
+//! task reads only with credit, which comes back as the connection sends.
 
+use std::collections::HashMap;
 use std::io;
 use std::process::{ChildStdin, ChildStdout};
 use std::sync::Arc;
-use std::time::Instant;
 
-use bytes::Bytes;
-use h2::server::SendResponse;
-use h2::{Reason, RecvStream};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
+use tokio::sync::{mpsc, Semaphore};
 
-use super::send::Body;
-use super::{Open, Served};
 use crate::exchange::{Context, Exchange, Step};
-use crate::http::h2 as fields;
-use crate::log;
-use crate::pace::Pace;
+use crate::h2session::{Connection, Event, Served, CGI_QUEUE};
 use crate::respond::CgiJob;
-use crate::session::{self, Protocol, Sent};
+use crate::session::{Protocol, Sent};
 
 /// How much script output is read per call.
 const CHUNK: usize = 16 << 10;
 
-/// Runs `job` for one stream and sends its answer.
-pub(super) async fn run(
-    job: Box<CgiJob>,
-    body: RecvStream,
-    respond: SendResponse<Bytes>,
+/// What a script's task tells the connection.
+pub(super) enum FromScript {
+    Head(Box<Sent>),
+    Data(Vec<u8>),
+    /// The body is over: whole, or cut (the stream is reset).
+    End { complete: bool },
+    /// A whole response of ours instead (a failure's, a local redirect's).
+    Whole(Box<Sent>),
+    /// The script took this much of the request body.
+    Took(usize),
+}
+
+/// What the connection tells a script's task.
+enum ToScript {
+    Body(Vec<u8>),
+    /// The request body is complete.
+    End,
+}
+
+/// The connection's end of one script's task.
+pub(super) struct ScriptLink {
+    body: mpsc::UnboundedSender<ToScript>,
+    /// Bytes of output the task may read before the connection sent more.
+    credit: Arc<Semaphore>,
+    /// The request body's end went to the task.
+    ended: bool,
+}
+
+impl Drop for ScriptLink {
+    fn drop(&mut self) {
+        // The stream is gone: the task sees it at its next wait.
+        self.credit.close();
+    }
+}
+
+/// A connection's CGI streams.
+pub(super) struct Scripts {
     served: Arc<Served>,
-    mut open: Open,
-) {
-    let ctx = Context {
-        cfg: &served.cfg,
-        site: &served.site,
-        client: &served.client,
-        sockets: served.sockets,
-        kind: served.kind,
-        protocol: Protocol::Http2,
-    };
-    let mut stream = Stream {
-        respond: Some(respond),
-        out: None,
-        sending: None,
-        request_body: Some(body),
-        stdin: None,
-        stdout: None,
-        pending: Bytes::new(),
-    };
-    let mut exchange = Exchange::start(job, &ctx);
-    let result = stream.drive(&mut exchange, &ctx).await;
-    // What is left of the script is killed and reaped, which may wait a
-    // little: not on the runtime's thread.
-    tokio::task::spawn_blocking(move || drop(exchange));
-    match result {
-        Ok(Ended::Whole(sent)) => {
-            // One of ours (a failure's, a local redirect's): sent as any
-            // other response is.
-            if let Some(respond) = stream.respond.take() {
-                super::send::send(*sent, respond, &served, open);
-            }
-            return;
+    links: HashMap<i32, ScriptLink>,
+    tx: mpsc::UnboundedSender<(i32, FromScript)>,
+    rx: mpsc::UnboundedReceiver<(i32, FromScript)>,
+    body: Vec<u8>,
+}
+
+impl Scripts {
+    pub(super) fn new(served: Arc<Served>) -> Scripts {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Scripts {
+            served,
+            links: HashMap::new(),
+            tx,
+            rx,
+            body: Vec::new(),
         }
-        Ok(Ended::Relayed) => {}
-        Err(e) => {
-            if let Some(out) = &mut stream.out {
-                // Cut short: reset, so the client cannot take it for whole.
-                out.out.send_reset(Reason::CANCEL);
+    }
+
+    /// Acts on what the connection said about a CGI stream.
+    pub(super) fn event(&mut self, event: Event, conn: &mut Connection) {
+        match event {
+            Event::Cgi { stream, job } => self.start(stream, job, conn),
+            Event::Body(stream) => {
+                let Some(link) = self.links.get_mut(&stream) else {
+                    return;
+                };
+                let ended = conn.take_body(stream, &mut self.body);
+                if !self.body.is_empty() {
+                    let _ = link.body.send(ToScript::Body(std::mem::take(&mut self.body)));
+                }
+                if ended && !link.ended {
+                    link.ended = true;
+                    let _ = link.body.send(ToScript::End);
+                }
             }
-            match e.kind() {
-                io::ErrorKind::ConnectionReset => open.was_reset(),
-                io::ErrorKind::TimedOut => open.stalled(),
-                _ => {}
+            Event::Sent { stream, bytes } => {
+                if let Some(link) = self.links.get(&stream) {
+                    link.credit.add_permits(bytes);
+                }
+            }
+            Event::Gone(stream) => {
+                self.links.remove(&stream);
             }
         }
     }
-    // Dropping the response writes its log line.
-    drop(stream.sending.take());
+
+    fn start(&mut self, stream: i32, job: Box<CgiJob>, conn: &mut Connection) {
+        let (body, from_conn) = mpsc::unbounded_channel();
+        let credit = Arc::new(Semaphore::new(CGI_QUEUE));
+        let link = ScriptLink {
+            body,
+            credit: Arc::clone(&credit),
+            ended: false,
+        };
+        self.links.insert(stream, link);
+        let task = Task {
+            stream,
+            tx: self.tx.clone(),
+            from_conn,
+            credit,
+            stdin: None,
+            stdout: None,
+            pending: Vec::new(),
+            body_done: false,
+            out: vec![0; CHUNK],
+            held: false,
+        };
+        tokio::spawn(task.run(job, Arc::clone(&self.served)));
+        // Whatever body arrived with the head.
+        self.event(Event::Body(stream), conn);
+    }
+
+    /// The next message of any script's task; never ready without one.
+    pub(super) async fn next(&mut self) -> (i32, FromScript) {
+        match self.rx.recv().await {
+            Some(message) => message,
+            // `self.tx` keeps the channel open.
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Hands a task's message to the connection.
+    pub(super) fn apply(&mut self, (stream, message): (i32, FromScript), conn: &mut Connection) {
+        match message {
+            FromScript::Head(sent) => conn.cgi_head(stream, *sent),
+            FromScript::Data(bytes) => conn.cgi_data(stream, &bytes),
+            FromScript::End { complete } => conn.cgi_end(stream, complete),
+            FromScript::Whole(sent) => conn.cgi_whole(stream, *sent),
+            FromScript::Took(n) => conn.consumed(stream, n),
+        }
+    }
 }
 
-/// How the stream's part ended.
-enum Ended {
-    /// The script's response went out (or as much of it as there was).
-    Relayed,
-    /// A whole response of ours is to go out instead.
-    Whole(Box<Sent>),
-}
-
-/// One stream's side of the exchange.
-struct Stream {
-    /// Until a head went out.
-    respond: Option<SendResponse<Bytes>>,
-    /// The script's body on its way, once its head went out.
-    out: Option<Body>,
-    /// The response going out, whose log line waits for its body.
-    sending: Option<Box<Sent>>,
-    /// The client's DATA, until it ends or the script stops taking it.
-    request_body: Option<RecvStream>,
+/// One stream's script.
+struct Task {
+    stream: i32,
+    tx: mpsc::UnboundedSender<(i32, FromScript)>,
+    from_conn: mpsc::UnboundedReceiver<ToScript>,
+    credit: Arc<Semaphore>,
     stdin: Option<pipe::Sender>,
     stdout: Option<pipe::Receiver>,
     /// Request body bytes received but not yet taken by the script.
-    pending: Bytes,
+    pending: Vec<u8>,
+    /// The request body is complete (or no longer wanted).
+    body_done: bool,
+    /// The script's output is read into this.
+    out: Vec<u8>,
+    /// Credit for one read is held.
+    held: bool,
 }
 
-impl Stream {
-    async fn drive(&mut self, exchange: &mut Exchange, ctx: &Context<'_>) -> io::Result<Ended> {
+impl Task {
+    async fn run(mut self, job: Box<CgiJob>, served: Arc<Served>) {
+        let ctx = Context {
+            cfg: &served.cfg,
+            site: &served.site,
+            client: &served.client,
+            sockets: served.sockets,
+            kind: served.kind,
+            protocol: Protocol::Http2,
+        };
+        let mut exchange = Exchange::start(job, &ctx);
+        self.drive(&mut exchange, &ctx).await;
+        // What is left of the script is killed and reaped, which may wait
+        // a little: not on the runtime's thread.
+        tokio::task::spawn_blocking(move || drop(exchange));
+    }
+
+    fn tell(&self, message: FromScript) -> bool {
+        self.tx.send((self.stream, message)).is_ok()
+    }
+
+    async fn drive(&mut self, exchange: &mut Exchange, ctx: &Context<'_>) {
         loop {
-            match exchange.step() {
-                Step::Wait => self.wait(exchange, ctx).await,
-                Step::Run { stdin, stdout } => self.attach(stdin, stdout)?,
+            let told = match exchange.step() {
+                Step::Wait => {
+                    if self.wait(exchange, ctx).await.is_err() {
+                        exchange.client_gone(ctx);
+                    }
+                    true
+                }
+                Step::Run { stdin, stdout } => {
+                    if self.attach(stdin, stdout).is_err() {
+                        exchange.client_gone(ctx);
+                    }
+                    true
+                }
                 // Only ever before a head: `Done` follows.
-                Step::Send(sent) => return Ok(Ended::Whole(sent)),
-                Step::Head(sent) => {
-                    if let Err(e) = self.head(sent, ctx) {
-                        exchange.client_gone(ctx);
-                        return Err(e);
-                    }
+                Step::Send(sent) => {
+                    self.tell(FromScript::Whole(sent));
+                    return;
                 }
-                Step::Body { bytes, payload } => {
-                    let Some(out) = &mut self.out else { continue };
-                    let before = out.pushed;
-                    let result = out.data(Bytes::from(bytes)).await;
-                    let pushed = out.pushed - before;
-                    if let Some(sent) = &mut self.sending {
-                        sent.written += log::body_sent(&payload, pushed);
-                    }
-                    if let Err(e) = result {
-                        exchange.client_gone(ctx);
-                        return Err(e);
-                    }
-                }
+                Step::Head(sent) => self.tell(FromScript::Head(sent)),
+                Step::Body { bytes, .. } => self.tell(FromScript::Data(bytes)),
                 Step::Done { complete, .. } => {
-                    // HTTP/2 ends a body with the stream, never a trailer;
-                    // a cut one with a reset.
-                    match &mut self.out {
-                        Some(out) if complete => out.finish()?,
-                        Some(out) => out.out.send_reset(Reason::CANCEL),
-                        None => {}
-                    }
-                    return Ok(Ended::Relayed);
+                    self.tell(FromScript::End { complete });
+                    return;
                 }
+            };
+            if !told {
+                // The connection is gone.
+                exchange.client_gone(ctx);
             }
         }
     }
@@ -161,73 +243,68 @@ impl Stream {
         Ok(())
     }
 
-    /// The script's head as HEADERS; its body follows as DATA.
-    fn head(&mut self, sent: Box<Sent>, ctx: &Context) -> io::Result<()> {
-        let respond = self.respond.as_mut().ok_or(io::ErrorKind::InvalidInput)?;
-        let hsts = session::hsts(ctx.cfg, ctx.kind);
-        let Some((status, fields)) = fields::response_fields(&sent.response.head, hsts) else {
-            // A status HTTP/2 cannot carry (a script's over 999).
-            respond.send_reset(Reason::INTERNAL_ERROR);
-            return Err(io::ErrorKind::InvalidData.into());
-        };
-        let mut message = http::Response::new(());
-        *message.status_mut() = status;
-        *message.headers_mut() = fields;
-        let out = respond
-            .send_response(message, false)
-            .map_err(|e| super::send::stream_error(&e))?;
-        // A script's output comes as it writes it: no rate, only the
-        // timeout without progress.
-        self.out = Some(Body {
-            out,
-            pace: Pace::new(Instant::now(), ctx.cfg.send_timeout, 0),
-            left: u64::MAX,
-            pushed: 0,
-        });
-        self.sending = Some(sent);
-        Ok(())
-    }
-
-    /// Waits for the script's output, the request body or the script's
-    /// room for it, or the deadline, and hands what came to the exchange.
-    async fn wait(&mut self, exchange: &mut Exchange, ctx: &Context<'_>) {
+    /// Waits for the script's output (with credit to read it), the request
+    /// body or the script's room for it, or the deadline, and hands what
+    /// came to the exchange. Err: the stream is gone.
+    async fn wait(&mut self, exchange: &mut Exchange, ctx: &Context<'_>) -> Result<(), ()> {
         let Some(deadline) = exchange.deadline() else {
-            return exchange.client_gone(ctx);
+            exchange.client_gone(ctx);
+            return Ok(());
         };
-        let mut buf = vec![0u8; CHUNK];
+        if self.credit.is_closed() {
+            return Err(());
+        }
         let feeding = self.stdin.is_some();
-        let receiving = feeding && self.pending.is_empty() && self.request_body.is_some();
+        let receiving = !self.body_done && self.pending.is_empty();
+        let reading = self.stdout.is_some();
         tokio::select! {
-            read = read(&mut self.stdout, &mut buf) => {
-                let n = read.unwrap_or(0);
+            permit = self.credit.acquire_many(CHUNK as u32), if reading && !self.held => {
+                let Ok(permit) = permit else { return Err(()) };
+                permit.forget();
+                self.held = true;
+            }
+            n = read(&mut self.stdout, &mut self.out), if reading && self.held => {
+                let n = n.unwrap_or(0);
+                // Credit is what the connection may come to hold: give
+                // back what the read did not use.
+                self.held = false;
+                self.credit.add_permits(CHUNK - n);
                 if n == 0 {
                     self.stdout = None;
                     self.stdin = None;
                 }
-                exchange.output(&buf[..n], n == 0, ctx);
+                exchange.output(&self.out[..n], n == 0, ctx);
             }
-            data = next_data(&mut self.request_body), if receiving => match data {
-                Some(data) => self.pending = data,
-                None => {
+            message = self.from_conn.recv(), if receiving => match message {
+                Some(ToScript::Body(bytes)) if feeding => self.pending = bytes,
+                Some(ToScript::Body(bytes)) => {
+                    // No script input (yet, or any more): its window goes
+                    // back all the same.
+                    self.tell(FromScript::Took(bytes.len()));
+                }
+                Some(ToScript::End) | None => {
                     // The body is complete: the script sees its end.
-                    self.request_body = None;
+                    self.body_done = true;
                     self.stdin = None;
                 }
             },
             written = write(&mut self.stdin, &self.pending), if feeding && !self.pending.is_empty() => {
                 match written {
                     Ok(n) => {
-                        let _ = self.pending.split_to(n);
+                        self.pending.drain(..n);
+                        self.tell(FromScript::Took(n));
                     }
                     // The script closed its input early: it wants no more.
                     Err(_) => {
+                        self.tell(FromScript::Took(self.pending.len()));
+                        self.pending.clear();
                         self.stdin = None;
-                        self.request_body = None;
                     }
                 }
             }
             () = tokio::time::sleep_until(deadline.into()) => exchange.timed_out(ctx),
         }
+        Ok(())
     }
 }
 
@@ -244,18 +321,5 @@ async fn write(stdin: &mut Option<pipe::Sender>, bytes: &[u8]) -> io::Result<usi
     match stdin {
         Some(stdin) => stdin.write(bytes).await,
         None => std::future::pending().await,
-    }
-}
-
-/// The next DATA of the request body, its flow-control window given back;
-/// None at its end (or when the client reset the stream).
-async fn next_data(body: &mut Option<RecvStream>) -> Option<Bytes> {
-    let body = body.as_mut()?;
-    match body.data().await {
-        Some(Ok(data)) => {
-            let _ = body.flow_control().release_capacity(data.len());
-            Some(data)
-        }
-        _ => None,
     }
 }

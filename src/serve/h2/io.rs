@@ -1,19 +1,15 @@
-//! The byte stream the h2 crate reads and writes: a connection's `Wire`
-//! (cleartext, or TLS through the same rustls connection HTTP/1.1 uses)
-//! over a socket of the event loop or over stdin/stdout in inetd mode.
-//! Only bytes move here; the plaintext the transport read before it knew
-//! the connection spoke HTTP/2 (the preface) is handed to h2 first.
+//! The descriptors an HTTP/2 `FdLink` reads and writes, with tokio's
+//! readiness for them: a socket of the event loop, or stdin/stdout in
+//! inetd mode.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
-use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use tokio::io::unix::AsyncFd;
-use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::io::Interest;
 use tokio::net::{TcpStream, UnixStream};
 
-use crate::serve::{Got, Wire};
 use crate::sys;
 
 /// Descriptors to read from and write to, with tokio's readiness for them.
@@ -136,117 +132,5 @@ impl Ready for Stdio {
                 return Poll::Ready(result);
             }
         }
-    }
-}
-
-/// A connection as h2 sees it: an AsyncRead + AsyncWrite over a `Wire`.
-pub(crate) struct WireIo<R> {
-    ready: R,
-    wire: Wire,
-    /// Plaintext read and not yet taken by h2, from `at` on.
-    input: Vec<u8>,
-    at: usize,
-}
-
-impl<R: Ready> WireIo<R> {
-    /// `read`: what the transport read already (the preface, at least).
-    pub(crate) fn new(ready: R, wire: Wire, read: Vec<u8>) -> WireIo<R> {
-        WireIo {
-            ready,
-            wire,
-            input: read,
-            at: 0,
-        }
-    }
-}
-
-impl<R: Ready> AsyncRead for WireIo<R> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let WireIo {
-            ready,
-            wire,
-            input,
-            at,
-        } = self.get_mut();
-        loop {
-            if *at < input.len() {
-                let n = buf.remaining().min(input.len() - *at);
-                buf.put_slice(&input[*at..*at + n]);
-                *at += n;
-                return Poll::Ready(Ok(()));
-            }
-            input.clear();
-            *at = 0;
-            // TLS records a read queued (the handshake's last messages,
-            // session tickets) go out before the next wait, if they can
-            // now; otherwise the next write takes them along.
-            let _ = wire.out(ready.output(), ready.socket()).flush();
-            let fd = ready.input();
-            match ready!(ready.poll_io(cx, Interest::READABLE, || wire.read(fd, input))) {
-                Ok(Got::Bytes) => {}
-                Ok(Got::Closed) => return Poll::Ready(Ok(())),
-                Ok(Got::Cleartext) => return Poll::Ready(Err(io::ErrorKind::InvalidData.into())),
-                Err(e) => {
-                    // The alert TLS queued, if the descriptor takes it.
-                    let _ = wire.out(ready.output(), ready.socket()).flush();
-                    return Poll::Ready(Err(e));
-                }
-            }
-        }
-    }
-}
-
-impl<R: Ready> AsyncWrite for WireIo<R> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let WireIo { ready, wire, .. } = self.get_mut();
-        let (fd, socket) = (ready.output(), ready.socket());
-        ready.poll_io(cx, Interest::WRITABLE, || {
-            wire.out(fd, socket).write(buf, false)
-        })
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let WireIo { ready, wire, .. } = self.get_mut();
-        let (fd, socket) = (ready.output(), ready.socket());
-        ready.poll_io(cx, Interest::WRITABLE, || {
-            wire.out(fd, socket).write_vectored(bufs)
-        })
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        true
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let WireIo { ready, wire, .. } = self.get_mut();
-        let (fd, socket) = (ready.output(), ready.socket());
-        let mut out = wire.out(fd, socket);
-        if !out.pending() {
-            return Poll::Ready(Ok(()));
-        }
-        ready.poll_io(cx, Interest::WRITABLE, || out.flush())
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.as_mut().get_mut();
-        this.wire.close_notify();
-        ready!(self.as_mut().poll_flush(cx))?;
-        let this = self.get_mut();
-        if this.ready.socket() {
-            sys::shutdown_write(this.ready.output());
-        }
-        Poll::Ready(Ok(()))
     }
 }

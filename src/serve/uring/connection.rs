@@ -120,7 +120,7 @@ impl Connection {
     /// What the prelude says of the bytes so far, then one step of the
     /// HTTP/1.1 session.
     async fn step(&mut self, stream: &impl Socket) -> Phase {
-        match self.prelude.next(self.session.input()) {
+        match self.prelude.next(self.session.input(), self.wire.alpn_h2()) {
             Next::ProxyHeader => return Phase::ProxyHeader,
             Next::Read => return Phase::Sniffing,
             Next::Http2 => return Phase::Http2,
@@ -202,7 +202,7 @@ impl Connection {
         let stop = async move {
             let _ = stop.wait_for(|stop| *stop).await;
         };
-        h2::serve(io, served, stop).await;
+        h2::serve(h2::IoLink::new(io, Vec::new()), served, stop).await;
         let _ = stream.shutdown(Shutdown::Both);
     }
 

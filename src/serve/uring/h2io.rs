@@ -1,4 +1,4 @@
-//! HTTP/2 over io_uring. The h2 crate reads and writes through tokio's
+//! HTTP/2 over io_uring. The HTTP/2 driver reads and writes through tokio's
 //! `AsyncRead` and `AsyncWrite`, which tokio-uring's streams (completion
 //! based, with buffers they own while the kernel works) do not implement;
 //! this adapter does, with at most one read and one write operation in
@@ -12,8 +12,10 @@ use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::socket::{self, Socket};
-use crate::serve::h2::SEND_BUFFER;
 use crate::serve::{Got, Wire, READ_CHUNK};
+
+/// Plaintext taken from the driver before a write operation must start.
+const SEND_BUFFER: usize = 64 << 10;
 
 /// An operation in flight, with the buffer it gives back.
 type Op<T> = Pin<Box<dyn Future<Output = (std::io::Result<T>, Vec<u8>)>>>;

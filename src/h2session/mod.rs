@@ -1,0 +1,691 @@
+//! One HTTP/2 connection as a state machine: the client's bytes in
+//! (`receive`), a turn's frames out (`produce`, into a `Plan`), timers
+//! (`deadline`, `tick`), and no I/O. nghttp2 does the framing, HPACK, flow
+//! control and the protocol's checks (`crate::nghttp2`); each stream's
+//! request is decided by the same `session::answer` an HTTP/1.1 request
+//! is, and its response goes through `session::sent` (metrics, the log
+//! line) and is encoded from the structured head (`http::h2`).
+//!
+//! A CGI script's stream is the driver's to run (`Event::Cgi`): it feeds
+//! the exchange's steps back in (`cgi_head`, `cgi_data`, `cgi_end`,
+//! `cgi_whole`) and takes the request body (`take_body`, `consumed`).
+
+mod plan;
+mod watch;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use plan::{FilePart, Plan, TURN_BYTES};
+
+use crate::complaint::Complaint;
+use crate::config::Config;
+use crate::http::h2::{self as fields, Fields, ResponseFields};
+use crate::http::limits::MAX_HEAD_BYTES;
+use crate::http::parse::BodyFraming;
+use crate::http::response::Chunk;
+use crate::nghttp2::{self, code, Body, Flow, Frame, Session};
+use crate::pace::Pace;
+use crate::respond::{self, Answer, CgiJob};
+use crate::session::{self, Kind, Protocol, Sent};
+use crate::site::Site;
+
+/// For the fuzz checks and the transports' sniffing.
+pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Streams reset by the client (after we accepted them) that a connection
+/// may accumulate beyond the ones it let finish before it is told to calm
+/// down: Rapid Reset (CVE-2023-44487) costs us work per stream opened.
+const RESET_ALLOWANCE: usize = 200;
+
+/// How long a connection that sent its last GOAWAY (idle, stalled, told to
+/// calm down) may take to get it out before the socket just closes.
+pub const LAST_WORDS: Duration = Duration::from_secs(1);
+
+/// Script output held for a stream the client is slow to take; the driver
+/// reads no more from the script until some of it is sent.
+pub const CGI_QUEUE: usize = 64 << 10;
+
+/// What every stream of one connection is served with.
+pub struct Served {
+    pub cfg: Arc<Config>,
+    pub site: Arc<Site>,
+    /// Http or Https: HSTS and CGI's HTTPS=on follow it.
+    pub kind: Kind,
+    pub client: Arc<str>,
+    /// The client's and our socket addresses (CGI's REMOTE_PORT and
+    /// SERVER_PORT), read once from the connection's descriptor.
+    pub sockets: (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
+}
+
+/// What the driver has to act on.
+pub enum Event {
+    /// A CGI script is to run for `stream`.
+    Cgi { stream: i32, job: Box<CgiJob> },
+    /// `stream`'s request body has more for its script (`take_body`).
+    Body(i32),
+    /// `bytes` of `stream`'s script output went to the client: room for
+    /// more.
+    Sent { stream: i32, bytes: usize },
+    /// `stream` is closed (done, or reset): its script, if any, is
+    /// abandoned.
+    Gone(i32),
+}
+
+pub struct Connection {
+    engine: Session<Streams>,
+    watch: watch::Watch,
+    /// A connection error was found by `watch`: no more bytes are read.
+    refused: bool,
+}
+
+impl Connection {
+    pub fn new(served: Arc<Served>, now: Instant) -> Connection {
+        let settings = served.cfg.http2.unwrap_or_default();
+        let limits = nghttp2::Limits {
+            max_streams: settings.max_streams,
+            max_header_list: MAX_HEAD_BYTES as u32,
+            // nghttp2's own Rapid Reset bound, kept above ours (which
+            // counts resets against finished streams, not time).
+            reset_burst: 1000,
+            reset_rate: 33,
+        };
+        let streams = Streams {
+            served,
+            map: HashMap::new(),
+            ready: Vec::new(),
+            events: VecDeque::new(),
+            plan: Plan::default(),
+            now,
+            stopping: false,
+            last_end: now,
+            finished: 0,
+            resets: 0,
+            stalled: false,
+            closing: None,
+        };
+        Connection {
+            engine: Session::new(streams, limits),
+            watch: watch::Watch::default(),
+            refused: false,
+        }
+    }
+
+    /// Takes the client's bytes and decides every request whose head they
+    /// completed. Err: the connection is broken (what nghttp2 had to say
+    /// about it is queued for `produce`).
+    pub fn receive(&mut self, bytes: &[u8], now: Instant) -> Result<(), nghttp2::Fatal> {
+        self.engine.handler().now = now;
+        if self.refused {
+            return Ok(());
+        }
+        let result = self.feed(bytes, now);
+        let ready = std::mem::take(&mut self.engine.handler().ready);
+        for &stream in &ready {
+            self.decide(stream);
+        }
+        let mut ready = ready;
+        ready.clear();
+        self.engine.handler().ready = ready;
+        let h = self.engine.handler();
+        if h.resets > RESET_ALLOWANCE && h.resets > 2 * h.finished && h.closing.is_none() {
+            h.closing = Some(now + h.served.cfg.shutdown_grace);
+            self.engine.terminate(code::ENHANCE_YOUR_CALM);
+        }
+        result.map(|_| ())
+    }
+
+    /// Hands the client's bytes to nghttp2 through the watch (see
+    /// `watch`): a WINDOW_UPDATE that would overflow a stream's window
+    /// resets that stream; a connection error found ends the connection.
+    fn feed(&mut self, bytes: &[u8], now: Instant) -> Result<(), nghttp2::Fatal> {
+        let mut rest = bytes;
+        while !rest.is_empty() || self.watch.has_error() {
+            let (n, step) = self.watch.next(rest);
+            rest = &rest[n..];
+            match step {
+                watch::Step::Feed(bytes) => {
+                    self.engine.receive(bytes)?;
+                }
+                watch::Step::Header(header) => {
+                    self.engine.receive(&header)?;
+                }
+                watch::Step::Held => {}
+                watch::Step::WindowUpdate {
+                    frame,
+                    stream,
+                    increment,
+                } => {
+                    let window = self.engine.send_window(stream);
+                    if window.is_some_and(|w| i64::from(w) + i64::from(increment) > i32::MAX as i64) {
+                        self.engine.reset(stream, code::FLOW_CONTROL_ERROR);
+                    } else {
+                        self.engine.receive(&frame)?;
+                    }
+                }
+                watch::Step::Error(code) => {
+                    self.refused = true;
+                    let h = self.engine.handler();
+                    h.closing = Some(now + h.served.cfg.shutdown_grace.min(LAST_WORDS));
+                    self.engine.terminate(code);
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts every frame nghttp2 has to send into the plan, up to a turn's
+    /// worth; the transport writes it whole before the next turn.
+    pub fn produce(&mut self, now: Instant) -> Result<(), nghttp2::Fatal> {
+        self.engine.handler().now = now;
+        self.engine.send()
+    }
+
+    /// The turn's output (see `produce`); `plan_mut().clear()` once
+    /// written.
+    pub fn plan_mut(&mut self) -> &mut Plan {
+        &mut self.engine.handler().plan
+    }
+
+    /// Whether the connection is over: nghttp2 wants neither to read nor
+    /// to write, and nothing is left to write.
+    pub fn is_done(&mut self) -> bool {
+        let idle = !self.engine.wants_read() && !self.engine.wants_write();
+        idle && self.engine.handler().plan.is_empty()
+    }
+
+    /// Whether `produce` has something to give.
+    pub fn wants_write(&self) -> bool {
+        self.engine.wants_write()
+    }
+
+    pub fn next_event(&mut self) -> Option<Event> {
+        self.engine.handler().events.pop_front()
+    }
+
+    /// When `tick` has something to do: the idle timeout, a stream's send
+    /// deadline, or the end of the grace of a closing connection.
+    pub fn deadline(&mut self) -> Instant {
+        let h = self.engine.handler();
+        if let Some(at) = h.closing {
+            return at;
+        }
+        let keepalive = h.served.cfg.keepalive_timeout;
+        let waiting = h.map.values().filter_map(Stream::deadline).min();
+        match waiting {
+            Some(at) => at,
+            None if h.map.is_empty() => h.last_end + keepalive,
+            // Streams wait for their scripts: the exchange has deadlines.
+            None => h.now + keepalive,
+        }
+    }
+
+    /// Acts on the time: a stream whose client took nothing for the send
+    /// timeout (or slower than `--min-rate`) ends the connection, as an
+    /// HTTP/1.1 one would; so does the keep-alive timeout with no stream
+    /// open. Returns true once a closing connection's grace is over: close
+    /// the socket.
+    pub fn tick(&mut self, now: Instant) -> bool {
+        let h = self.engine.handler();
+        h.now = now;
+        if let Some(at) = h.closing {
+            return now >= at;
+        }
+        let stalled = h
+            .map
+            .iter()
+            .find(|(_, s)| s.deadline().is_some_and(|d| d <= now))
+            .map(|(&id, s)| (id, s.pace));
+        if let Some((id, pace)) = stalled {
+            if pace.is_some_and(|p| p.too_slow()) {
+                let rate = h.served.cfg.min_rate;
+                crate::complaint::complain(&h.served.client, Complaint::SlowResponse { rate });
+            }
+            h.stalled = true;
+            h.closing = Some(now + h.served.cfg.shutdown_grace.min(LAST_WORDS));
+            self.engine.reset(id, code::CANCEL);
+            self.engine.terminate(code::NO_ERROR);
+            return false;
+        }
+        let keepalive = h.served.cfg.keepalive_timeout;
+        if h.map.is_empty() && h.last_end + keepalive <= now {
+            // No stream open: nothing to let finish. A stream the client
+            // opened meanwhile is above the GOAWAY's last id: unprocessed,
+            // safe to retry (RFC 9113 §6.8).
+            h.closing = Some(now + h.served.cfg.shutdown_grace.min(LAST_WORDS));
+            self.engine.terminate(code::NO_ERROR);
+        }
+        false
+    }
+
+    /// A graceful stop: GOAWAY, the streams in flight finish within the
+    /// shutdown grace; with none, the connection ends at once.
+    pub fn stop(&mut self, now: Instant) {
+        let h = self.engine.handler();
+        if h.closing.is_some() {
+            return;
+        }
+        h.stopping = true;
+        let grace = h.served.cfg.shutdown_grace;
+        if h.map.is_empty() {
+            h.closing = Some(now + grace.min(LAST_WORDS));
+            self.engine.terminate(code::NO_ERROR);
+        } else {
+            h.closing = Some(now + grace);
+            self.engine.goaway(code::NO_ERROR);
+        }
+    }
+
+    /// Whether a stream waited out its send timeout (the connection is
+    /// closing for it).
+    pub fn stalled(&mut self) -> bool {
+        self.engine.handler().stalled
+    }
+
+    /// Whether no stream is open.
+    pub fn quiet(&mut self) -> bool {
+        self.engine.handler().map.is_empty()
+    }
+
+    /// Decides a request whose head is complete, and submits its answer.
+    fn decide(&mut self, id: i32) {
+        let h = self.engine.handler();
+        let Some(mut stream) = h.map.remove(&id) else {
+            return;
+        };
+        let served = Arc::clone(&h.served);
+        let stopping = h.stopping;
+        let (cfg, kind, client) = (&served.cfg, served.kind, &*served.client);
+        let head = std::mem::take(&mut stream.fields);
+        let sent = match stream.refused.take().map_or_else(|| fields::request(&head), Err) {
+            Ok(mut request) => {
+                if !stream.ended && request.framing == BodyFraming::None {
+                    // A body of unannounced length: what HTTP/1.1 says
+                    // with chunked coding (the CGI exchange reads it so).
+                    request.framing = BodyFraming::Chunked;
+                }
+                match session::answer(kind, &served.site, &request, stopping) {
+                    Answer::Send(response) => {
+                        session::sent(cfg, kind, client, Some(&request), response, Protocol::Http2)
+                    }
+                    Answer::Cgi(mut job) => {
+                        job.raw_head = fields::request_head(&request, &head);
+                        job.https = kind == Kind::Https;
+                        job.sockets = Some(served.sockets);
+                        stream.cgi = Some(CgiOut::default());
+                        let h = self.engine.handler();
+                        h.map.insert(id, stream);
+                        h.events.push_back(Event::Cgi { stream: id, job });
+                        return;
+                    }
+                }
+            }
+            Err(e) => session::sent(cfg, kind, client, None, respond::refuse(e), Protocol::Http2),
+        };
+        self.submit(id, stream, sent);
+    }
+
+    /// Submits `sent` on `stream`: HEADERS now, DATA as nghttp2 asks.
+    fn submit(&mut self, id: i32, mut stream: Stream, sent: Sent) {
+        let h = self.engine.handler();
+        let hsts = session::hsts(&h.served.cfg, h.served.kind);
+        let now = h.now;
+        let (timeout, rate) = (h.served.cfg.send_timeout, h.served.cfg.min_rate);
+        let Some(extra) = ResponseFields::new(&sent.response.head, hsts) else {
+            // A status HTTP/2 cannot carry (a script's).
+            self.engine.reset(id, code::INTERNAL_ERROR);
+            return;
+        };
+        let total: u64 = sent.response.body.iter().map(Chunk::size).sum();
+        let open = stream.cgi.is_some();
+        let body = total > 0 || (open && sent.response.head.framing != crate::http::head::Framing::Empty);
+        if self
+            .engine
+            .respond(id, extra.fields(&sent.response.head), body)
+            .is_err()
+        {
+            return;
+        }
+        stream.left = total;
+        if body {
+            // A script's output comes as it writes it: no rate, only the
+            // timeout without progress.
+            stream.pace = Some(Pace::new(now, timeout, if open { 0 } else { rate }));
+        }
+        if let Some(cgi) = &mut stream.cgi {
+            cgi.headed = true;
+            cgi.done |= !body;
+        }
+        stream.sent = Some(sent);
+        self.engine.handler().map.insert(id, stream);
+    }
+
+    /// A CGI stream's response head; its body follows with `cgi_data`.
+    pub fn cgi_head(&mut self, id: i32, sent: Sent) {
+        let Some(stream) = self.engine.handler().map.remove(&id) else {
+            return;
+        };
+        self.submit(id, stream, sent);
+    }
+
+    /// A whole response of ours for a CGI stream (a failure's, a local
+    /// redirect's), sent as any other.
+    pub fn cgi_whole(&mut self, id: i32, sent: Sent) {
+        let Some(mut stream) = self.engine.handler().map.remove(&id) else {
+            return;
+        };
+        stream.cgi = None;
+        self.submit(id, stream, sent);
+    }
+
+    /// More of a script's body for the client.
+    pub fn cgi_data(&mut self, id: i32, bytes: &[u8]) {
+        let h = self.engine.handler();
+        let now = h.now;
+        let Some(stream) = h.map.get_mut(&id) else {
+            return;
+        };
+        let Some(cgi) = &mut stream.cgi else { return };
+        if cgi.done {
+            // A head without a body (HEAD, 304): nothing more goes out.
+            return;
+        }
+        if cgi.queued() == 0 {
+            // The client is measured from when there is something to take.
+            if let Some(pace) = &mut stream.pace {
+                *pace = Pace::new(now, h.served.cfg.send_timeout, 0);
+            }
+        }
+        cgi.queue.extend_from_slice(bytes);
+        if std::mem::take(&mut stream.deferred) {
+            self.engine.resume(id);
+        }
+    }
+
+    /// The script is done: `complete`, its body ends the stream; else the
+    /// stream is reset, so the client cannot take a cut body for whole.
+    pub fn cgi_end(&mut self, id: i32, complete: bool) {
+        let h = self.engine.handler();
+        let Some(stream) = h.map.get_mut(&id) else {
+            return;
+        };
+        if !complete {
+            self.engine.reset(id, code::CANCEL);
+            return;
+        }
+        if let Some(cgi) = &mut stream.cgi {
+            cgi.done = true;
+        }
+        if std::mem::take(&mut stream.deferred) {
+            self.engine.resume(id);
+        }
+    }
+
+    /// The request body received for `id`'s script so far, and whether it
+    /// is all there; `consumed` gives its window back once the script took
+    /// it.
+    pub fn take_body(&mut self, id: i32, into: &mut Vec<u8>) -> bool {
+        let Some(stream) = self.engine.handler().map.get_mut(&id) else {
+            return true;
+        };
+        let Some(cgi) = &mut stream.cgi else { return true };
+        into.append(&mut cgi.body);
+        stream.ended
+    }
+
+    /// The script took `n` bytes of its request body.
+    pub fn consumed(&mut self, id: i32, n: usize) {
+        self.engine.consume(id, n);
+    }
+
+    /// Resets a CGI stream whose script failed after its head went out.
+    pub fn cancel(&mut self, id: i32) {
+        self.engine.reset(id, code::CANCEL);
+    }
+}
+
+/// One stream's state, as long as nghttp2 has it open.
+#[derive(Default)]
+struct Stream {
+    /// The request head while it arrives.
+    fields: Fields,
+    /// A head over the limits: answered with this error once complete.
+    refused: Option<crate::http::parse::ParseError>,
+    /// The client's side is closed (the request body, if any, is whole).
+    ended: bool,
+    /// The response going out: its body chunks, its log line.
+    sent: Option<Sent>,
+    /// Where the body's next frame starts: chunk, and bytes into it.
+    chunk: usize,
+    chunk_done: u64,
+    /// Body bytes still to frame (a script's: see `cgi`).
+    left: u64,
+    /// How long the client may take to take the body (see `pace`).
+    pace: Option<Pace>,
+    /// nghttp2 was told `Body::Later`: resume when there is more.
+    deferred: bool,
+    /// The client reset the stream.
+    reset: bool,
+    cgi: Option<CgiOut>,
+}
+
+impl Stream {
+    /// When the client must have taken more of the body: a static body's
+    /// until it is all framed, a script's while output waits for it.
+    fn deadline(&self) -> Option<Instant> {
+        let pace = self.pace.as_ref()?;
+        let waiting = match &self.cgi {
+            Some(cgi) => cgi.queued() > 0,
+            None => self.left > 0,
+        };
+        waiting.then(|| pace.deadline())
+    }
+}
+
+/// A CGI stream's side of the connection.
+#[derive(Default)]
+struct CgiOut {
+    /// The request body, not yet taken by the driver.
+    body: Vec<u8>,
+    /// Script output not yet framed, from `at` on.
+    queue: Vec<u8>,
+    at: usize,
+    /// The head went out.
+    headed: bool,
+    /// The script's body is complete.
+    done: bool,
+}
+
+impl CgiOut {
+    fn queued(&self) -> usize {
+        self.queue.len() - self.at
+    }
+}
+
+/// The streams of a connection, as nghttp2 calls back about them.
+struct Streams {
+    served: Arc<Served>,
+    map: HashMap<i32, Stream>,
+    /// Streams whose heads completed during this `receive`.
+    ready: Vec<i32>,
+    events: VecDeque<Event>,
+    plan: Plan,
+    now: Instant,
+    stopping: bool,
+    /// When the last stream ended, or the connection began.
+    last_end: Instant,
+    finished: usize,
+    resets: usize,
+    stalled: bool,
+    /// Set once the connection's last GOAWAY is queued: when to close.
+    closing: Option<Instant>,
+}
+
+impl nghttp2::Handler for Streams {
+    fn begin(&mut self, stream: i32) {
+        self.map.insert(stream, Stream::default());
+    }
+
+    fn field(&mut self, stream: i32, name: &[u8], value: &[u8]) -> Result<(), u32> {
+        let Some(s) = self.map.get_mut(&stream) else {
+            return Ok(());
+        };
+        if s.refused.is_none() {
+            if let Err(e) = s.fields.push(name, value) {
+                // Answered 431 once the head ends, as HTTP/1.1 would;
+                // nghttp2 bounds how long that may take (CONTINUATIONs).
+                s.refused = Some(e);
+                s.fields = Fields::default();
+            }
+        }
+        Ok(())
+    }
+
+    fn data(&mut self, stream: i32, bytes: &[u8]) -> usize {
+        match self.map.get_mut(&stream).and_then(|s| s.cgi.as_mut()) {
+            Some(cgi) => {
+                let was_empty = cgi.body.is_empty();
+                cgi.body.extend_from_slice(bytes);
+                if was_empty {
+                    self.events.push_back(Event::Body(stream));
+                }
+                // Given back as the script takes it (`consumed`).
+                0
+            }
+            // Nothing reads it: its window goes back at once.
+            _ => bytes.len(),
+        }
+    }
+
+    fn frame(&mut self, frame: Frame) {
+        match frame {
+            Frame::Head { stream, end } => {
+                if let Some(s) = self.map.get_mut(&stream) {
+                    s.ended = end;
+                    self.ready.push(stream);
+                }
+            }
+            Frame::Data { stream, end: true } | Frame::Trailers { stream } => {
+                if let Some(s) = self.map.get_mut(&stream) {
+                    s.ended = true;
+                    if s.cgi.is_some() {
+                        self.events.push_back(Event::Body(stream));
+                    }
+                }
+            }
+            Frame::Reset { stream, .. } => {
+                if let Some(s) = self.map.get_mut(&stream) {
+                    s.reset = true;
+                }
+            }
+            Frame::Data { .. } | Frame::Other => {}
+        }
+    }
+
+    fn closed(&mut self, stream: i32, _code: u32) {
+        let Some(s) = self.map.remove(&stream) else {
+            return;
+        };
+        self.last_end = self.now;
+        if s.reset {
+            self.resets += 1;
+        } else {
+            self.finished += 1;
+        }
+        if s.cgi.is_some() {
+            self.events.push_back(Event::Gone(stream));
+        }
+        // Dropping `s` writes the stream's log line.
+    }
+
+    fn body(&mut self, stream: i32, max: usize) -> Body {
+        let Some(s) = self.map.get_mut(&stream) else {
+            return Body::Fail;
+        };
+        if let Some(cgi) = &s.cgi {
+            let n = cgi.queued().min(max);
+            if n == 0 && !cgi.done {
+                s.deferred = true;
+                return Body::Later;
+            }
+            return Body::Ready {
+                len: n,
+                last: cgi.done && n == cgi.queued(),
+            };
+        }
+        let Some(sent) = &s.sent else {
+            return Body::Fail;
+        };
+        let Some(chunk) = sent.response.body.get(s.chunk) else {
+            return Body::Ready { len: 0, last: true };
+        };
+        let n = (chunk.size() - s.chunk_done).min(max as u64).min(s.left);
+        Body::Ready {
+            len: n as usize,
+            last: n == s.left,
+        }
+    }
+
+    fn send_body(&mut self, stream: i32, header: &[u8], len: usize) -> Flow {
+        self.plan.push(header);
+        let now = self.now;
+        let Some(s) = self.map.get_mut(&stream) else {
+            return Flow::More;
+        };
+        if let Some(pace) = &mut s.pace {
+            pace.progress(now, len as u64);
+        }
+        if let Some(cgi) = &mut s.cgi {
+            self.plan.push(&cgi.queue[cgi.at..cgi.at + len]);
+            cgi.at += len;
+            if cgi.at == cgi.queue.len() {
+                cgi.queue.clear();
+                cgi.at = 0;
+            }
+            if let Some(sent) = &mut s.sent {
+                sent.written += len as u64;
+            }
+            self.events.push_back(Event::Sent { stream, bytes: len });
+        } else if let Some(sent) = &mut s.sent {
+            let mut left = len as u64;
+            while left > 0 {
+                let Some(chunk) = sent.response.body.get(s.chunk) else {
+                    break;
+                };
+                let n = (chunk.size() - s.chunk_done).min(left);
+                match chunk {
+                    Chunk::File { file, offset, .. } => {
+                        self.plan.file(file, offset + s.chunk_done, n);
+                    }
+                    memory => {
+                        let bytes = memory.memory().unwrap_or_default();
+                        let at = s.chunk_done as usize;
+                        self.plan.push(&bytes[at..at + n as usize]);
+                    }
+                }
+                s.chunk_done += n;
+                if s.chunk_done == chunk.size() {
+                    s.chunk += 1;
+                    s.chunk_done = 0;
+                }
+                left -= n;
+            }
+            s.left -= len as u64 - left;
+            sent.written += len as u64 - left;
+        }
+        match self.plan.full() {
+            true => Flow::Full,
+            false => Flow::More,
+        }
+    }
+
+    fn output(&mut self, bytes: &[u8]) -> Flow {
+        self.plan.push(bytes);
+        match self.plan.full() {
+            true => Flow::Full,
+            false => Flow::More,
+        }
+    }
+}
