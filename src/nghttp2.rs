@@ -83,8 +83,9 @@ pub enum Flow {
 /// What a connection's streams are: nghttp2 calls these during `receive`
 /// and `send`.
 pub trait Handler {
-    /// A client opened `stream` with a request head.
-    fn begin(&mut self, stream: i32);
+    /// A client opened `stream` with a request head; Err(code) refuses it
+    /// (RST_STREAM with the code).
+    fn begin(&mut self, stream: i32) -> Result<(), u32>;
     /// One field of the head (pseudo-fields first, as nghttp2 checked
     /// them); Err(code) resets the stream with that code.
     fn field(&mut self, stream: i32, name: &[u8], value: &[u8]) -> Result<(), u32>;
@@ -108,7 +109,13 @@ pub trait Handler {
 /// The limits a session is made with.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
+    /// SETTINGS_MAX_CONCURRENT_STREAMS as the client is told it. nghttp2
+    /// answers a stream over its own limit with a connection error, where
+    /// RFC 9113 §5.1.2 wants the stream refused; so nghttp2 is given
+    /// `hard_streams` (higher) and the handler refuses streams over
+    /// `max_streams` itself (`Handler::begin`).
     pub max_streams: u32,
+    pub hard_streams: u32,
     /// Advertised as SETTINGS_MAX_HEADER_LIST_SIZE (the handler holds
     /// heads to it: nghttp2 does not).
     pub max_header_list: u32,
@@ -129,6 +136,9 @@ pub struct Session<H: Handler> {
     handler: NonNull<H>,
     /// Fields of the response being submitted, reused.
     nv: Vec<sys::nghttp2_nv>,
+    /// Until the first SETTINGS goes out: the stream limit nghttp2 has
+    /// (`Limits::hard_streams`) and the one the frame is to say.
+    advertise: Option<(u32, u32)>,
 }
 
 // SAFETY: the session and its handler are owned by this value alone and
@@ -176,6 +186,7 @@ impl<H: Handler> Session<H> {
             raw: NonNull::new(raw).expect("nghttp2 session"),
             handler,
             nv: Vec::with_capacity(16),
+            advertise: Some((limits.hard_streams, limits.max_streams)),
         };
         session.settings(limits);
         session
@@ -185,7 +196,7 @@ impl<H: Handler> Session<H> {
         let entries = [
             sys::nghttp2_settings_entry {
                 settings_id: sys::NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS as i32,
-                value: limits.max_streams,
+                value: limits.hard_streams,
             },
             sys::nghttp2_settings_entry {
                 settings_id: sys::NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE as i32,
@@ -216,7 +227,9 @@ impl<H: Handler> Session<H> {
     pub fn receive(&mut self, bytes: &[u8]) -> Result<usize, Fatal> {
         // SAFETY: `bytes` is valid for the call; callbacks see the handler
         // through user_data only.
-        let n = unsafe { sys::nghttp2_session_mem_recv2(self.raw.as_ptr(), bytes.as_ptr(), bytes.len()) };
+        let n = unsafe {
+            sys::nghttp2_session_mem_recv2(self.raw.as_ptr(), bytes.as_ptr(), bytes.len())
+        };
         if n < 0 {
             return Err(Fatal(n as i32));
         }
@@ -242,7 +255,15 @@ impl<H: Handler> Session<H> {
             // SAFETY: nghttp2 gave `n` bytes at `data`, valid until the
             // next call into it.
             let bytes = unsafe { std::slice::from_raw_parts(data, n as usize) };
-            if self.handler().output(bytes) == Flow::Full {
+            let flow = match self.advertise.take() {
+                Some(limits) => {
+                    let mut frame = bytes.to_vec();
+                    advertise(&mut frame, limits);
+                    self.handler().output(&frame)
+                }
+                None => self.handler().output(bytes),
+            };
+            if flow == Flow::Full {
                 return Ok(());
             }
         }
@@ -268,10 +289,16 @@ impl<H: Handler> Session<H> {
             });
         }
         let provider = sys::nghttp2_data_provider2 {
-            source: sys::nghttp2_data_source { ptr: ptr::null_mut() },
+            source: sys::nghttp2_data_source {
+                ptr: ptr::null_mut(),
+            },
             read_callback: Some(read_body::<H>),
         };
-        let provider = if body { &provider as *const _ } else { ptr::null() };
+        let provider = if body {
+            &provider as *const _
+        } else {
+            ptr::null()
+        };
         // SAFETY: nghttp2 copies the fields (no NO_COPY flags) and the
         // provider during the call; the borrowed slices outlive it.
         let rv = unsafe {
@@ -300,7 +327,12 @@ impl<H: Handler> Session<H> {
     pub fn reset(&mut self, stream: i32, code: u32) {
         // SAFETY: plain call.
         unsafe {
-            sys::nghttp2_submit_rst_stream(self.raw.as_ptr(), sys::NGHTTP2_FLAG_NONE as u8, stream, code)
+            sys::nghttp2_submit_rst_stream(
+                self.raw.as_ptr(),
+                sys::NGHTTP2_FLAG_NONE as u8,
+                stream,
+                code,
+            )
         };
     }
 
@@ -348,7 +380,10 @@ impl<H: Handler> Session<H> {
             if sys::nghttp2_session_find_stream(self.raw.as_ptr(), stream).is_null() {
                 return None;
             }
-            Some(sys::nghttp2_session_get_stream_remote_window_size(self.raw.as_ptr(), stream))
+            Some(sys::nghttp2_session_get_stream_remote_window_size(
+                self.raw.as_ptr(),
+                stream,
+            ))
         }
     }
 
@@ -379,6 +414,21 @@ impl<H: Handler> Drop for Session<H> {
     }
 }
 
+/// Rewrites the value of SETTINGS_MAX_CONCURRENT_STREAMS in a SETTINGS
+/// frame from `hard` to `told` (see `Limits::max_streams`).
+fn advertise(frame: &mut [u8], (hard, told): (u32, u32)) {
+    if frame.len() < 9 || u32::from(frame[3]) != sys::NGHTTP2_SETTINGS {
+        return;
+    }
+    for entry in frame[9..].chunks_exact_mut(6) {
+        let id = u16::from_be_bytes([entry[0], entry[1]]);
+        let value = u32::from_be_bytes([entry[2], entry[3], entry[4], entry[5]]);
+        if u32::from(id) == sys::NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS && value == hard {
+            entry[2..6].copy_from_slice(&told.to_be_bytes());
+        }
+    }
+}
+
 /// Runs a callback's body with the handler, never unwinding into C.
 ///
 /// # Safety
@@ -401,20 +451,32 @@ unsafe fn set_callbacks<H: Handler>(cb: *mut sys::nghttp2_session_callbacks) {
 }
 
 unsafe extern "C" fn on_begin_headers<H: Handler>(
-    _session: *mut sys::nghttp2_session,
+    session: *mut sys::nghttp2_session,
     frame: *const sys::nghttp2_frame,
     user_data: *mut c_void,
 ) -> c_int {
     let hd = (*frame).hd;
-    if u32::from(hd.type_) == sys::NGHTTP2_HEADERS
-        && (*frame).headers.cat == sys::NGHTTP2_HCAT_REQUEST
+    if u32::from(hd.type_) != sys::NGHTTP2_HEADERS
+        || (*frame).headers.cat != sys::NGHTTP2_HCAT_REQUEST
     {
-        return with::<H, _>(user_data, FAILURE, |h| {
-            h.begin(hd.stream_id);
-            0
-        });
+        return 0;
     }
-    0
+    match with::<H, _>(user_data, Err(code::INTERNAL_ERROR), |h| {
+        h.begin(hd.stream_id)
+    }) {
+        Ok(()) => 0,
+        Err(code) => {
+            // The header block is still decoded (HPACK's table stays in
+            // step); its fields are not passed on.
+            sys::nghttp2_submit_rst_stream(
+                session,
+                sys::NGHTTP2_FLAG_NONE as u8,
+                hd.stream_id,
+                code,
+            );
+            sys::NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE
+        }
+    }
 }
 
 unsafe extern "C" fn on_header<H: Handler>(
@@ -430,7 +492,9 @@ unsafe extern "C" fn on_header<H: Handler>(
     let stream = (*frame).hd.stream_id;
     let name = std::slice::from_raw_parts(name, namelen);
     let value = std::slice::from_raw_parts(value, valuelen);
-    match with::<H, _>(user_data, Err(code::INTERNAL_ERROR), |h| h.field(stream, name, value)) {
+    match with::<H, _>(user_data, Err(code::INTERNAL_ERROR), |h| {
+        h.field(stream, name, value)
+    }) {
         Ok(()) => 0,
         Err(code) => {
             sys::nghttp2_submit_rst_stream(session, sys::NGHTTP2_FLAG_NONE as u8, stream, code);

@@ -85,6 +85,13 @@ impl Connection {
         let settings = served.cfg.http2.unwrap_or_default();
         let limits = nghttp2::Limits {
             max_streams: settings.max_streams,
+            // Room for a client that opens streams faster than they
+            // close, refused one by one, before nghttp2 ends the
+            // connection.
+            hard_streams: settings
+                .max_streams
+                .saturating_mul(2)
+                .max(settings.max_streams.saturating_add(100)),
             max_header_list: MAX_HEAD_BYTES as u32,
             // nghttp2's own Rapid Reset bound, kept above ours (which
             // counts resets against finished streams, not time).
@@ -92,6 +99,7 @@ impl Connection {
             reset_rate: 33,
         };
         let streams = Streams {
+            max_streams: settings.max_streams as usize,
             served,
             map: HashMap::new(),
             ready: Vec::new(),
@@ -158,7 +166,8 @@ impl Connection {
                     increment,
                 } => {
                     let window = self.engine.send_window(stream);
-                    if window.is_some_and(|w| i64::from(w) + i64::from(increment) > i32::MAX as i64) {
+                    if window.is_some_and(|w| i64::from(w) + i64::from(increment) > i32::MAX as i64)
+                    {
                         self.engine.reset(stream, code::FLOW_CONTROL_ERROR);
                     } else {
                         self.engine.receive(&frame)?;
@@ -187,6 +196,17 @@ impl Connection {
     /// written.
     pub fn plan_mut(&mut self) -> &mut Plan {
         &mut self.engine.handler().plan
+    }
+
+    /// The transport failed after writing the plan up to `written`: the
+    /// body bytes beyond it never went out, and the log lines say so.
+    pub fn unsent(&mut self, written: u64) {
+        let h = self.engine.handler();
+        for (stream, n) in h.plan.unsent(written) {
+            if let Some(sent) = h.map.get_mut(&stream).and_then(|s| s.sent.as_mut()) {
+                sent.written = sent.written.saturating_sub(n);
+            }
+        }
     }
 
     /// Whether the connection is over: nghttp2 wants neither to read nor
@@ -299,7 +319,11 @@ impl Connection {
         let stopping = h.stopping;
         let (cfg, kind, client) = (&served.cfg, served.kind, &*served.client);
         let head = std::mem::take(&mut stream.fields);
-        let sent = match stream.refused.take().map_or_else(|| fields::request(&head), Err) {
+        let sent = match stream
+            .refused
+            .take()
+            .map_or_else(|| fields::request(&head), Err)
+        {
             Ok(mut request) => {
                 if !stream.ended && request.framing == BodyFraming::None {
                     // A body of unannounced length: what HTTP/1.1 says
@@ -340,7 +364,8 @@ impl Connection {
         };
         let total: u64 = sent.response.body.iter().map(Chunk::size).sum();
         let open = stream.cgi.is_some();
-        let body = total > 0 || (open && sent.response.head.framing != crate::http::head::Framing::Empty);
+        let body =
+            total > 0 || (open && sent.response.head.framing != crate::http::head::Framing::Empty);
         if self
             .engine
             .respond(id, extra.fields(&sent.response.head), body)
@@ -430,7 +455,9 @@ impl Connection {
         let Some(stream) = self.engine.handler().map.get_mut(&id) else {
             return true;
         };
-        let Some(cgi) = &mut stream.cgi else { return true };
+        let Some(cgi) = &mut stream.cgi else {
+            return true;
+        };
         into.append(&mut cgi.body);
         stream.ended
     }
@@ -507,6 +534,8 @@ impl CgiOut {
 /// The streams of a connection, as nghttp2 calls back about them.
 struct Streams {
     served: Arc<Served>,
+    /// --h2-max-streams: more open at once are refused.
+    max_streams: usize,
     map: HashMap<i32, Stream>,
     /// Streams whose heads completed during this `receive`.
     ready: Vec<i32>,
@@ -524,8 +553,12 @@ struct Streams {
 }
 
 impl nghttp2::Handler for Streams {
-    fn begin(&mut self, stream: i32) {
+    fn begin(&mut self, stream: i32) -> Result<(), u32> {
+        if self.map.len() >= self.max_streams {
+            return Err(code::REFUSED_STREAM);
+        }
         self.map.insert(stream, Stream::default());
+        Ok(())
     }
 
     fn field(&mut self, stream: i32, name: &[u8], value: &[u8]) -> Result<(), u32> {
@@ -639,6 +672,7 @@ impl nghttp2::Handler for Streams {
         }
         if let Some(cgi) = &mut s.cgi {
             self.plan.push(&cgi.queue[cgi.at..cgi.at + len]);
+            self.plan.data_frame(stream, len as u64);
             cgi.at += len;
             if cgi.at == cgi.queue.len() {
                 cgi.queue.clear();
@@ -674,6 +708,7 @@ impl nghttp2::Handler for Streams {
             }
             s.left -= len as u64 - left;
             sent.written += len as u64 - left;
+            self.plan.data_frame(stream, len as u64 - left);
         }
         match self.plan.full() {
             true => Flow::Full,

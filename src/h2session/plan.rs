@@ -26,6 +26,9 @@ pub struct Plan {
     /// File payloads, in order of `at`.
     pub files: Vec<FilePart>,
     file_bytes: u64,
+    /// Each DATA payload's stream, length, and where it ends among all
+    /// the plan's bytes: what did not go out if the connection fails.
+    pub data: Vec<(i32, u64, u64)>,
 }
 
 /// A turn stops taking frames past this many bytes (a few DATA frames per
@@ -52,6 +55,20 @@ impl Plan {
         self.file_bytes += len;
     }
 
+    /// Notes that the last `len` bytes added were a DATA payload of
+    /// `stream`.
+    pub fn data_frame(&mut self, stream: i32, len: u64) {
+        self.data.push((stream, len, self.len()));
+    }
+
+    /// The body bytes of each stream the plan holds beyond `written`.
+    pub fn unsent(&self, written: u64) -> impl Iterator<Item = (i32, u64)> + '_ {
+        self.data
+            .iter()
+            .filter(move |(_, _, end)| *end > written)
+            .map(move |&(stream, len, end)| (stream, len.min(end - written)))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty() && self.files.is_empty()
     }
@@ -70,6 +87,7 @@ impl Plan {
     pub fn clear(&mut self) {
         pool::give(&pool::HEADS, std::mem::take(&mut self.bytes));
         self.files.clear();
+        self.data.clear();
         self.file_bytes = 0;
     }
 }
@@ -84,7 +102,11 @@ mod tests {
         let mut plan = Plan::default();
         plan.push(b"123456789");
         plan.file(&file, 10, 5);
+        plan.data_frame(1, 5);
         plan.push(b"abc");
+        plan.data_frame(3, 3);
+        assert_eq!(plan.unsent(10).collect::<Vec<_>>(), [(1, 4), (3, 3)]);
+        assert_eq!(plan.unsent(15).collect::<Vec<_>>(), [(3, 2)]);
         assert_eq!(plan.files[0].at, 9);
         assert_eq!(plan.len(), 17);
         assert!(!plan.full());

@@ -321,8 +321,8 @@ impl Watch {
 
 /// A PRIORITY frame whose stream depends on itself (RFC 9113 §5.3.1).
 fn priority_error(p: &Priority) -> Option<u32> {
-    let dependency = u32::from_be_bytes([p.payload[0], p.payload[1], p.payload[2], p.payload[3]])
-        & 0x7fff_ffff;
+    let dependency =
+        u32::from_be_bytes([p.payload[0], p.payload[1], p.payload[2], p.payload[3]]) & 0x7fff_ffff;
     (dependency == p.stream).then_some(code::PROTOCOL_ERROR)
 }
 
@@ -376,7 +376,11 @@ mod tests {
                 Step::Feed(bytes) => fed.extend(bytes),
                 Step::Header(h) => fed.extend(h),
                 Step::Held => {}
-                Step::WindowUpdate { frame, stream, increment } => {
+                Step::WindowUpdate {
+                    frame,
+                    stream,
+                    increment,
+                } => {
                     fed.extend(frame);
                     last = Some(format!("wu {stream} {increment}"));
                 }
@@ -431,7 +435,10 @@ mod tests {
         assert_eq!(run(&mut w, &own[..11]).1, None);
         assert_eq!(run(&mut w, &own[11..]).1.as_deref(), Some("error 1"));
         let mut w = opened();
-        assert_eq!(run(&mut w, &frame(PRIORITY, 0, 3, &[0, 0, 0, 1, 16])).1, None);
+        assert_eq!(
+            run(&mut w, &frame(PRIORITY, 0, 3, &[0, 0, 0, 1, 16])).1,
+            None
+        );
     }
 
     #[test]
@@ -443,7 +450,10 @@ mod tests {
         assert_eq!(run(&mut w, &bytes), (first, Some("error 1".into())));
         let mut w = opened();
         assert_eq!(run(&mut w, &frame(HEADERS, 0x5, 1, b"x")).1, None);
-        assert_eq!(run(&mut w, &frame(DATA, 0x1, 1, b"late")).1.as_deref(), Some("error 5"));
+        assert_eq!(
+            run(&mut w, &frame(DATA, 0x1, 1, b"late")).1.as_deref(),
+            Some("error 5")
+        );
         // Reset by the client, then DATA.
         let mut w = opened();
         assert_eq!(run(&mut w, &frame(HEADERS, 0x4, 1, b"x")).1, None);

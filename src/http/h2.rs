@@ -245,7 +245,11 @@ impl ResponseFields {
         let theirs = head
             .spans()
             .map(move |(n, v)| (&text[n], &text[v]))
-            .filter(|(n, _)| !CONNECTION_SPECIFIC.iter().any(|c| c.eq_ignore_ascii_case(n)))
+            .filter(|(n, _)| {
+                !CONNECTION_SPECIFIC
+                    .iter()
+                    .any(|c| c.eq_ignore_ascii_case(n))
+            })
             .map(|(n, v)| (n.as_bytes(), v.as_bytes()));
         let length = self
             .length
@@ -321,7 +325,11 @@ mod tests {
                 )
             })
             .collect();
-        let get = |name: &str| list.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+        let get = |name: &str| {
+            list.iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        };
         assert_eq!(list[0], (":status".to_string(), "404".to_string()));
         assert_eq!(get("connection"), None);
         assert_eq!(get("x-custom"), Some("A"));

@@ -116,7 +116,10 @@ mod tests {
         };
         let mut p = Prelude::new(&cfg, Kind::Https);
         if cfg!(feature = "http2") {
-            assert_eq!(p.next(b"INVALID CONNECTION PREFACE\r\n\r\n", true), Next::Http2);
+            assert_eq!(
+                p.next(b"INVALID CONNECTION PREFACE\r\n\r\n", true),
+                Next::Http2
+            );
         }
         assert_eq!(p.next(b"", true), Next::Http1);
     }
@@ -149,7 +152,10 @@ mod tests {
         let mut p = prelude(false, true);
         assert_eq!(p.next_clear(b""), Next::Http1, "the session reads first");
         assert_eq!(p.next_clear(b"PRI * HT"), Next::Read);
-        assert_eq!(p.next_clear(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0"), Next::Http2);
+        assert_eq!(
+            p.next_clear(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0"),
+            Next::Http2
+        );
         assert_eq!(p.next_clear(b"PRI / HTTP/1.1\r\n"), Next::Http1);
         // Decided once: a later request that looks like the preface is HTTP/1.1's.
         assert_eq!(p.next_clear(PREFACE), Next::Http1);

@@ -206,7 +206,6 @@ impl<'a> ResponseWriter<'a> {
             self.chunk_done = 0;
         }
     }
-
 }
 
 impl FileSender {

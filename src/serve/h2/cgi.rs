@@ -33,7 +33,9 @@ pub(super) enum FromScript {
     Head(Box<Sent>),
     Data(Vec<u8>),
     /// The body is over: whole, or cut (the stream is reset).
-    End { complete: bool },
+    End {
+        complete: bool,
+    },
     /// A whole response of ours instead (a failure's, a local redirect's).
     Whole(Box<Sent>),
     /// The script took this much of the request body.
@@ -94,7 +96,9 @@ impl Scripts {
                 };
                 let ended = conn.take_body(stream, &mut self.body);
                 if !self.body.is_empty() {
-                    let _ = link.body.send(ToScript::Body(std::mem::take(&mut self.body)));
+                    let _ = link
+                        .body
+                        .send(ToScript::Body(std::mem::take(&mut self.body)));
                 }
                 if ended && !link.ended {
                     link.ended = true;

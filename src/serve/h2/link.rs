@@ -64,10 +64,9 @@ impl<R: Ready> Link for FdLink<R> {
         // session tickets) go out before the next wait, if they can now.
         let _ = wire.out(ready.output(), ready.socket()).flush();
         let fd = ready.input();
-        let got = std::future::poll_fn(|cx| {
-            ready.poll_io(cx, Interest::READABLE, || wire.read(fd, buf))
-        })
-        .await;
+        let got =
+            std::future::poll_fn(|cx| ready.poll_io(cx, Interest::READABLE, || wire.read(fd, buf)))
+                .await;
         match got {
             Ok(Got::Bytes) => Ok(true),
             Ok(Got::Closed) => Ok(false),
@@ -88,6 +87,7 @@ impl<R: Ready> Link for FdLink<R> {
         std::future::poll_fn(|cx| {
             ready.poll_io(cx, Interest::WRITABLE, || {
                 let mut out = wire.out(fd, socket);
+                let start = at;
                 let mut at = at;
                 // As much as the descriptor takes now; WouldBlock only when
                 // it took nothing.
@@ -99,7 +99,7 @@ impl<R: Ready> Link for FdLink<R> {
                     match write_some(&mut out, files, plan, at) {
                         Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
                         Ok(n) => at += n as u64,
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock && at > 0 => {
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock && at > start => {
                             return Ok(at)
                         }
                         Err(e) => return Err(e),

@@ -18,13 +18,13 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncWrite, Interest};
 
-pub use crate::h2session::PREFACE;
 pub(crate) use crate::h2session::Served;
+pub use crate::h2session::PREFACE;
 pub(crate) use io::Ready;
 pub(crate) use link::{FdLink, IoLink, Link};
 
 use crate::config::Config;
-use crate::h2session::Connection;
+use crate::h2session::{Connection, Plan};
 use crate::pool;
 use crate::session::Kind;
 use crate::site::Site;
@@ -49,12 +49,12 @@ pub(crate) async fn serve(mut link: impl Link, served: Served, stop: impl Future
         if !conn.plan_mut().is_empty() {
             let plan = std::mem::take(conn.plan_mut());
             let written = write_plan(&mut link, &plan, &cfg).await;
-            let mut plan = plan;
-            plan.clear();
             *conn.plan_mut() = plan;
-            if written.is_err() {
+            if let Err(at) = written {
+                conn.unsent(at);
                 break;
             }
+            conn.plan_mut().clear();
             while let Some(event) = conn.next_event() {
                 scripts.event(event, &mut conn);
             }
@@ -110,14 +110,13 @@ pub(crate) async fn serve(mut link: impl Link, served: Served, stop: impl Future
 }
 
 /// Writes a turn's plan whole; a client that takes nothing of it for the
-/// send timeout is given up on.
-async fn write_plan(link: &mut impl Link, plan: &crate::h2session::Plan, cfg: &Config) -> std::io::Result<()> {
+/// send timeout is given up on. Err: how far it went.
+async fn write_plan(link: &mut impl Link, plan: &Plan, cfg: &Config) -> Result<(), u64> {
     let mut at = 0;
     while at < plan.len() {
         match tokio::time::timeout(cfg.send_timeout, link.write(plan, at)).await {
             Ok(Ok(next)) => at = next,
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(std::io::ErrorKind::TimedOut.into()),
+            Ok(Err(_)) | Err(_) => return Err(at),
         }
     }
     Ok(())
