@@ -23,6 +23,10 @@
 //! - A panic never unwinds into C: every callback catches it and fails the
 //!   session (NGHTTP2_ERR_CALLBACK_FAILURE), so `receive` or `send` returns
 //!   an error and the connection closes.
+//! - nghttp2 allocates through Rust's global allocator (`MEM`), each
+//!   block headed by its size, so that `free` and `realloc` can give
+//!   `dealloc` the layout `alloc` was given (and tests/allocations.rs sees
+//!   nghttp2's allocations too).
 //! - `submit_*` copy what they are given (nghttp2 copies the fields of a
 //!   response it is handed): nothing borrowed outlives the call.
 
@@ -171,11 +175,14 @@ impl<H: Handler> Session<H> {
                 limits.reset_burst,
                 limits.reset_rate,
             );
-            let made = sys::nghttp2_session_server_new2(
+            let mut mem = MEM;
+            // nghttp2 copies `mem` into the session.
+            let made = sys::nghttp2_session_server_new3(
                 &mut raw,
                 callbacks,
                 handler.as_ptr().cast(),
                 option,
+                &mut mem,
             );
             sys::nghttp2_option_del(option);
             sys::nghttp2_session_callbacks_del(callbacks);
@@ -412,6 +419,166 @@ impl<H: Handler> Drop for Session<H> {
             drop(Box::from_raw(self.handler.as_ptr()));
         }
     }
+}
+
+/// nghttp2's allocator: Rust's global one, each block headed by its size.
+const MEM: sys::nghttp2_mem = sys::nghttp2_mem {
+    mem_user_data: ptr::null_mut(),
+    malloc: Some(mem_malloc),
+    free: Some(mem_free),
+    calloc: Some(mem_calloc),
+    realloc: Some(mem_realloc),
+};
+
+/// The size header; 16 keeps the blocks aligned as malloc's are.
+const HEADER: usize = 16;
+
+fn layout(total: usize) -> Option<std::alloc::Layout> {
+    std::alloc::Layout::from_size_align(total, HEADER).ok()
+}
+
+/// Blocks up to this size (header included) are kept on a per-thread free
+/// list by size class once freed, so that a warm thread's streams allocate
+/// nothing: nghttp2 makes a handful of small allocations per stream.
+const CLASSES: [usize; 4] = [64, 128, 256, 512];
+/// Free blocks kept per class and thread.
+const KEPT: usize = 256;
+
+/// Free blocks by class (see `CLASSES`), each `CLASSES[i]` bytes with
+/// alignment `HEADER`.
+struct Spare([Vec<NonNull<u8>>; 4]);
+
+impl Drop for Spare {
+    fn drop(&mut self) {
+        for (class, blocks) in CLASSES.iter().zip(&mut self.0) {
+            for block in blocks.drain(..) {
+                if let Some(layout) = layout(*class) {
+                    // SAFETY: every kept block was allocated with this
+                    // class's layout and is owned by the list alone.
+                    unsafe { std::alloc::dealloc(block.as_ptr(), layout) };
+                }
+            }
+        }
+    }
+}
+
+thread_local! {
+    static SPARE: std::cell::RefCell<Spare> =
+        const { std::cell::RefCell::new(Spare([Vec::new(), Vec::new(), Vec::new(), Vec::new()])) };
+}
+
+/// The size a block of `total` bytes is allocated with.
+fn rounded(total: usize) -> usize {
+    CLASSES
+        .iter()
+        .copied()
+        .find(|&c| total <= c)
+        .unwrap_or(total)
+}
+
+unsafe extern "C" fn mem_malloc(size: usize, _: *mut c_void) -> *mut c_void {
+    let Some(total) = size.checked_add(HEADER).map(rounded) else {
+        return ptr::null_mut();
+    };
+    let class = CLASSES.iter().position(|&c| c == total);
+    let kept = class.and_then(|i| {
+        SPARE
+            .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.0[i].pop()))
+            .ok()
+            .flatten()
+    });
+    let base = match kept {
+        Some(block) => block.as_ptr(),
+        None => {
+            let Some(layout) = layout(total) else {
+                return ptr::null_mut();
+            };
+            // SAFETY: the layout is non-zero in size.
+            std::alloc::alloc(layout)
+        }
+    };
+    if base.is_null() {
+        return ptr::null_mut();
+    }
+    // SAFETY: the header lies inside the block, which is aligned for usize.
+    base.cast::<usize>().write(total);
+    base.add(HEADER).cast()
+}
+
+unsafe extern "C" fn mem_free(p: *mut c_void, _: *mut c_void) {
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: `p` came from mem_malloc/mem_realloc: its header holds the
+    // size the block was allocated with.
+    let base = p.cast::<u8>().sub(HEADER);
+    let total = base.cast::<usize>().read();
+    if let Some(i) = CLASSES.iter().position(|&c| c == total) {
+        let block = NonNull::new(base);
+        let kept = SPARE.try_with(|s| {
+            let Ok(mut s) = s.try_borrow_mut() else {
+                return false;
+            };
+            match block {
+                Some(block) if s.0[i].len() < KEPT => {
+                    s.0[i].push(block);
+                    true
+                }
+                _ => false,
+            }
+        });
+        if kept == Ok(true) {
+            return;
+        }
+    }
+    if let Some(layout) = layout(total) {
+        std::alloc::dealloc(base, layout);
+    }
+}
+
+unsafe extern "C" fn mem_calloc(n: usize, size: usize, user: *mut c_void) -> *mut c_void {
+    let Some(total) = n.checked_mul(size) else {
+        return ptr::null_mut();
+    };
+    let p = mem_malloc(total, user);
+    if !p.is_null() {
+        p.cast::<u8>().write_bytes(0, total);
+    }
+    p
+}
+
+unsafe extern "C" fn mem_realloc(p: *mut c_void, size: usize, user: *mut c_void) -> *mut c_void {
+    if p.is_null() {
+        return mem_malloc(size, user);
+    }
+    let (Some(total), base) = (size.checked_add(HEADER), p.cast::<u8>().sub(HEADER)) else {
+        return ptr::null_mut();
+    };
+    let old = base.cast::<usize>().read();
+    if total <= old {
+        return p;
+    }
+    if CLASSES.contains(&old) || CLASSES.contains(&rounded(total)) {
+        // Into a new block (a kept one, or of its class), then the old one
+        // freed (kept, if of a class).
+        let grown = mem_malloc(size, user);
+        if !grown.is_null() {
+            ptr::copy_nonoverlapping(p.cast::<u8>(), grown.cast::<u8>(), old - HEADER);
+            mem_free(p, user);
+        }
+        return grown;
+    }
+    let Some(old_layout) = layout(old) else {
+        return ptr::null_mut();
+    };
+    // SAFETY: `base` was allocated with `old_layout`; on failure the old
+    // block is left as it was, as realloc(3) does.
+    let grown = std::alloc::realloc(base, old_layout, total);
+    if grown.is_null() {
+        return ptr::null_mut();
+    }
+    grown.cast::<usize>().write(total);
+    grown.add(HEADER).cast()
 }
 
 /// Rewrites the value of SETTINGS_MAX_CONCURRENT_STREAMS in a SETTINGS

@@ -628,3 +628,109 @@ fn queueing_log_lines_allocates_nothing() {
     }
     assert_eq!(allocations() - before, 0);
 }
+
+/// HTTP/2: the whole per-stream path of `h2session::Connection` (nghttp2
+/// reading the HEADERS, the request decided, the response's fields handed
+/// to nghttp2, its frames and the cached body put into the turn's plan, the
+/// log line written when the stream closes), ten streams a turn. nghttp2
+/// allocates through Rust's allocator (src/nghttp2.rs), so its allocations
+/// are counted too: it makes four small ones per stream (the stream, its
+/// outbound HEADERS and DATA items, the copied response fields), which
+/// come back from a per-thread free list once it is warm. The bound is
+/// nothing at all.
+#[cfg(feature = "http2")]
+mod http2 {
+    use super::*;
+    use staticd::h2session::{Connection, Served, PREFACE};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    const STREAMS: u32 = 10;
+
+    fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+        f.extend([kind, flags]);
+        f.extend(stream.to_be_bytes());
+        f.extend(payload);
+        f
+    }
+
+    /// A GET of `path` in HPACK that leaves the dynamic table alone:
+    /// indexed :method GET and :scheme http, literal :path and :authority.
+    fn get(stream: u32, path: &str) -> Vec<u8> {
+        let mut block = vec![0x82, 0x86];
+        for (index, value) in [(4u8, path), (1, "localhost")] {
+            block.push(index);
+            block.push(value.len() as u8);
+            block.extend(value.as_bytes());
+        }
+        frame(0x1, 0x5, stream, &block)
+    }
+
+    /// Allocations per stream over the quietest window, after warming up.
+    fn per_stream(path: &str) -> f64 {
+        const TURNS: u32 = 400;
+        const PER_WINDOW: u32 = 50;
+        let f = Fixture::new(Features::default());
+        let served = Arc::new(Served {
+            cfg: Arc::new(f.cfg.clone()),
+            site: Arc::new(
+                Site::open(f._dir.path(), &["index.html"], Features::default()).unwrap(),
+            ),
+            kind: staticd::session::Kind::Http,
+            client: Arc::from("127.0.0.1"),
+            sockets: (None, None),
+        });
+        let mut conn = Connection::new(served, Instant::now());
+        let mut opening = PREFACE.to_vec();
+        opening.extend(frame(0x4, 0, 0, &[]));
+        conn.receive(&opening, Instant::now()).unwrap();
+        // Every turn's requests, made before anything is counted.
+        let turns: Vec<Vec<u8>> = (0..TURNS)
+            .map(|t| {
+                (0..STREAMS)
+                    .flat_map(|i| get(1 + 2 * (t * STREAMS + i), path))
+                    .collect()
+            })
+            .collect();
+        let mut turns = turns.iter();
+        let mut turn = |conn: &mut Connection| {
+            conn.receive(turns.next().unwrap(), Instant::now()).unwrap();
+            let mut out = 0;
+            loop {
+                conn.produce(Instant::now()).unwrap();
+                let plan = conn.plan_mut();
+                if plan.is_empty() {
+                    break;
+                }
+                out += plan.len();
+                plan.clear();
+            }
+            assert!(out > 0);
+        };
+        for _ in 0..20 {
+            turn(&mut conn);
+        }
+        let mut fewest = u64::MAX;
+        for _ in 0..6 {
+            let before = allocations();
+            for _ in 0..PER_WINDOW {
+                turn(&mut conn);
+            }
+            fewest = fewest.min(allocations() - before);
+        }
+        fewest as f64 / f64::from(PER_WINDOW * STREAMS)
+    }
+
+    #[test]
+    fn a_stream_for_a_small_cached_file_allocates_nothing() {
+        let n = per_stream("/small.txt");
+        assert_eq!(n, 0.0, "{n} allocations per stream");
+    }
+
+    #[test]
+    fn a_stream_for_a_large_file_allocates_nothing() {
+        let n = per_stream("/large.bin");
+        assert_eq!(n, 0.0, "{n} allocations per stream");
+    }
+}

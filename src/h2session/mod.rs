@@ -317,6 +317,8 @@ impl Connection {
         };
         let served = Arc::clone(&h.served);
         let stopping = h.stopping;
+        stream.decided = true;
+        let early = std::mem::take(&mut stream.early);
         let (cfg, kind, client) = (&served.cfg, served.kind, &*served.client);
         let head = std::mem::take(&mut stream.fields);
         let sent = match stream
@@ -338,7 +340,10 @@ impl Connection {
                         job.raw_head = fields::request_head(&request, &head);
                         job.https = kind == Kind::Https;
                         job.sockets = Some(served.sockets);
-                        stream.cgi = Some(CgiOut::default());
+                        stream.cgi = Some(CgiOut {
+                            body: early,
+                            ..CgiOut::default()
+                        });
                         let h = self.engine.handler();
                         h.map.insert(id, stream);
                         h.events.push_back(Event::Cgi { stream: id, job });
@@ -348,6 +353,10 @@ impl Connection {
             }
             Err(e) => session::sent(cfg, kind, client, None, respond::refuse(e), Protocol::Http2),
         };
+        if !early.is_empty() {
+            // Nothing reads it: its window goes back.
+            self.engine.consume(id, early.len());
+        }
         self.submit(id, stream, sent);
     }
 
@@ -482,6 +491,11 @@ struct Stream {
     refused: Option<crate::http::parse::ParseError>,
     /// The client's side is closed (the request body, if any, is whole).
     ended: bool,
+    /// The request is decided (its answer submitted, or its script started).
+    decided: bool,
+    /// Request body that came before the request was decided (with its
+    /// head, in the same read): the script's, or given back.
+    early: Vec<u8>,
     /// The response going out: its body chunks, its log line.
     sent: Option<Sent>,
     /// Where the body's next frame starts: chunk, and bytes into it.
@@ -577,7 +591,10 @@ impl nghttp2::Handler for Streams {
     }
 
     fn data(&mut self, stream: i32, bytes: &[u8]) -> usize {
-        match self.map.get_mut(&stream).and_then(|s| s.cgi.as_mut()) {
+        let Some(s) = self.map.get_mut(&stream) else {
+            return bytes.len();
+        };
+        match &mut s.cgi {
             Some(cgi) => {
                 let was_empty = cgi.body.is_empty();
                 cgi.body.extend_from_slice(bytes);
@@ -587,8 +604,13 @@ impl nghttp2::Handler for Streams {
                 // Given back as the script takes it (`consumed`).
                 0
             }
+            // Until the request is decided, it may be a script's.
+            None if !s.decided => {
+                s.early.extend_from_slice(bytes);
+                0
+            }
             // Nothing reads it: its window goes back at once.
-            _ => bytes.len(),
+            None => bytes.len(),
         }
     }
 

@@ -164,11 +164,11 @@ mod tests {
 
     #[test]
     fn without_http2_or_on_a_redirect_port_there_is_nothing_to_sniff() {
-        assert_eq!(prelude(false, false).next(PREFACE), Next::Http1);
+        assert_eq!(prelude(false, false).next_clear(PREFACE), Next::Http1);
         let redirect = Kind::RedirectToHttps { port: 443 };
         let mut on_redirect = Prelude::new(&config(false, true), redirect);
-        assert_eq!(on_redirect.next(PREFACE), Next::Http1);
-        assert_eq!(Prelude::resumed(false).next(PREFACE), Next::Http1);
+        assert_eq!(on_redirect.next_clear(PREFACE), Next::Http1);
+        assert_eq!(Prelude::resumed(false).next_clear(PREFACE), Next::Http1);
         assert_eq!(Prelude::resumed(true).next_clear(PREFACE), Next::Http2);
     }
 
