@@ -850,7 +850,9 @@ fn s_client_alpn(mode: Mode) {
     let server = tls_server(mode, &root, &pki.localhost(), &[]);
     let hs = |args: &[&str]| s_client(&openssl, &pki.ca(), server.addr(), &localhost_args(args));
 
-    // HTTP/2 first when the client offers it, as the server prefers it.
+    // HTTP/2 first when the client offers it, as the server prefers it. Once ALPN
+    // agreed on h2 the connection speaks only HTTP/2: s_client's HTTP/1.0 request is a
+    // bad connection preface there, answered with GOAWAY (RFC 9113 §3.4), not served.
     for (offer, agreed) in [
         ("http/1.1", "http/1.1"),
         ("h2,http/1.1", "h2"),
@@ -858,7 +860,12 @@ fn s_client_alpn(mode: Mode) {
         ("h2", "h2"),
     ] {
         let h = hs(&["-alpn", offer]);
-        h.assert_served();
+        if agreed == "h2" {
+            assert_eq!(h.received_alert(), None, "{}", h.show());
+            assert!(!h.run.stdout.contains("HTTP/1.1 200"), "{}", h.show());
+        } else {
+            h.assert_served();
+        }
         assert_eq!(
             h.line_starting("ALPN protocol: "),
             Some(format!("ALPN protocol: {agreed}").as_str()),
