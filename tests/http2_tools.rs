@@ -603,3 +603,62 @@ servings!(
     nghttp_fetches_a_page,
     h2load_makes_1000_requests_without_a_failure,
 );
+
+/// h2load with windows wide open (`-w 30 -W 30`) and ten streams per connection of
+/// a 3 MB file: the server's socket fills and empties again many times a second, and
+/// every stream must still end whole (a write resumed after WouldBlock once sent TLS
+/// records twice, and streams lost their END_STREAM).
+fn h2load_takes_large_files_on_ten_streams_at_full_speed(variant: Variant) {
+    let Some(h2load) = tool("h2load", "nghttp2-client") else {
+        return;
+    };
+    let root = Docroot::new();
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    let big: Vec<u8> = (0..3 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    root.file("big.bin", &big);
+    let server = Server::builder(variant, root.path())
+        .log_format("off")
+        .start();
+    let run = run_tool(
+        Command::new(h2load)
+            .args(["-n", "200", "-c", "4", "-m", "10", "-w", "30", "-W", "30"])
+            .arg(server.url("/big.bin")),
+    );
+    run.assert_success("h2load");
+    let expected =
+        "requests: 200 total, 200 started, 200 done, 200 succeeded, 0 failed, 0 errored, 0 timeout";
+    assert!(
+        run.stdout.contains(expected),
+        "h2load shows no {expected:?}:\n{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn h2load_large_files_standalone_h2c() {
+    h2load_takes_large_files_on_ten_streams_at_full_speed(Variant::h2c(Mode::Standalone));
+}
+
+#[cfg(feature = "tls")]
+#[test]
+fn h2load_large_files_standalone_h2_tls() {
+    h2load_takes_large_files_on_ten_streams_at_full_speed(Variant::h2_tls(Mode::Standalone));
+}
+
+#[test]
+fn h2load_large_files_inetd_h2c() {
+    h2load_takes_large_files_on_ten_streams_at_full_speed(Variant::h2c(Mode::Inetd));
+}
+
+#[cfg(feature = "tls")]
+#[test]
+fn h2load_large_files_inetd_h2_tls() {
+    h2load_takes_large_files_on_ten_streams_at_full_speed(Variant::h2_tls(Mode::Inetd));
+}

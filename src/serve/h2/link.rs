@@ -84,13 +84,17 @@ impl<R: Ready> Link for FdLink<R> {
             ready, wire, files, ..
         } = self;
         let (fd, socket) = (ready.output(), ready.socket());
+        let start = at;
+        // How far the calls below went: kept across the waits of poll_io,
+        // which calls again after WouldBlock (bytes TLS took are not taken
+        // twice).
+        let mut at = at;
         std::future::poll_fn(|cx| {
             ready.poll_io(cx, Interest::WRITABLE, || {
                 let mut out = wire.out(fd, socket);
-                let start = at;
-                let mut at = at;
                 // As much as the descriptor takes now; WouldBlock only when
-                // it took nothing.
+                // it took nothing. The plan is out once TLS's records are
+                // too.
                 loop {
                     if at == plan.len() {
                         out.flush()?;
