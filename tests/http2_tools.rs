@@ -609,6 +609,10 @@ servings!(
 /// every stream must still end whole (a write resumed after WouldBlock once sent TLS
 /// records twice, and streams lost their END_STREAM).
 fn h2load_takes_large_files_on_ten_streams_at_full_speed(variant: Variant) {
+    h2load_large_files(variant, false);
+}
+
+fn h2load_large_files(variant: Variant, io_uring: bool) {
     let Some(h2load) = tool("h2load", "nghttp2-client") else {
         return;
     };
@@ -661,4 +665,23 @@ fn h2load_large_files_inetd_h2c() {
 #[test]
 fn h2load_large_files_inetd_h2_tls() {
     h2load_takes_large_files_on_ten_streams_at_full_speed(Variant::h2_tls(Mode::Inetd));
+}
+
+/// The same over `--io-uring` (its adapter holds written bytes until a flush).
+#[cfg(feature = "uring")]
+mod h2load_large_files {
+    mod uring {
+        use crate::common::{Mode, Variant};
+
+        #[test]
+        fn h2c() {
+            crate::h2load_large_files(Variant::h2c(Mode::Standalone), true);
+        }
+
+        #[cfg(feature = "tls")]
+        #[test]
+        fn h2_tls() {
+            crate::h2load_large_files(Variant::h2_tls(Mode::Standalone), true);
+        }
+    }
 }

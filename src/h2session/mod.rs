@@ -101,7 +101,7 @@ impl Connection {
         let streams = Streams {
             max_streams: settings.max_streams as usize,
             served,
-            map: HashMap::new(),
+            map: StreamMap::default(),
             ready: Vec::new(),
             events: VecDeque::new(),
             plan: Plan::default(),
@@ -482,6 +482,33 @@ impl Connection {
     }
 }
 
+/// Streams by id, hashed by a multiply rather than SipHash: ids come from
+/// the client, but a connection holds at most `--h2-max-streams` of them,
+/// so a crafted collision costs only that connection, and the map is
+/// looked up several times per stream (each field, each frame).
+type StreamMap = HashMap<i32, Stream, std::hash::BuildHasherDefault<IdHasher>>;
+
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_i32(&mut self, id: i32) {
+        // Client ids are odd: the low bit says nothing.
+        let x = (u64::from(id as u32) >> 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = x ^ (x >> 29);
+    }
+}
+
 /// One stream's state, as long as nghttp2 has it open.
 #[derive(Default)]
 struct Stream {
@@ -550,7 +577,7 @@ struct Streams {
     served: Arc<Served>,
     /// --h2-max-streams: more open at once are refused.
     max_streams: usize,
-    map: HashMap<i32, Stream>,
+    map: StreamMap,
     /// Streams whose heads completed during this `receive`.
     ready: Vec<i32>,
     events: VecDeque<Event>,

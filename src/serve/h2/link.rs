@@ -203,13 +203,10 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Link for IoLink<T> {
     }
 
     async fn write(&mut self, plan: &Plan, at: u64) -> io::Result<u64> {
-        match place(plan, at) {
+        let next = match place(plan, at) {
             Place::Bytes { from, to, .. } => {
                 self.io.write_all(&plan.bytes[from..to]).await?;
-                if at + (to - from) as u64 == plan.len() {
-                    self.io.flush().await?;
-                }
-                Ok(at + (to - from) as u64)
+                at + (to - from) as u64
             }
             Place::File { part, done } => {
                 let part = &plan.files[part];
@@ -225,9 +222,15 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Link for IoLink<T> {
                     Err(e) => Err(e),
                 };
                 pool::give(&pool::BLOCKS, block);
-                result
+                result?
             }
+        };
+        // The plan is out once the writer has let go of all of it (io_uring's
+        // adapter holds what it took until a flush).
+        if next == plan.len() {
+            self.io.flush().await?;
         }
+        Ok(next)
     }
 
     async fn close(&mut self) {
