@@ -627,9 +627,11 @@ fn h2load_large_files(variant: Variant, io_uring: bool) {
         })
         .collect();
     root.file("big.bin", &big);
-    let server = Server::builder(variant, root.path())
-        .log_format("off")
-        .start();
+    let mut builder = Server::builder(variant, root.path()).log_format("off");
+    if io_uring {
+        builder = builder.io_uring();
+    }
+    let server = builder.start();
     let run = run_tool(
         Command::new(h2load)
             .args(["-n", "200", "-c", "4", "-m", "10", "-w", "30", "-W", "30"])
