@@ -741,8 +741,10 @@ pub fn tls_session(data: &[u8]) {
 }
 
 /// `h2_connection`: the bytes a client sends after the HTTP/2 preface,
-/// from memory through the server's whole HTTP/2 connection (the h2 crate,
-/// each stream's request translated and decided, its answer sent).
+/// from memory through the server's whole HTTP/2 connection (the watch's
+/// checks, nghttp2 through the one module of unsafe calls, src/nghttp2.rs,
+/// each stream's request translated and decided, its answer framed into a
+/// turn's plan and written).
 ///
 /// * nothing panics;
 /// * the connection ends once the client's bytes end: no hang (bounded

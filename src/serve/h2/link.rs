@@ -22,7 +22,9 @@ use crate::serve::{Got, Wire};
 /// A connection's bytes, both ways.
 pub(crate) trait Link {
     /// Appends what the client sent next to `buf` (decrypted over TLS;
-    /// possibly nothing, a TLS handshake step). Ok(false): it closed.
+    /// possibly nothing, a TLS handshake step). Ok(false): it closed. An
+    /// empty `buf` without capacity gets a buffer of the thread's free list
+    /// only once there is something to read.
     async fn read(&mut self, buf: &mut Vec<u8>) -> io::Result<bool>;
     /// Makes progress writing `plan` from `at` (how far it went so far):
     /// returns the new position; `plan.len()` once all of it is out.
@@ -194,6 +196,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Link for IoLink<T> {
         if !self.read.is_empty() {
             buf.append(&mut self.read);
             return Ok(true);
+        }
+        if buf.capacity() == 0 {
+            *buf = pool::take(&pool::READS);
         }
         let start = buf.len();
         buf.resize(start + crate::serve::READ_CHUNK, 0);

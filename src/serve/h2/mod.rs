@@ -41,9 +41,13 @@ pub(crate) async fn serve(mut link: impl Link, served: Served, stop: impl Future
     tokio::pin!(stop);
     let mut stopped = false;
     let mut input = Vec::new();
+    // One timer for the connection, moved as its deadline moves.
+    let timer = tokio::time::sleep_until(conn.deadline().into());
+    tokio::pin!(timer);
+    let mut now = Instant::now();
     loop {
         // A turn: everything nghttp2 has to send, written whole.
-        if conn.produce(Instant::now()).is_err() {
+        if conn.produce(now).is_err() {
             break;
         }
         if !conn.plan_mut().is_empty() {
@@ -58,6 +62,7 @@ pub(crate) async fn serve(mut link: impl Link, served: Served, stop: impl Future
             while let Some(event) = conn.next_event() {
                 scripts.event(event, &mut conn);
             }
+            now = Instant::now();
             continue;
         }
         while let Some(event) = conn.next_event() {
@@ -70,12 +75,15 @@ pub(crate) async fn serve(mut link: impl Link, served: Served, stop: impl Future
         if conn.is_done() {
             break;
         }
-        let deadline = conn.deadline();
+        let deadline = tokio::time::Instant::from_std(conn.deadline());
+        if timer.deadline() != deadline {
+            timer.as_mut().reset(deadline);
+        }
         tokio::select! {
             read = link.read(&mut input) => {
                 match read {
                     Ok(true) => {
-                        let now = Instant::now();
+                        now = Instant::now();
                         let result = conn.receive(&input, now);
                         input.clear();
                         if result.is_err() {
@@ -86,22 +94,27 @@ pub(crate) async fn serve(mut link: impl Link, served: Served, stop: impl Future
                             let _ = write_plan(&mut link, &plan, &cfg).await;
                             break;
                         }
-                        if input.capacity() > crate::serve::READ_CHUNK * 2 {
-                            input = Vec::new();
-                        }
+                        // The read buffer is the thread's, lent for a read
+                        // (see `Link::read`): a waiting connection holds none.
+                        pool::give(&pool::READS, std::mem::take(&mut input));
                     }
                     _ => break,
                 }
             }
-            message = scripts.next() => scripts.apply(message, &mut conn),
-            () = tokio::time::sleep_until(deadline.into()) => {
-                if conn.tick(Instant::now()) {
+            message = scripts.next() => {
+                now = Instant::now();
+                scripts.apply(message, &mut conn);
+            }
+            () = &mut timer => {
+                now = Instant::now();
+                if conn.tick(now) {
                     break;
                 }
             }
             () = &mut stop, if !stopped => {
                 stopped = true;
-                conn.stop(Instant::now());
+                now = Instant::now();
+                conn.stop(now);
             }
         }
     }
