@@ -175,6 +175,17 @@ impl<H: Handler> Session<H> {
                 limits.reset_burst,
                 limits.reset_rate,
             );
+            // The flood bounds, at nghttp2's own defaults, said here so that
+            // they are ours (tests/http2_attacks.rs): SETTINGS entries per
+            // frame, queued PING/SETTINGS acknowledgements (a client that
+            // sends them and never reads), CONTINUATION frames per header
+            // block, and "glitches" (frames that do nothing: empty DATA,
+            // WINDOW_UPDATE on closed streams, unknown-stream RST_STREAM...)
+            // per burst and second before GOAWAY(ENHANCE_YOUR_CALM).
+            sys::nghttp2_option_set_max_settings(option, 32);
+            sys::nghttp2_option_set_max_outbound_ack(option, 1000);
+            sys::nghttp2_option_set_max_continuations(option, 8);
+            sys::nghttp2_option_set_glitch_rate_limit(option, 1000, 33);
             let mut mem = MEM;
             // nghttp2 copies `mem` into the session.
             let made = sys::nghttp2_session_server_new3(

@@ -31,8 +31,8 @@ use crate::respond::{self, Answer, CgiJob};
 use crate::session::{self, Kind, Protocol, Sent};
 use crate::site::Site;
 
-/// For the fuzz checks and the transports' sniffing.
-pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// What the client sends first (the fuzz checks open connections with it).
+pub use crate::http::H2_PREFACE as PREFACE;
 
 /// Streams reset by the client (after we accepted them) that a connection
 /// may accumulate beyond the ones it let finish before it is told to calm

@@ -12,6 +12,9 @@ pub mod range;
 pub mod response;
 pub mod status;
 
+/// What a client speaking HTTP/2 sends first (RFC 9113 §3.4).
+pub const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
 /// RFC 9110 §5.6.2: whether `name` is a token (what a field name must be).
 pub fn is_token(name: &[u8]) -> bool {
     !name.is_empty()

@@ -11,8 +11,7 @@
 use crate::config::Config;
 use crate::session::Kind;
 
-/// What a client speaking HTTP/2 sends first (RFC 9113 §3.4).
-pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub use crate::http::H2_PREFACE as PREFACE;
 
 /// Where a connection is in its prelude.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
