@@ -17,7 +17,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use plan::{FilePart, Plan, TURN_BYTES};
+pub use plan::Plan;
 
 use crate::complaint::Complaint;
 use crate::config::Config;
@@ -41,7 +41,7 @@ const RESET_ALLOWANCE: usize = 200;
 
 /// How long a connection that sent its last GOAWAY (idle, stalled, told to
 /// calm down) may take to get it out before the socket just closes.
-pub const LAST_WORDS: Duration = Duration::from_secs(1);
+const LAST_WORDS: Duration = Duration::from_secs(1);
 
 /// Script output held for a stream the client is slow to take; the driver
 /// reads no more from the script until some of it is sent.
@@ -110,7 +110,6 @@ impl Connection {
             last_end: now,
             finished: 0,
             resets: 0,
-            stalled: false,
             closing: None,
         };
         Connection {
@@ -263,7 +262,6 @@ impl Connection {
                 let rate = h.served.cfg.min_rate;
                 crate::complaint::complain(&h.served.client, Complaint::SlowResponse { rate });
             }
-            h.stalled = true;
             h.closing = Some(now + h.served.cfg.shutdown_grace.min(LAST_WORDS));
             self.engine.reset(id, code::CANCEL);
             self.engine.terminate(code::NO_ERROR);
@@ -296,17 +294,6 @@ impl Connection {
             h.closing = Some(now + grace);
             self.engine.goaway(code::NO_ERROR);
         }
-    }
-
-    /// Whether a stream waited out its send timeout (the connection is
-    /// closing for it).
-    pub fn stalled(&mut self) -> bool {
-        self.engine.handler().stalled
-    }
-
-    /// Whether no stream is open.
-    pub fn quiet(&mut self) -> bool {
-        self.engine.handler().map.is_empty()
     }
 
     /// Decides a request whose head is complete, and submits its answer.
@@ -475,11 +462,6 @@ impl Connection {
     pub fn consumed(&mut self, id: i32, n: usize) {
         self.engine.consume(id, n);
     }
-
-    /// Resets a CGI stream whose script failed after its head went out.
-    pub fn cancel(&mut self, id: i32) {
-        self.engine.reset(id, code::CANCEL);
-    }
 }
 
 /// Streams by id, hashed by a multiply rather than SipHash: ids come from
@@ -588,7 +570,6 @@ struct Streams {
     last_end: Instant,
     finished: usize,
     resets: usize,
-    stalled: bool,
     /// Set once the connection's last GOAWAY is queued: when to close.
     closing: Option<Instant>,
 }
