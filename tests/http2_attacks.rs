@@ -779,16 +779,33 @@ fn empty_data_flood() {
     );
 }
 
+/// A flood the server could only take at a cost per byte far above a download's
+/// (thousands of frames it must parse, each doing nothing) must end in GOAWAY.
+fn assert_calmed(outcome: &Flood, what: &str) {
+    let goaway = outcome
+        .goaway()
+        .unwrap_or_else(|| panic!("{what}: no GOAWAY: {}", outcome.summary()));
+    assert_eq!(
+        goaway.error_code(),
+        Some(code::ENHANCE_YOUR_CALM),
+        "{what}: {goaway:?}"
+    );
+}
+
 #[test]
 fn window_update_flood() {
     let unit = h2frames::window_update(0, 1);
-    frame_flood(
-        "WINDOW_UPDATE flood (connection, +1)",
-        &[],
-        &[],
-        &unit,
-        true,
-    );
+    let what = "WINDOW_UPDATE flood (connection, +1)";
+    assert_calmed(&frame_flood(what, &[], &[], &unit, true), what);
+}
+
+#[test]
+fn stream_window_update_flood() {
+    // A stream kept open (its body to come), and +1 on its window over and over.
+    let opening = h2frames::headers(1, &get("/small.txt"), flag::END_HEADERS);
+    let unit = h2frames::window_update(1, 1);
+    let what = "WINDOW_UPDATE flood (stream, +1)";
+    assert_calmed(&frame_flood(what, &[], &opening, &unit, true), what);
 }
 
 #[test]
@@ -796,13 +813,8 @@ fn zero_length_frames_flood() {
     // Frames of an unknown type (which a receiver must ignore, RFC 9113 §4.1) with
     // no payload: nine bytes each, no state, no answer.
     let unit = h2frames::frame(0x21, 0, 0, &[]);
-    frame_flood(
-        "zero-length unknown-type frame flood",
-        &[],
-        &[],
-        &unit,
-        true,
-    );
+    let what = "zero-length unknown-type frame flood";
+    assert_calmed(&frame_flood(what, &[], &[], &unit, true), what);
 }
 
 // 6. Slow readers.

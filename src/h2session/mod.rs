@@ -188,7 +188,11 @@ impl Connection {
     /// worth; the transport writes it whole before the next turn.
     pub fn produce(&mut self, now: Instant) -> Result<(), nghttp2::Fatal> {
         self.engine.handler().now = now;
-        self.engine.send()
+        let before = self.engine.handler().plan.data.len();
+        let sent = self.engine.send();
+        let frames = self.engine.handler().plan.data.len() - before;
+        self.watch.sent_data(frames);
+        sent
     }
 
     /// The turn's output (see `produce`); `plan_mut().clear()` once

@@ -28,6 +28,16 @@ const STREAM_CLOSED: u32 = 0x5;
 /// Streams remembered below the highest the client opened.
 const REMEMBERED: u32 = 1024;
 
+/// WINDOW_UPDATE frames a client may send beyond the ones the data it
+/// received calls for (it gives back windows as it takes DATA): a flood of
+/// them costs the server a hundred times more per byte than a download,
+/// and nghttp2 does not count them among its glitches.
+const UPDATES_FREE: u32 = 1000;
+/// WINDOW_UPDATE frames each DATA frame sent earns (one for its stream, one
+/// for the connection), and the most credit held.
+const UPDATES_PER_DATA: u32 = 2;
+const UPDATES_HELD: u32 = 10_000;
+
 #[derive(Debug)]
 pub struct Watch {
     /// Bytes of the preface still to check.
@@ -45,6 +55,9 @@ pub struct Watch {
     priority: Option<Priority>,
     /// Found after bytes that go to nghttp2 first.
     error: Option<u32>,
+    /// WINDOW_UPDATE frames the client may still send (see
+    /// `UPDATES_FREE`).
+    updates: u32,
     /// The highest stream the client opened.
     highest: u32,
     /// For the `REMEMBERED` odd stream ids up to `highest`: opened, and
@@ -72,6 +85,7 @@ impl Default for Watch {
             left: 0,
             priority: None,
             error: None,
+            updates: UPDATES_FREE,
             highest: 0,
             opened: [0; (REMEMBERED / 64) as usize],
             closed: [0; (REMEMBERED / 64) as usize],
@@ -152,6 +166,26 @@ impl Watch {
         (at, Step::Feed(&input[..at]))
     }
 
+    /// The server sent `frames` DATA frames: the client may give back their
+    /// windows.
+    pub fn sent_data(&mut self, frames: usize) {
+        let earned = u32::try_from(frames)
+            .unwrap_or(u32::MAX)
+            .saturating_mul(UPDATES_PER_DATA);
+        self.updates = self.updates.saturating_add(earned).min(UPDATES_HELD);
+    }
+
+    /// One WINDOW_UPDATE: whether the client still had credit for it.
+    fn update(&mut self) -> bool {
+        match self.updates.checked_sub(1) {
+            Some(left) => {
+                self.updates = left;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Whether an error waits to be reported by the next `next`.
     pub fn has_error(&self) -> bool {
         self.error.is_some()
@@ -183,6 +217,9 @@ impl Watch {
         self.have = 0;
         self.want = 9;
         if whole == 13 {
+            if !self.update() {
+                return (n, Step::Error(code::ENHANCE_YOUR_CALM));
+            }
             let frame = self.header;
             let stream = u32::from_be_bytes([frame[5], frame[6], frame[7], frame[8]]) & 0x7fff_ffff;
             let increment =
@@ -236,6 +273,7 @@ impl Watch {
     /// A frame's header: the error it is, if any.
     fn frame(&mut self, kind: u8, flags: u8, stream: u32, len: usize) -> Option<u32> {
         match kind {
+            WINDOW_UPDATE if !self.update() => Some(code::ENHANCE_YOUR_CALM),
             PRIORITY => {
                 if stream == 0 {
                     return Some(code::PROTOCOL_ERROR);
@@ -422,6 +460,24 @@ mod tests {
             assert_eq!(fed, all, "split at {split}");
             assert!(a.is_none() || b.is_none());
             assert_eq!(a.or(b).as_deref(), Some("wu 1 256"), "split at {split}");
+        }
+    }
+
+    #[test]
+    fn window_updates_beyond_what_data_earned_are_a_flood() {
+        let mut w = opened();
+        let update = frame(WINDOW_UPDATE, 0, 0, &[0, 0, 0, 1]);
+        for _ in 0..UPDATES_FREE {
+            assert_eq!(run(&mut w, &update).1, None);
+        }
+        assert_eq!(run(&mut w, &update).1.as_deref(), Some("error 11"));
+        // A client taking DATA gives its windows back as it goes.
+        let mut w = opened();
+        let stream_update = frame(WINDOW_UPDATE, 0, 1, &[0, 0, 0, 1]);
+        for _ in 0..3 * UPDATES_FREE {
+            w.sent_data(1);
+            assert_eq!(run(&mut w, &update).1, None);
+            assert_eq!(run(&mut w, &stream_update).1.as_deref(), Some("wu 1 1"));
         }
     }
 
