@@ -288,19 +288,11 @@ impl<S: Socket> Connection<S> {
         use super::h2;
         sys::tune_connection(self.stream.as_fd());
         let read = std::mem::take(self.session.input());
-        let served = h2::Served {
-            cfg: std::sync::Arc::clone(&self.shared.cfg),
-            site: std::sync::Arc::clone(&self.shared.site),
-            kind: self.kind,
-            client: self.session.client().into(),
-            sockets: proxy_header::sockets(self.stream.as_fd(), self.source),
-        };
-        let mut stop = self.shared.stop.clone();
-        let link = h2::FdLink::new(self.stream, self.wire, read, self.shared.cfg.no_sendfile);
-        let stop = async move {
-            let _ = stop.wait_for(|stop| *stop).await;
-        };
-        h2::serve(link, served, stop).await;
+        let sockets = proxy_header::sockets(self.stream.as_fd(), self.source);
+        let copy = self.shared.cfg.no_sendfile;
+        let link = h2::FdLink::new(self.stream, self.wire, read, copy);
+        let client = self.session.client();
+        h2::serve_shared(link, &self.shared, self.kind, client, sockets).await;
     }
 
     /// Without HTTP/2 built in, the prelude never asks for it.

@@ -122,6 +122,30 @@ pub(crate) async fn serve(mut link: impl Link, served: Served, stop: impl Future
     link.close().await;
 }
 
+/// Serves one HTTP/2 connection of a standalone transport (the event loop,
+/// io_uring) with what its workers share, until `shared`'s graceful stop
+/// has let its streams finish (see `serve`).
+pub(crate) async fn serve_shared(
+    link: impl Link,
+    shared: &crate::serve::workers::Shared,
+    kind: Kind,
+    client: &str,
+    sockets: (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
+) {
+    let served = Served {
+        cfg: Arc::clone(&shared.cfg),
+        site: Arc::clone(&shared.site),
+        kind,
+        client: client.into(),
+        sockets,
+    };
+    let mut stop = shared.stop.clone();
+    let stop = async move {
+        let _ = stop.wait_for(|stop| *stop).await;
+    };
+    serve(link, served, stop).await;
+}
+
 /// Writes a turn's plan whole; a client that takes nothing of it for the
 /// send timeout is given up on. Err: how far it went.
 async fn write_plan(link: &mut impl Link, plan: &Plan, cfg: &Config) -> Result<(), u64> {

@@ -189,20 +189,12 @@ impl Connection {
     async fn http2(mut self, stream: impl Socket) {
         use crate::serve::h2;
         let read = std::mem::take(self.session.input());
-        let served = h2::Served {
-            cfg: std::sync::Arc::clone(&self.shared.cfg),
-            site: std::sync::Arc::clone(&self.shared.site),
-            kind: self.kind,
-            client: self.session.client().into(),
-            sockets: proxy_header::sockets(borrow(&stream), self.source),
-        };
+        let sockets = proxy_header::sockets(borrow(&stream), self.source);
         let stream = std::rc::Rc::new(stream);
         let io = super::h2io::UringIo::new(std::rc::Rc::clone(&stream), self.wire, read);
-        let mut stop = self.shared.stop.clone();
-        let stop = async move {
-            let _ = stop.wait_for(|stop| *stop).await;
-        };
-        h2::serve(h2::IoLink::new(io, Vec::new()), served, stop).await;
+        let link = h2::IoLink::new(io, Vec::new());
+        let client = self.session.client();
+        h2::serve_shared(link, &self.shared, self.kind, client, sockets).await;
         let _ = stream.shutdown(Shutdown::Both);
     }
 
