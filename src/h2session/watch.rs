@@ -294,7 +294,7 @@ impl Watch {
                     if kind == HEADERS {
                         self.open(stream);
                         if end {
-                            self.set(stream, true);
+                            self.close(stream);
                         }
                     }
                     // DATA on an idle stream: nghttp2's to refuse.
@@ -307,7 +307,7 @@ impl Watch {
                     Some((false, _)) => Some(STREAM_CLOSED),
                     Some((true, false)) => {
                         if end {
-                            self.set(stream, true);
+                            self.close(stream);
                         }
                         None
                     }
@@ -316,7 +316,7 @@ impl Watch {
             }
             RST_STREAM if stream % 2 == 1 && stream <= self.highest => {
                 if let Some((true, _)) = self.state(stream) {
-                    self.set(stream, true);
+                    self.close(stream);
                 }
                 None
             }
@@ -349,9 +349,10 @@ impl Watch {
         Some((get(&self.opened), get(&self.closed)))
     }
 
-    fn set(&mut self, stream: u32, closed: bool) {
+    /// The client closed its side of a remembered stream.
+    fn close(&mut self, stream: u32) {
         let i = (self.highest - stream) / 2;
-        if i < REMEMBERED && closed {
+        if i < REMEMBERED {
             self.closed[(i / 64) as usize] |= 1 << (i % 64);
         }
     }

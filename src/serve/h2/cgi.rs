@@ -71,7 +71,6 @@ pub(super) struct Scripts {
     links: HashMap<i32, ScriptLink>,
     tx: mpsc::UnboundedSender<(i32, FromScript)>,
     rx: mpsc::UnboundedReceiver<(i32, FromScript)>,
-    body: Vec<u8>,
 }
 
 impl Scripts {
@@ -82,7 +81,6 @@ impl Scripts {
             links: HashMap::new(),
             tx,
             rx,
-            body: Vec::new(),
         }
     }
 
@@ -94,11 +92,10 @@ impl Scripts {
                 let Some(link) = self.links.get_mut(&stream) else {
                     return;
                 };
-                let ended = conn.take_body(stream, &mut self.body);
-                if !self.body.is_empty() {
-                    let _ = link
-                        .body
-                        .send(ToScript::Body(std::mem::take(&mut self.body)));
+                let mut body = Vec::new();
+                let ended = conn.take_body(stream, &mut body);
+                if !body.is_empty() {
+                    let _ = link.body.send(ToScript::Body(body));
                 }
                 if ended && !link.ended {
                     link.ended = true;
