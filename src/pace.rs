@@ -11,6 +11,16 @@
 //! bytes per second. With a rate of 0 the deadline is simply one timeout
 //! after the last progress.
 //!
+//! What counts as a response's progress is what the client *took*: bytes
+//! the peer acknowledged (`delivered`, from TCP_INFO), not bytes the kernel
+//! accepted into the socket's send buffer, which on its own would let a
+//! reader of 100 B/s look like one of kilobytes per second for as long as
+//! the buffer grows. The transports read the acknowledged count only when a
+//! response has to wait (once, to set where it starts) and when its
+//! deadline comes (to see whether it moved): a response the socket takes at
+//! once costs nothing. Where there are no acknowledgements to read (a pipe),
+//! bytes written count (`progress`).
+//!
 //! Pure: the transports feed it the bytes and the time, and wait until
 //! `deadline`.
 
@@ -26,6 +36,8 @@ pub struct Pace {
     /// When bytes last went through: a deadline before `last + window`
     /// is the rate's doing, not silence's.
     last: Instant,
+    /// The peer's acknowledged count when `delivered` last read it.
+    acked: Option<u64>,
 }
 
 impl Pace {
@@ -41,7 +53,25 @@ impl Pace {
             window,
             per_byte_ns,
             last: now,
+            acked: None,
         }
+    }
+
+    /// The peer has acknowledged `total` bytes of the connection so far
+    /// (a count that includes earlier responses, and only grows). The first
+    /// reading sets where this transfer's count starts; each later one is
+    /// progress by the difference. Returns whether the transfer may go on
+    /// at `now` (its deadline is still ahead).
+    pub fn delivered(&mut self, now: Instant, total: u64) -> bool {
+        if let Some(before) = self.acked.replace(total) {
+            self.progress(now, total.saturating_sub(before));
+        }
+        self.deadline > now
+    }
+
+    /// Whether the acknowledged count has been read once (see `delivered`).
+    pub fn counting_acks(&self) -> bool {
+        self.acked.is_some()
     }
 
     /// `bytes` went through at `now`.
@@ -123,6 +153,49 @@ mod tests {
         // A megabyte at once is 2,000 s of credit at 500 B/s: only 10 s count.
         p.progress(t + SEC, 1 << 20);
         assert_eq!(p.deadline(), t + 11 * SEC);
+        assert!(!p.too_slow());
+    }
+
+    #[test]
+    fn acknowledged_bytes_count_from_the_first_reading() {
+        // 1 MB acknowledged by earlier responses: not this one's progress.
+        let t = Instant::now();
+        let mut p = Pace::new(t, 10 * SEC, 500);
+        assert!(!p.counting_acks());
+        assert!(p.delivered(t, 1 << 20));
+        assert!(p.counting_acks());
+        assert_eq!(p.deadline(), t + 10 * SEC);
+        // 1,000 bytes acknowledged since: 2 s of credit at 500 B/s.
+        assert!(p.delivered(t + 10 * SEC, (1 << 20) + 1000));
+        assert_eq!(p.deadline(), t + 12 * SEC);
+    }
+
+    #[test]
+    fn a_reader_of_100_bytes_a_second_is_dropped_soon_after_one_window() {
+        // The transport reads the count only at each deadline: a reader
+        // taking 100 B/s against 500 B/s buys 1/5 of each wait, so the
+        // waits shrink geometrically and it is done within 1.25 windows.
+        let t = Instant::now();
+        let mut p = Pace::new(t, 10 * SEC, 500);
+        p.delivered(t, 0);
+        let mut now = t;
+        let mut acked = 0u64;
+        while p.deadline() > now {
+            let next = p.deadline();
+            acked += (100.0 * (next - now).as_secs_f64()) as u64;
+            now = next;
+            p.delivered(now, acked);
+        }
+        assert!(now < t + Duration::from_millis(12_600), "{:?}", now - t);
+        assert!(p.too_slow());
+    }
+
+    #[test]
+    fn nothing_acknowledged_for_a_window_ends_it() {
+        let t = Instant::now();
+        let mut p = Pace::new(t, 10 * SEC, 0);
+        p.delivered(t + SEC, 5000);
+        assert!(!p.delivered(t + 10 * SEC, 5000));
         assert!(!p.too_slow());
     }
 

@@ -276,6 +276,83 @@ pub fn tune_connection(fd: BorrowedFd<'_>) {
     let _ = rustix::net::sockopt::set_tcp_nodelay(fd, true);
 }
 
+/// How much of a response may wait unsent in the kernel per connection
+/// (TCP_NOTSENT_LOWAT). Without a bound the kernel grows a socket's send
+/// buffer to megabytes (on loopback at once: its first window is ten 64 KiB
+/// segments), so a client that reads 100 bytes a second holds megabytes of
+/// kernel memory, and the writes it accepted look like progress. With it,
+/// the socket reports room (and send(2)/sendfile(2) take bytes) only while
+/// less than this waits unsent; bytes in flight are bounded by the peer's
+/// window. A fast reader drains the queue as it is written and never notices.
+pub const UNSENT_LIMIT: u32 = 128 << 10;
+
+/// Bounds what waits unsent in `fd`'s send queue to `UNSENT_LIMIT`. Set on
+/// listening sockets, it is inherited by every accepted connection (the
+/// kernel copies the listener's TCP settings), so it costs no call per
+/// connection.
+pub fn bound_unsent(fd: BorrowedFd<'_>) {
+    // A pipe or Unix socket refuses, and has no autotuned buffer to bound.
+    let _ = setsockopt_int(
+        fd,
+        libc::IPPROTO_TCP,
+        libc::TCP_NOTSENT_LOWAT,
+        UNSENT_LIMIT as _,
+    );
+}
+
+fn setsockopt_int(fd: BorrowedFd<'_>, level: i32, name: i32, value: libc::c_int) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: the option value is a live c_int of the length given.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Makes closing `fd` reset the connection (SO_LINGER with a zero
+/// timeout) instead of leaving the kernel to deliver what is queued: for a
+/// client given up on as too slow, whose queued bytes would otherwise hold
+/// kernel memory for as long as it takes them (nginx's
+/// `reset_timedout_connection`).
+pub fn reset_on_close(fd: BorrowedFd<'_>) {
+    let _ = rustix::net::sockopt::set_socket_linger(fd, Some(Duration::ZERO));
+}
+
+/// Bytes of this TCP connection the peer has acknowledged so far
+/// (TCP_INFO's `tcpi_bytes_acked`, RFC 4898's ThruOctetsAcked): what it
+/// really took, as opposed to what the kernel accepted from us. None for
+/// anything but a TCP socket.
+pub fn bytes_acked(fd: BorrowedFd<'_>) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: tcp_info is plain old data; zeroed is a valid value of it.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `info` and says how
+    // many in `len`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    // A kernel older than 4.1 writes less and leaves the field out.
+    let end = std::mem::offset_of!(libc::tcp_info, tcpi_bytes_acked) + 8;
+    (rc == 0 && len as usize >= end).then_some(info.tcpi_bytes_acked)
+}
+
 /// Makes writes (and reads) on `fd` return at once instead of blocking:
 /// waiting is then poll(2)'s job, with the send timeout as its bound.
 pub fn set_nonblocking(fd: BorrowedFd<'_>) {
@@ -342,6 +419,7 @@ pub fn unix_socket_in_use(path: &Path) -> io::Result<bool> {
 /// across threads without waking them all.
 pub fn listener(addr: SocketAddr, reuse_port: bool) -> io::Result<std::net::TcpListener> {
     let fd = bound_socket(addr, reuse_port, rustix::net::SocketFlags::NONBLOCK)?;
+    bound_unsent(fd.as_fd());
     rustix::net::listen(&fd, 4096)?;
     Ok(std::net::TcpListener::from(fd))
 }

@@ -5,7 +5,7 @@
 //! binding --bind/--port: the socket outlives the process, so a restart
 //! loses no connection (queued ones wait for the next process).
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 
 use rustix::net::{AddressFamily, SocketType};
 
@@ -69,6 +69,8 @@ pub fn listeners(cfg: &mut Config, passed: Vec<Passed>) -> Result<Bound, String>
         let shown = p.shown();
         let fail = |e: std::io::Error| format!("socket activation: {shown}: {}", describe(&e));
         rustix::io::ioctl_fionbio(&p.fd, true).map_err(|e| fail(e.into()))?;
+        // As for the sockets staticd binds itself (see sys::UNSENT_LIMIT).
+        crate::sys::bound_unsent(p.fd.as_fd());
         labels.push((p.fd.as_raw_fd(), p.name.clone()));
         // The first thread's listener is the passed descriptor itself (its
         // number is the one the start-up line names), the others duplicates.

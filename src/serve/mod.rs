@@ -15,6 +15,7 @@ pub(crate) mod lazy;
 pub(crate) mod limits;
 pub mod listen;
 pub mod notify;
+pub(crate) mod pacing;
 pub(crate) mod park;
 pub(crate) mod prelude;
 pub(crate) mod proxy_header;

@@ -14,6 +14,7 @@ use tokio::net::UnixStream;
 use tokio::time::Sleep;
 
 use super::lazy::LazyTcp;
+use super::pacing::account;
 use super::proxy_header;
 use super::writer::ResponseWriter;
 use super::{linger_deadline, Got, Wire, READ_CHUNK};
@@ -252,14 +253,19 @@ pub(crate) async fn send(
     // The pace learns of progress only when a write would wait: a response
     // the socket takes at once costs no reading beyond the one at its start.
     let mut paced = 0;
+    let fd = stream.as_fd();
     while !writer.is_done(&out) {
         match stream.try_io(Interest::WRITABLE, || writer.write_some(&mut out)) {
             Ok(_) => sent.written = writer.written(),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                pace.progress(Instant::now(), sent.written - paced);
-                paced = sent.written;
-                within(stream.writable(), pace.deadline(), timer.as_mut()).await?;
-            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => loop {
+                if !account(pace, fd, Instant::now(), sent.written, &mut paced) {
+                    return Err(io::ErrorKind::TimedOut.into());
+                }
+                match within(stream.writable(), pace.deadline(), timer.as_mut()).await {
+                    Err(e) if e.kind() == io::ErrorKind::TimedOut => {}
+                    ready => break ready?,
+                }
+            },
             Err(e) => return Err(e),
         }
     }

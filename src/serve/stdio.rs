@@ -42,6 +42,9 @@ fn serve(cfg: &Arc<Config>, site: &Arc<Site>, extras: Extras) -> io::Result<()> 
     let out_socket = sys::is_socket(output);
     if out_socket {
         sys::tune_connection(output);
+        // The super-server's socket has no bound on what waits unsent in
+        // the kernel (see sys::UNSENT_LIMIT).
+        sys::bound_unsent(output);
         // A blocking sendfile(2) returns only when the socket buffer stays
         // full for the whole SO_SNDTIMEO, and then with a partial count, so
         // a stalled client could hold on for several timeouts. Non-blocking

@@ -341,15 +341,19 @@ pub fn send_blocking(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             // Blocking sockets report a send timeout (SO_SNDTIMEO) as
             // WouldBlock; a non-blocking descriptor says the same when full.
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => loop {
                 let now = Instant::now();
-                pace.progress(now, writer.written() - paced);
-                paced = writer.written();
-                let left = pace.deadline().saturating_duration_since(now);
-                if !sys::wait(fd, true, left)? {
+                if !super::pacing::account(pace, fd, now, writer.written(), &mut paced) {
                     return Err(io::ErrorKind::TimedOut.into());
                 }
-            }
+                let left = pace.deadline().saturating_duration_since(now);
+                if sys::wait(fd, true, left)? {
+                    break;
+                }
+                if sys::stop_requested() {
+                    return Err(io::ErrorKind::Interrupted.into());
+                }
+            },
             Err(e) => return Err(e),
         }
     }

@@ -9,6 +9,7 @@
 //!   then written.
 
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::os::unix::fs::FileExt;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
@@ -31,6 +32,9 @@ pub(crate) trait Link {
     async fn write(&mut self, plan: &Plan, at: u64) -> io::Result<u64>;
     /// Ends our side (close_notify over TLS), writing what it can.
     async fn close(&mut self);
+    /// The socket written to, whose acknowledged bytes measure the client
+    /// (see `serve::pacing`); None where they cannot be read.
+    fn socket(&self) -> Option<BorrowedFd<'_>>;
 }
 
 /// A link over a descriptor (see the module's comment).
@@ -114,6 +118,10 @@ impl<R: Ready> Link for FdLink<R> {
             })
         })
         .await
+    }
+
+    fn socket(&self) -> Option<BorrowedFd<'_>> {
+        self.ready.socket().then(|| self.ready.output())
     }
 
     async fn close(&mut self) {
@@ -240,6 +248,10 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Link for IoLink<T> {
 
     async fn close(&mut self) {
         let _ = self.io.shutdown().await;
+    }
+
+    fn socket(&self) -> Option<BorrowedFd<'_>> {
+        None
     }
 }
 

@@ -25,7 +25,9 @@ pub(crate) use link::{FdLink, IoLink, Link};
 
 use crate::config::Config;
 use crate::h2session::{Connection, Plan};
+use crate::pace::Pace;
 use crate::pool;
+use crate::serve::pacing;
 use crate::session::Kind;
 use crate::site::Site;
 
@@ -35,7 +37,6 @@ use crate::site::Site;
 /// first, and wait for the streams in flight at most the shutdown grace.
 pub(crate) async fn serve(mut link: impl Link, served: Served, stop: impl Future<Output = ()>) {
     let served = Arc::new(served);
-    let cfg = Arc::clone(&served.cfg);
     let mut conn = Connection::new(Arc::clone(&served), Instant::now());
     let mut scripts = cgi::Scripts::new(Arc::clone(&served));
     tokio::pin!(stop);
@@ -52,7 +53,7 @@ pub(crate) async fn serve(mut link: impl Link, served: Served, stop: impl Future
         }
         if !conn.plan_mut().is_empty() {
             let plan = std::mem::take(conn.plan_mut());
-            let written = write_plan(&mut link, &plan, &cfg).await;
+            let written = write_plan(&mut link, &plan, &served, now).await;
             *conn.plan_mut() = plan;
             if let Err(at) = written {
                 conn.unsent(at);
@@ -91,7 +92,7 @@ pub(crate) async fn serve(mut link: impl Link, served: Served, stop: impl Future
                             // before the connection closes.
                             let _ = conn.produce(now);
                             let plan = std::mem::take(conn.plan_mut());
-                            let _ = write_plan(&mut link, &plan, &cfg).await;
+                            let _ = write_plan(&mut link, &plan, &served, now).await;
                             break;
                         }
                         // The read buffer is the thread's, lent for a read
@@ -146,14 +147,34 @@ pub(crate) async fn serve_shared(
     serve(link, served, stop).await;
 }
 
-/// Writes a turn's plan whole; a client that takes nothing of it for the
-/// send timeout is given up on. Err: how far it went.
-async fn write_plan(link: &mut impl Link, plan: &Plan, cfg: &Config) -> Result<(), u64> {
+/// Writes a turn's plan whole. The client must take it as it would an
+/// HTTP/1.1 response: within `--send-timeout` of credit at `--min-rate`,
+/// counted in bytes it acknowledged (see `serve::pacing`). Err: how far it
+/// went (a client too slow for the rate is named in the log). `now`: the
+/// time of the turn that made it.
+async fn write_plan(
+    link: &mut impl Link,
+    plan: &Plan,
+    served: &Served,
+    now: Instant,
+) -> Result<(), u64> {
+    let cfg = &served.cfg;
+    let mut pace = Pace::new(now, cfg.send_timeout, cfg.min_rate);
+    let acks = link
+        .socket()
+        .and_then(|fd| pacing::start(&mut pace, fd, plan.len()));
     let mut at = 0;
     while at < plan.len() {
-        match tokio::time::timeout(cfg.send_timeout, link.write(plan, at)).await {
-            Ok(Ok(next)) => at = next,
-            Ok(Err(_)) | Err(_) => return Err(at),
+        match pacing::paced(link.write(plan, at), acks, &mut pace).await {
+            Ok(Ok(next)) => {
+                pacing::written(&mut pace, next - at);
+                at = next;
+            }
+            Ok(Err(_)) => return Err(at),
+            Err(e) => {
+                crate::serve::response_failed(&e, &pace, &served.client, cfg);
+                return Err(at);
+            }
         }
     }
     Ok(())

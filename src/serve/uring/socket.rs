@@ -19,7 +19,7 @@ use tokio_uring::{BufResult, OneshotOutputTransform, UnsubmittedOneshot};
 use crate::http::response::Chunk;
 use crate::pace::Pace;
 use crate::pool;
-use crate::serve::{linger_deadline, proxy_header, Got, Wire, READ_CHUNK};
+use crate::serve::{linger_deadline, pacing, proxy_header, Got, Wire, READ_CHUNK};
 use crate::session::Sent;
 
 /// How much of a file one read operation moves.
@@ -118,11 +118,17 @@ pub(super) async fn send(
         head: None,
         wire,
         pace,
+        acks: None,
         written,
     };
     out.pieces
         .push(Piece::new(Held::Head(std::mem::take(head))));
     let mut body = std::mem::take(&mut response.body);
+    // A body the kernel may not take at once is measured by the bytes the
+    // peer acknowledges from its start (see `paced`); a smaller one by its
+    // writes, without a reading it would not need.
+    let size: u64 = body.iter().map(Chunk::size).sum();
+    out.acks = pacing::start(out.pace, borrow(stream), size);
     let result = out.send_body(stream, &mut body).await;
     // Back where `Sent`'s and `Response`'s Drop hand them to the free lists.
     response.body = body;
@@ -141,6 +147,8 @@ struct Outgoing<'a> {
     #[cfg_attr(not(feature = "tls"), allow(dead_code))]
     wire: &'a mut Wire,
     pace: &'a mut Pace,
+    /// The socket's acknowledged bytes, once the response is measured by them.
+    acks: Option<pacing::Acks>,
     /// Bytes of the response written so far.
     written: &'a mut u64,
 }
@@ -207,18 +215,14 @@ impl Outgoing<'_> {
         }
         while !self.pieces.is_empty() {
             let write = stream.writev(std::mem::take(&mut self.pieces));
-            let deadline = self.pace.deadline().into();
-            let (result, mut pieces) = match tokio::time::timeout_at(deadline, write).await {
-                Ok(done) => done,
-                Err(_) => return Err(io::ErrorKind::TimedOut.into()),
-            };
+            let (result, mut pieces) = pacing::paced(write, self.acks, self.pace).await?;
             let mut n = match result {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => n,
                 Err(e) => return Err(e),
             };
             *self.written += n as u64;
-            self.pace.progress(Instant::now(), n as u64);
+            pacing::written(self.pace, n as u64);
             let mut finished = 0;
             for piece in &mut pieces {
                 let len = piece.end - piece.start;
@@ -267,11 +271,7 @@ impl Outgoing<'_> {
         let mut at = 0;
         while at < records.len() {
             let write = stream.writev(vec![records.slice(at..)]);
-            let deadline = self.pace.deadline().into();
-            let (result, mut left) = match tokio::time::timeout_at(deadline, write).await {
-                Ok(done) => done,
-                Err(_) => return Err(io::ErrorKind::TimedOut.into()),
-            };
+            let (result, mut left) = pacing::paced(write, self.acks, self.pace).await?;
             records = left.pop().map(|s| s.into_inner()).unwrap_or_default();
             let n = match result {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -279,7 +279,7 @@ impl Outgoing<'_> {
                 Err(e) => return Err(e),
             };
             at += n;
-            self.pace.progress(Instant::now(), n as u64);
+            pacing::written(self.pace, n as u64);
         }
         *self.written += plain;
         Ok(())

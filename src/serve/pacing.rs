@@ -1,0 +1,117 @@
+//! How the transports measure a response against `--min-rate` and
+//! `--send-timeout` (see `pace`): progress is what the peer acknowledged on
+//! a TCP socket (TCP_INFO), read only when a response must wait (once, for
+//! where its count starts) and when its deadline comes (to see whether it
+//! moved), never per write. Where no acknowledgements can be read (a pipe,
+//! io_uring's and the fuzz target's HTTP/2 streams), bytes written count:
+//! the kernel holds at most `sys::UNSENT_LIMIT` of them unsent, so they run
+//! ahead of what the client took by a bounded amount, and credit is capped
+//! at one timeout anyway.
+//!
+//! A client given up on is reset rather than closed: what is queued for it
+//! would otherwise hold kernel memory for as long as it takes to read
+//! (nginx's `reset_timedout_connection`).
+
+use std::future::Future;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::time::Instant;
+
+use crate::pace::Pace;
+use crate::sys;
+
+/// Tells `pace` how far a response waiting on `fd` has got, at `now`: on a
+/// TCP socket the bytes the peer acknowledged, elsewhere the bytes
+/// `written` (`paced`: how many of those it was told of). Returns whether
+/// the response may go on waiting; if not, the connection is set to reset.
+/// For the writers that wait themselves (inetd's poll(2), the event loop).
+pub(crate) fn account(
+    pace: &mut Pace,
+    fd: BorrowedFd<'_>,
+    now: Instant,
+    written: u64,
+    paced: &mut u64,
+) -> bool {
+    // Once counting acknowledgements, only the deadline's coming is news.
+    if pace.counting_acks() && pace.deadline() > now {
+        return true;
+    }
+    let going = match sys::bytes_acked(fd) {
+        Some(acked) => pace.delivered(now, acked),
+        None => {
+            pace.progress(now, written - *paced);
+            *paced = written;
+            pace.deadline() > now
+        }
+    };
+    if !going {
+        sys::reset_on_close(fd);
+    }
+    going
+}
+
+/// A socket whose acknowledged bytes can be read while a write holds it
+/// (io_uring's operation, HTTP/2's plan): its descriptor's number, valid as
+/// long as the connection that owns the socket.
+#[derive(Clone, Copy)]
+pub(crate) struct Acks(RawFd);
+
+impl Acks {
+    /// `fd`'s counter, if it is a TCP socket (one reading; None otherwise).
+    pub(crate) fn of(fd: BorrowedFd<'_>) -> Option<(Acks, u64)> {
+        sys::bytes_acked(fd).map(|n| (Acks(fd.as_raw_fd()), n))
+    }
+
+    fn fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the connection that owns the socket outlives every `Acks`
+        // made of it (they live only inside one of its writes).
+        unsafe { BorrowedFd::borrow_raw(self.0) }
+    }
+}
+
+/// Starts measuring by acknowledgements (see `Acks::of`) when a write may
+/// not be taken at once: `size` above what the kernel queues unsent.
+pub(crate) fn start(pace: &mut Pace, fd: BorrowedFd<'_>, size: u64) -> Option<Acks> {
+    if size <= u64::from(sys::UNSENT_LIMIT) {
+        return None;
+    }
+    let (acks, now) = Acks::of(fd)?;
+    pace.delivered(Instant::now(), now);
+    Some(acks)
+}
+
+/// Waits for `write`, a response's write, without giving it up while the
+/// client keeps pace: at each of `pace`'s deadlines the acknowledged bytes
+/// are read (with `acks`), and only a client that took too little since is
+/// TimedOut (and its socket set to reset). The write itself is never
+/// cancelled, so what it took is always known.
+pub(crate) async fn paced<F: Future>(
+    write: F,
+    acks: Option<Acks>,
+    pace: &mut Pace,
+) -> io::Result<F::Output> {
+    let mut write = std::pin::pin!(write);
+    loop {
+        let deadline = pace.deadline().into();
+        if let Ok(done) = tokio::time::timeout_at(deadline, write.as_mut()).await {
+            return Ok(done);
+        }
+        let now = Instant::now();
+        if let Some(acks) = acks {
+            if let Some(acked) = sys::bytes_acked(acks.fd()) {
+                if pace.delivered(now, acked) {
+                    continue;
+                }
+            }
+            sys::reset_on_close(acks.fd());
+        }
+        return Err(io::ErrorKind::TimedOut.into());
+    }
+}
+
+/// `n` bytes written, as progress while acknowledgements are not counted.
+pub(crate) fn written(pace: &mut Pace, n: u64) {
+    if !pace.counting_acks() {
+        pace.progress(Instant::now(), n);
+    }
+}
