@@ -33,6 +33,9 @@ const MAX_RUNS: usize = 256;
 /// wakes the writer this often at most.
 const GATHER: Duration = Duration::from_millis(1);
 
+/// How often lines an output refused are reported at most.
+const REPORT_EVERY: Duration = Duration::from_secs(1);
+
 /// What the writer writes to.
 pub trait Sink {
     /// Writes all of `bytes`, consecutive lines for `dest`, calling
@@ -183,6 +186,15 @@ struct State {
     writer_idle: bool,
     /// How many emitters wait on `room`.
     emitters_waiting: usize,
+    /// Lines an output refused (an error such as ENOSPC, not a wait) and
+    /// not yet reported, with the first refusal's output and error.
+    refused: u64,
+    refusal: Option<(Dest, io::ErrorKind, Option<i32>)>,
+    /// When refused lines were last reported.
+    reported_at: Option<Instant>,
+    /// An output the last refusal cut inside a line: the next write to it
+    /// ends that line first, so the lines after it stay whole.
+    cut: Option<Dest>,
 }
 
 /// What `close` found.
@@ -214,6 +226,10 @@ impl Queue {
                 closed: false,
                 writer_idle: false,
                 emitters_waiting: 0,
+                refused: 0,
+                refusal: None,
+                reported_at: None,
+                cut: None,
             }),
             room: Condvar::new(),
             work: Condvar::new(),
@@ -324,27 +340,69 @@ impl Queue {
         true
     }
 
-    /// Writes `batch`, one run at a time, counting what went out.
+    /// Writes `batch`, one run at a time, counting what went out. Lines an
+    /// output refuses are lost, and said so on stderr (at most once per
+    /// REPORT_EVERY).
     fn write(&self, batch: &Buffer, sink: &mut impl Sink) {
         let mut start = 0;
         for run in &batch.runs {
             let text = &batch.bytes[start..run.end];
             start = run.end;
             self.lock().writing = Some(run.dest);
+            if self.lock().cut == Some(run.dest)
+                && sink.write_run(run.dest, b"\n", &mut |_| {}).is_ok()
+            {
+                self.lock().cut = None;
+            }
             let mut done = 0;
+            let mut wrote = 0;
             let mut progress = |part: &[u8]| {
                 let n = lines(part);
                 done += n;
+                wrote += part.len();
                 self.lock().in_flight -= n;
             };
             // A line the output refuses (an error, not a wait) is lost, as
             // it would be written directly; it is not counted as blocked.
-            if sink.write_run(run.dest, text, &mut progress).is_err() {
+            if let Err(e) = sink.write_run(run.dest, text, &mut progress) {
                 let mut st = self.lock();
-                st.in_flight -= lines(text) - done;
+                let lost = lines(text) - done;
+                st.in_flight -= lost;
+                st.refused += lost;
+                if st.refusal.is_none() {
+                    st.refusal = Some((run.dest, e.kind(), e.raw_os_error()));
+                }
+                if wrote > 0 && text[wrote - 1] != b'\n' {
+                    st.cut = Some(run.dest);
+                }
             }
         }
         self.lock().writing = None;
+        self.report_refused(sink);
+    }
+
+    /// Says on stderr how many lines were lost since the last report.
+    fn report_refused(&self, sink: &mut impl Sink) {
+        let (n, (dest, kind, os)) = {
+            let mut st = self.lock();
+            let due = st.reported_at.is_none_or(|at| at.elapsed() >= REPORT_EVERY);
+            let Some(refusal) = st.refusal.filter(|_| st.refused > 0 && due) else {
+                return;
+            };
+            st.reported_at = Some(Instant::now());
+            st.refusal = None;
+            (std::mem::take(&mut st.refused), refusal)
+        };
+        let output = match dest {
+            Dest::File => "access log",
+            Dest::Stderr => "stderr",
+        };
+        let why = match os {
+            Some(code) => io::Error::from_raw_os_error(code).to_string(),
+            None => io::Error::from(kind).to_string(),
+        };
+        let line = format!("staticd: {output}: {n} lines not written: {why}\n");
+        let _ = sink.write_run(Dest::Stderr, line.as_bytes(), &mut |_| {});
     }
 
     /// Ends the queue once what is queued is written or `deadline` passes
@@ -455,6 +513,69 @@ mod tests {
         assert!(queue.push(Dest::Stderr, &line, true));
         assert!(queue.push(Dest::Stderr, &line, true));
         (queue, open, writes, thread, line)
+    }
+
+    /// Takes `room` bytes of access lines, then refuses them with ENOSPC
+    /// until `room` is raised; stderr always takes everything.
+    struct Full {
+        room: Arc<Mutex<usize>>,
+        file: Arc<Mutex<Vec<u8>>>,
+        stderr: Arc<Mutex<Vec<u8>>>,
+    }
+
+    impl Sink for Full {
+        fn write_run(
+            &mut self,
+            dest: Dest,
+            bytes: &[u8],
+            progress: &mut dyn FnMut(&[u8]),
+        ) -> io::Result<()> {
+            if dest == Dest::Stderr {
+                self.stderr.lock().unwrap().extend_from_slice(bytes);
+                progress(bytes);
+                return Ok(());
+            }
+            let mut room = self.room.lock().unwrap();
+            let n = bytes.len().min(*room);
+            *room -= n;
+            self.file.lock().unwrap().extend_from_slice(&bytes[..n]);
+            progress(&bytes[..n]);
+            match n == bytes.len() {
+                true => Ok(()),
+                false => Err(io::Error::from_raw_os_error(28)),
+            }
+        }
+    }
+
+    #[test]
+    fn lines_a_full_disk_refuses_are_reported_and_the_next_stay_whole() {
+        let queue = Arc::new(Queue::new(1 << 16));
+        let room = Arc::new(Mutex::new(10));
+        let (file, stderr) = (Arc::default(), Arc::default());
+        let sink = Full {
+            room: Arc::clone(&room),
+            file: Arc::clone(&file),
+            stderr: Arc::clone(&stderr),
+        };
+        let thread = {
+            let queue = Arc::clone(&queue);
+            let mut sink = sink;
+            std::thread::spawn(move || queue.run_writer(&mut sink))
+        };
+        // The first line is cut after 10 bytes, the second refused.
+        assert!(queue.push(Dest::File, b"first line, cut\nsecond\n", true));
+        while !String::from_utf8_lossy(&stderr.lock().unwrap()).contains("not written") {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        *room.lock().unwrap() = 1 << 20;
+        assert!(queue.push(Dest::File, b"third\n", true));
+        assert_eq!(queue.close(soon()).unwritten, 0);
+        thread.join().unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&stderr.lock().unwrap()),
+            "staticd: access log: 2 lines not written: No space left on device (os error 28)\n"
+        );
+        assert_eq!(&file.lock().unwrap()[..], b"first line\nthird\n");
     }
 
     #[test]
