@@ -256,7 +256,13 @@ impl Exchange {
             }
             Err(e) => {
                 let why = format!("cannot start: {}", crate::sys::describe(&e));
-                self.fail(ctx, Status::InternalServerError, &why);
+                // Out of descriptors (its pipes): 503, try again later, as
+                // for a file the process cannot open for the same reason.
+                let status = match e.raw_os_error() {
+                    Some(libc::EMFILE | libc::ENFILE) => Status::ServiceUnavailable,
+                    _ => Status::InternalServerError,
+                };
+                self.fail(ctx, status, &why);
             }
         }
     }
