@@ -335,7 +335,10 @@ pub fn decode(coding: Option<&str>, body: &[u8]) -> Result<Vec<u8>, String> {
 }
 
 /// The parts of a multipart/byteranges body: (first, last, total, bytes).
-pub fn multipart(content_type: &str, body: &[u8]) -> Result<Vec<(u64, u64, u64, Vec<u8>)>, String> {
+/// One part of a range response: first, last, total, bytes.
+pub type Part = (u64, u64, u64, Vec<u8>);
+
+pub fn multipart(content_type: &str, body: &[u8]) -> Result<Vec<Part>, String> {
     let boundary = content_type
         .split(';')
         .find_map(|p| p.trim().strip_prefix("boundary="))

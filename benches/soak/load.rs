@@ -794,11 +794,19 @@ pub async fn h2(
         }
         let send = conn.as_ref().unwrap().0.clone();
         let mut set = tokio::task::JoinSet::new();
+        let mut items = Vec::new();
         for _ in 0..streams {
             let mut item = pick(&mut rng, auth);
             if matches!(item, Item::Cgi) && rng.below(3) != 0 {
                 item = Item::Get(site::MUTABLE[0].0);
             }
+            items.push(item);
+        }
+        // A file cut under one stream ends the whole connection (a DATA
+        // frame's length is sent before its payload is read): the other
+        // streams of the round fail with it.
+        let cut_round = items.iter().any(|i| i.path() == site::TRUNC.0);
+        for item in items {
             let id = soak.id();
             let (target, fields) = build(&soak, item, id, &mut rng, &v.lock().unwrap());
             let mut req = hyper::Request::get(format!("{scheme}://{authority}{target}"));
@@ -857,27 +865,19 @@ pub async fn h2(
                         );
                         record(&soak, transport, item, verdict);
                     }
-                    Ok(Err((in_body, e))) => {
-                        if in_body
-                            && item.path() == site::TRUNC.0
-                            && soak
-                                .fault_during(&[Fault::Truncate], "both", start, Instant::now())
-                                .is_some()
-                        {
+                    Ok(Err((_, e))) => {
+                        let now = Instant::now();
+                        let cut = soak.fault_during(&[Fault::Truncate], "both", start, now);
+                        if cut.is_some() && item.path() == site::TRUNC.0 {
                             soak.count(&format!("{transport}: {}", item.kind()));
+                            soak.explained("expected: h2 stream cut while its file was truncated in place");
+                        } else if cut.is_some() && cut_round {
+                            soak.count(&format!("{transport}: failed"));
                             soak.explained(
-                                "expected: h2 stream reset while its file was truncated in place",
+                                "Truncate: h2 connection closed under a stream of a file truncated in place (its other streams cut with it)",
                             );
                         } else {
-                            failed(
-                                &soak,
-                                name,
-                                transport,
-                                &target,
-                                &Fail::NoResponse(e),
-                                start,
-                                true,
-                            );
+                            failed(&soak, name, transport, &target, &Fail::NoResponse(e), start, true);
                         }
                     }
                     Err(_) => failed(
@@ -934,16 +934,36 @@ pub async fn slowloris(soak: Arc<Soak>, server: Arc<Server>, src: IpAddr) {
                 start.elapsed().as_secs_f64()
             ));
         } else if !soak.stop_slow.load(Ordering::Relaxed) {
-            soak.unexplained(
-                "slowloris not dropped within 60 s",
-                format!("{}", server.name),
-            );
+            soak.unexplained("slowloris not dropped within 60 s", server.name.to_string());
         }
     }
 }
 
+/// The state (/proc/net/tcp's `st`) of the server's end of the connection
+/// from `client` to port `port`, if the kernel still has it.
+fn server_end_state(port: u16, client: std::net::SocketAddr) -> Option<u8> {
+    let IpAddr::V4(ip) = client.ip() else {
+        return None;
+    };
+    // /proc/net/tcp writes an IPv4 address as the u32 in host order, in hex.
+    let want_rem = format!(
+        "{:08X}:{:04X}",
+        u32::from_ne_bytes(ip.octets()),
+        client.port()
+    );
+    let want_port = format!(":{port:04X}");
+    let text = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    text.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.len() > 3 && f[1].ends_with(&want_port) && f[2] == want_rem)
+            .then(|| u8::from_str_radix(f[3], 16).ok())?
+    })
+}
+
 /// A slow reader: tiny SO_RCVBUF, reading about 100 B/s of a 2 MB file;
-/// staticd must drop it (--send-timeout, --min-rate).
+/// staticd must drop it (--send-timeout, --min-rate). The server's close
+/// is seen in its socket's state: the kernel still holds what was sent
+/// before it (a slow reader would take many minutes to reach the FIN).
 pub async fn slow_reader(soak: Arc<Soak>, server: Arc<Server>, src: IpAddr) {
     let (path, _) = site::STATIC[4];
     while !soak.stop_slow.load(Ordering::Relaxed) {
@@ -952,6 +972,7 @@ pub async fn slow_reader(soak: Arc<Soak>, server: Arc<Server>, src: IpAddr) {
             tokio::time::sleep(Duration::from_secs(1)).await;
             continue;
         };
+        let me = s.local_addr().ok();
         let _g = Gauge::new(&soak, server.idx);
         let id = soak.id();
         let _ = s
@@ -959,12 +980,13 @@ pub async fn slow_reader(soak: Arc<Soak>, server: Arc<Server>, src: IpAddr) {
             .await;
         let mut got = Vec::new();
         let mut buf = [0u8; 10];
-        let mut dropped = false;
+        let mut dropped = None;
         let limit = Duration::from_secs(150);
+        let mut checked = Instant::now();
         while !soak.stop_slow.load(Ordering::Relaxed) && start.elapsed() < limit {
             match s.read(&mut buf).await {
                 Ok(0) | Err(_) => {
-                    dropped = true;
+                    dropped = Some("connection closed");
                     break;
                 }
                 Ok(n) => {
@@ -972,6 +994,17 @@ pub async fn slow_reader(soak: Arc<Soak>, server: Arc<Server>, src: IpAddr) {
                         soak.answered(id);
                     }
                     got.extend_from_slice(&buf[..n]);
+                }
+            }
+            if checked.elapsed() >= Duration::from_secs(1) {
+                checked = Instant::now();
+                // 1: ESTABLISHED. Anything else: the server closed its end
+                // (FIN_WAIT1 while the kernel drains), or it is gone.
+                if let Some(me) = me {
+                    if server_end_state(server.port, me) != Some(1) {
+                        dropped = Some("server closed its end");
+                        break;
+                    }
                 }
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -989,10 +1022,10 @@ pub async fn slow_reader(soak: Arc<Soak>, server: Arc<Server>, src: IpAddr) {
                 format!("{} bytes not a prefix of the response", got.len()),
             );
         }
-        if dropped {
+        if let Some(how) = dropped {
             soak.explained("expected: slow reader dropped");
             soak.tally.lock().unwrap().notes.push(format!(
-                "slow reader dropped after {:.1} s, {} bytes read",
+                "slow reader dropped after {:.1} s ({how}), {} bytes read",
                 start.elapsed().as_secs_f64(),
                 got.len()
             ));

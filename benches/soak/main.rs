@@ -185,7 +185,7 @@ fn main() {
     }
     // The access logs on a small tmpfs of their own, to fill it.
     let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=48m", "soak-logs"])
+        .args(["-t", "tmpfs", "-o", "size=256m", "soak-logs"])
         .arg(&logdir)
         .stderr(std::process::Stdio::null())
         .status()
@@ -277,7 +277,7 @@ fn main() {
         a.minutes,
         root.display(),
         logdir.display(),
-        if mounted { "tmpfs 48 MiB" } else { "no tmpfs" },
+        if mounted { "tmpfs 256 MiB" } else { "no tmpfs" },
         a.out.display()
     );
 
@@ -420,8 +420,19 @@ fn main() {
             11,
             auth,
         )));
-        tasks.push(tokio::spawn(load::good(s.clone(), plain.clone(), src(11))));
     }
+    // The good client on a thread and runtime of its own, so that its
+    // latencies are the server's, not the driver's own queueing.
+    let good = {
+        let (soak, plain) = (soak.clone(), plain.clone());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(load::good(soak, plain, src(11)));
+        })
+    };
     let slow = vec![
         rt.spawn(load::slowloris(soak.clone(), plain.clone(), src(12))),
         rt.spawn(load::slowloris(soak.clone(), tls.clone(), src(13))),
@@ -474,7 +485,7 @@ fn main() {
             Duration::from_secs(1).min(end.saturating_duration_since(Instant::now())),
         );
         let t = soak.secs(Instant::now()) as u64;
-        if t > 0 && t % 60 == 0 {
+        if t > 0 && t.is_multiple_of(60) {
             let total: u64 = soak.tally.lock().unwrap().requests.values().sum();
             let bad: u64 = soak.tally.lock().unwrap().unexplained.values().sum();
             println!("soak: [{t:5} s] {total} requests, {bad} unexplained failures");
@@ -487,6 +498,7 @@ fn main() {
             let _ = tokio::time::timeout(Duration::from_secs(30), t).await;
         }
     });
+    let _ = good.join();
     soak.stop_slow.store(true, Ordering::SeqCst);
     rt.block_on(async {
         for t in slow {

@@ -79,7 +79,7 @@ pub fn content(path: &str, version: u64, size: usize) -> Vec<u8> {
             x ^= x >> 7;
             x ^= x << 17;
             out.extend_from_slice(WORDS[(x % 16) as usize].as_bytes());
-            out.push(if x % 11 == 0 { b'\n' } else { b' ' });
+            out.push(if x.is_multiple_of(11) { b'\n' } else { b' ' });
         }
         out.truncate(size);
     }
