@@ -26,6 +26,9 @@
 
 use std::time::{Duration, Instant};
 
+/// `Pace::acked` before the first reading.
+const UNREAD: u64 = u64::MAX;
+
 #[derive(Clone, Copy, Debug)]
 pub struct Pace {
     deadline: Instant,
@@ -36,8 +39,10 @@ pub struct Pace {
     /// When bytes last went through: a deadline before `last + window`
     /// is the rate's doing, not silence's.
     last: Instant,
-    /// The peer's acknowledged count when `delivered` last read it.
-    acked: Option<u64>,
+    /// The peer's acknowledged count when `delivered` last read it;
+    /// `UNREAD` before (not an Option: a Pace is in every connection's
+    /// state, kept small).
+    acked: u64,
 }
 
 impl Pace {
@@ -53,7 +58,7 @@ impl Pace {
             window,
             per_byte_ns,
             last: now,
-            acked: None,
+            acked: UNREAD,
         }
     }
 
@@ -63,7 +68,8 @@ impl Pace {
     /// progress by the difference. Returns whether the transfer may go on
     /// at `now` (its deadline is still ahead).
     pub fn delivered(&mut self, now: Instant, total: u64) -> bool {
-        if let Some(before) = self.acked.replace(total) {
+        let before = std::mem::replace(&mut self.acked, total);
+        if before != UNREAD {
             self.progress(now, total.saturating_sub(before));
         }
         self.deadline > now
@@ -71,7 +77,7 @@ impl Pace {
 
     /// Whether the acknowledged count has been read once (see `delivered`).
     pub fn counting_acks(&self) -> bool {
-        self.acked.is_some()
+        self.acked != UNREAD
     }
 
     /// `bytes` went through at `now`.

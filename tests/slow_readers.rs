@@ -168,7 +168,10 @@ fn reader_of_100_bytes_a_second_is_dropped(v: Variant) {
     // kernel's queue was bounded it said 2.8 MB for a reader of 9 KB.
     let sent = logged_bytes(&server, "\"GET /big.bin HTTP/1.1\" 200 ");
     report(&format!("the access log says {sent} bytes sent"));
-    assert!(sent < 1 << 20, "{sent} bytes went into the kernel for a reader of {read} B");
+    assert!(
+        sent < 1 << 20,
+        "{sent} bytes went into the kernel for a reader of {read} B"
+    );
     server.assert_survived("/a.txt");
 }
 
@@ -188,6 +191,7 @@ fn logged_bytes(server: &Server, needle: &str) -> u64 {
 /// flow-control window as wide as it goes, so only the socket holds the
 /// server back, and reads 100 bytes a second. The turn's frames are
 /// measured as a response is (acknowledged bytes against `--min-rate`).
+#[cfg(all(feature = "http2", feature = "tls"))]
 fn h2_reader_of_100_bytes_a_second_is_dropped(v: Variant) {
     use common::h2frames::{flag, headers, hpack, setting, settings, window_update, PREFACE};
     let _serial = serial();

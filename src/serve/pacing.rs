@@ -12,10 +12,14 @@
 //! would otherwise hold kernel memory for as long as it takes to read
 //! (nginx's `reset_timedout_connection`).
 
-use std::future::Future;
-use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::BorrowedFd;
 use std::time::Instant;
+#[cfg(any(feature = "http2", feature = "uring"))]
+use std::{
+    future::Future,
+    io,
+    os::fd::{AsRawFd, RawFd},
+};
 
 use crate::pace::Pace;
 use crate::sys;
@@ -53,9 +57,11 @@ pub(crate) fn account(
 /// A socket whose acknowledged bytes can be read while a write holds it
 /// (io_uring's operation, HTTP/2's plan): its descriptor's number, valid as
 /// long as the connection that owns the socket.
+#[cfg(any(feature = "http2", feature = "uring"))]
 #[derive(Clone, Copy)]
 pub(crate) struct Acks(RawFd);
 
+#[cfg(any(feature = "http2", feature = "uring"))]
 impl Acks {
     /// `fd`'s counter, if it is a TCP socket (one reading; None otherwise).
     pub(crate) fn of(fd: BorrowedFd<'_>) -> Option<(Acks, u64)> {
@@ -71,6 +77,7 @@ impl Acks {
 
 /// Starts measuring by acknowledgements (see `Acks::of`) when a write may
 /// not be taken at once: `size` above what the kernel queues unsent.
+#[cfg(any(feature = "http2", feature = "uring"))]
 pub(crate) fn start(pace: &mut Pace, fd: BorrowedFd<'_>, size: u64) -> Option<Acks> {
     if size <= u64::from(sys::UNSENT_LIMIT) {
         return None;
@@ -85,6 +92,7 @@ pub(crate) fn start(pace: &mut Pace, fd: BorrowedFd<'_>, size: u64) -> Option<Ac
 /// are read (with `acks`), and only a client that took too little since is
 /// TimedOut (and its socket set to reset). The write itself is never
 /// cancelled, so what it took is always known.
+#[cfg(any(feature = "http2", feature = "uring"))]
 pub(crate) async fn paced<F: Future>(
     write: F,
     acks: Option<Acks>,
@@ -110,6 +118,7 @@ pub(crate) async fn paced<F: Future>(
 }
 
 /// `n` bytes written, as progress while acknowledgements are not counted.
+#[cfg(any(feature = "http2", feature = "uring"))]
 pub(crate) fn written(pace: &mut Pace, n: u64) {
     if !pace.counting_acks() {
         pace.progress(Instant::now(), n);

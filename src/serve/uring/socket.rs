@@ -9,7 +9,6 @@ use std::io;
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::Arc;
-use std::time::Instant;
 
 use io_uring::{cqueue, opcode, types};
 use tokio_uring::buf::{BoundedBuf, BoundedBufMut, IoBuf};
