@@ -137,23 +137,18 @@ fn free_port(v6: bool) -> u16 {
     }
 }
 
+/// The staticd to soak: `--staticd PATH`, else the binary cargo built for
+/// this bench, with the bench profile (the release settings: LTO) and this
+/// build's features, so a stale or differently featured
+/// target/release/staticd is never what gets tested.
 fn find_staticd(given: Option<PathBuf>) -> PathBuf {
-    if let Some(p) = given {
-        return p;
-    }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let bin = root.join("target/release/staticd");
+    let bin = given.unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_staticd")));
     if !bin.exists() {
-        println!("soak: building target/release/staticd (cargo build --release)");
-        let ok = Command::new(std::env::var("CARGO").unwrap_or("cargo".into()))
-            .args(["build", "--release", "--bin", "staticd"])
-            .current_dir(&root)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!("soak: cannot build staticd");
-            std::process::exit(1);
-        }
+        eprintln!(
+            "soak: {} does not exist (cargo bench --bench soak builds it)",
+            bin.display()
+        );
+        std::process::exit(1);
     }
     bin
 }
