@@ -75,6 +75,26 @@ impl Pace {
         self.deadline > now
     }
 
+    /// When a transport should next read the acknowledged count, at `now`:
+    /// while counting them, four times a window (the first of `deadline`
+    /// less 3/4, 1/2, 1/4 of a window, or the deadline, that is after
+    /// `now`), so that bytes are credited within a quarter window of when
+    /// they were taken, and a client silent for a window is noticed within
+    /// a quarter window of it; otherwise at the deadline.
+    pub fn check_at(&self, now: Instant) -> Instant {
+        if self.counting_acks() {
+            let quarter = self.window / 4;
+            for k in (1..=3).rev() {
+                if let Some(at) = self.deadline.checked_sub(quarter * k) {
+                    if at > now {
+                        return at;
+                    }
+                }
+            }
+        }
+        self.deadline
+    }
+
     /// Whether the acknowledged count has been read once (see `delivered`).
     pub fn counting_acks(&self) -> bool {
         self.acked != UNREAD
@@ -178,22 +198,50 @@ mod tests {
 
     #[test]
     fn a_reader_of_100_bytes_a_second_is_dropped_soon_after_one_window() {
-        // The transport reads the count only at each deadline: a reader
-        // taking 100 B/s against 500 B/s buys 1/5 of each wait, so the
-        // waits shrink geometrically and it is done within 1.25 windows.
+        // The transport reads the count at each `check_at`: a reader taking
+        // 100 B/s against 500 B/s buys a fifth of each wait, so it is done
+        // about 1.25 windows in.
         let t = Instant::now();
         let mut p = Pace::new(t, 10 * SEC, 500);
         p.delivered(t, 0);
         let mut now = t;
         let mut acked = 0u64;
+        let mut checks = 0;
         while p.deadline() > now {
-            let next = p.deadline();
+            let next = p.check_at(now);
+            assert!(next > now && next <= p.deadline());
             acked += (100.0 * (next - now).as_secs_f64()) as u64;
             now = next;
             p.delivered(now, acked);
+            checks += 1;
         }
         assert!(now < t + Duration::from_millis(12_600), "{:?}", now - t);
+        assert!(checks <= 32, "{checks} readings");
         assert!(p.too_slow());
+    }
+
+    #[test]
+    fn a_burst_then_silence_ends_a_quarter_window_after_the_timeout_at_most() {
+        // 64 KB taken at once (a receive buffer filling), then nothing: the
+        // reading a quarter window in credits it then, not at the deadline.
+        let t = Instant::now();
+        let mut p = Pace::new(t, 2 * SEC, 500);
+        p.delivered(t, 0);
+        assert_eq!(p.check_at(t), t + Duration::from_millis(500));
+        assert!(p.delivered(t + Duration::from_millis(500), 64 << 10));
+        assert_eq!(p.deadline(), t + Duration::from_millis(2500));
+        let mut now = t + Duration::from_millis(500);
+        while p.delivered(now, 64 << 10) {
+            now = p.check_at(now);
+        }
+        assert_eq!(now, t + Duration::from_millis(2500));
+    }
+
+    #[test]
+    fn without_acknowledgements_the_check_is_the_deadline() {
+        let t = Instant::now();
+        let p = Pace::new(t, 8 * SEC, 500);
+        assert_eq!(p.check_at(t), t + 8 * SEC);
     }
 
     #[test]

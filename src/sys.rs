@@ -328,6 +328,20 @@ pub fn reset_on_close(fd: BorrowedFd<'_>) {
     let _ = rustix::net::sockopt::set_socket_linger(fd, Some(Duration::ZERO));
 }
 
+/// Bytes written to `fd` that the peer has not acknowledged yet, sent or
+/// not (SIOCOUTQ); 0 for anything but a socket.
+pub fn unacked(fd: BorrowedFd<'_>) -> u64 {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ (TIOCOUTQ) writes one int into `n`.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCOUTQ, &mut n) };
+    if rc == 0 {
+        n.max(0) as u64
+    } else {
+        0
+    }
+}
+
 /// Bytes of this TCP connection the peer has acknowledged so far
 /// (TCP_INFO's `tcpi_bytes_acked`, RFC 4898's ThruOctetsAcked): what it
 /// really took, as opposed to what the kernel accepted from us. None for

@@ -1,8 +1,8 @@
 //! How the transports measure a response against `--min-rate` and
 //! `--send-timeout` (see `pace`): progress is what the peer acknowledged on
-//! a TCP socket (TCP_INFO), read only when a response must wait (once, for
-//! where its count starts) and when its deadline comes (to see whether it
-//! moved), never per write. Where no acknowledgements can be read (a pipe,
+//! a TCP socket (TCP_INFO), read only while a response waits (once, for
+//! where its count starts, then four times a timeout: `Pace::check_at`),
+//! never per write. Where no acknowledgements can be read (a pipe,
 //! io_uring's and the fuzz target's HTTP/2 streams), bytes written count:
 //! the kernel holds at most `sys::UNSENT_LIMIT` of them unsent, so they run
 //! ahead of what the client took by a bounded amount, and credit is capped
@@ -10,14 +10,14 @@
 //!
 //! A client given up on is reset rather than closed: what is queued for it
 //! would otherwise hold kernel memory for as long as it takes to read
-//! (nginx's `reset_timedout_connection`).
+//! (nginx's `reset_timedout_connection`); the bytes that reset discards are
+//! not counted as sent.
 
 use std::os::fd::BorrowedFd;
 use std::time::Instant;
 #[cfg(any(feature = "http2", feature = "uring"))]
 use std::{
     future::Future,
-    io,
     os::fd::{AsRawFd, RawFd},
 };
 
@@ -25,33 +25,39 @@ use crate::pace::Pace;
 use crate::sys;
 
 /// Tells `pace` how far a response waiting on `fd` has got, at `now`: on a
-/// TCP socket the bytes the peer acknowledged, elsewhere the bytes
+/// TCP socket the bytes the peer acknowledged (read the first time, and
+/// when `due`: a wait until `pace.check_at` ran out), elsewhere the bytes
 /// `written` (`paced`: how many of those it was told of). Returns whether
-/// the response may go on waiting; if not, the connection is set to reset.
-/// For the writers that wait themselves (inetd's poll(2), the event loop).
+/// the response may go on waiting, until `pace.check_at(now)`; if not, see
+/// `give_up`. For the writers that wait themselves (inetd's poll(2), the
+/// event loop).
 pub(crate) fn account(
     pace: &mut Pace,
     fd: BorrowedFd<'_>,
     now: Instant,
-    written: u64,
-    paced: &mut u64,
+    (written, paced): (u64, &mut u64),
+    due: bool,
 ) -> bool {
-    // Once counting acknowledgements, only the deadline's coming is news.
-    if pace.counting_acks() && pace.deadline() > now {
+    if pace.counting_acks() && !due {
         return true;
     }
-    let going = match sys::bytes_acked(fd) {
+    match sys::bytes_acked(fd) {
         Some(acked) => pace.delivered(now, acked),
         None => {
             pace.progress(now, written - *paced);
             *paced = written;
             pace.deadline() > now
         }
-    };
-    if !going {
-        sys::reset_on_close(fd);
     }
-    going
+}
+
+/// Gives up on the client of `fd`: the connection will be reset when
+/// closed, discarding what the kernel still holds for it. Returns how many
+/// written bytes that is (never acknowledged): they did not reach the
+/// client, and the access log must not count them.
+pub(crate) fn give_up(fd: BorrowedFd<'_>) -> u64 {
+    sys::reset_on_close(fd);
+    sys::unacked(fd)
 }
 
 /// A socket whose acknowledged bytes can be read while a write holds it
@@ -88,32 +94,32 @@ pub(crate) fn start(pace: &mut Pace, fd: BorrowedFd<'_>, size: u64) -> Option<Ac
 }
 
 /// Waits for `write`, a response's write, without giving it up while the
-/// client keeps pace: at each of `pace`'s deadlines the acknowledged bytes
-/// are read (with `acks`), and only a client that took too little since is
-/// TimedOut (and its socket set to reset). The write itself is never
-/// cancelled, so what it took is always known.
+/// client keeps pace: at each of `pace`'s checks the acknowledged bytes are
+/// read (with `acks`), and only a client that took too little is given up
+/// on (`give_up`; Err: the bytes discarded). Without `acks`, the deadline
+/// alone ends it (Err(0)). The write itself is never cancelled while the
+/// client keeps pace, so what it took is always known.
 #[cfg(any(feature = "http2", feature = "uring"))]
 pub(crate) async fn paced<F: Future>(
     write: F,
     acks: Option<Acks>,
     pace: &mut Pace,
-) -> io::Result<F::Output> {
+) -> Result<F::Output, u64> {
     let mut write = std::pin::pin!(write);
+    let mut now = Instant::now();
     loop {
-        let deadline = pace.deadline().into();
-        if let Ok(done) = tokio::time::timeout_at(deadline, write.as_mut()).await {
+        let check = pace.check_at(now).into();
+        if let Ok(done) = tokio::time::timeout_at(check, write.as_mut()).await {
             return Ok(done);
         }
-        let now = Instant::now();
-        if let Some(acks) = acks {
-            if let Some(acked) = sys::bytes_acked(acks.fd()) {
-                if pace.delivered(now, acked) {
-                    continue;
-                }
-            }
-            sys::reset_on_close(acks.fd());
+        now = Instant::now();
+        let going = match acks {
+            Some(acks) => sys::bytes_acked(acks.fd()).is_some_and(|n| pace.delivered(now, n)),
+            None => pace.deadline() > now,
+        };
+        if !going {
+            return Err(acks.map_or(0, |acks| give_up(acks.fd())));
         }
-        return Err(io::ErrorKind::TimedOut.into());
     }
 }
 

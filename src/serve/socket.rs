@@ -14,7 +14,7 @@ use tokio::net::UnixStream;
 use tokio::time::Sleep;
 
 use super::lazy::LazyTcp;
-use super::pacing::account;
+use super::pacing::{account, give_up};
 use super::proxy_header;
 use super::writer::ResponseWriter;
 use super::{linger_deadline, Got, Wire, READ_CHUNK};
@@ -257,15 +257,21 @@ pub(crate) async fn send(
     while !writer.is_done(&out) {
         match stream.try_io(Interest::WRITABLE, || writer.write_some(&mut out)) {
             Ok(_) => sent.written = writer.written(),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => loop {
-                if !account(pace, fd, Instant::now(), sent.written, &mut paced) {
-                    return Err(io::ErrorKind::TimedOut.into());
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                // Whether a wait ran out: a reading of the client's progress is due.
+                let mut due = false;
+                loop {
+                    let now = Instant::now();
+                    if !account(pace, fd, now, (sent.written, &mut paced), due) {
+                        sent.written = sent.written.saturating_sub(give_up(fd));
+                        return Err(io::ErrorKind::TimedOut.into());
+                    }
+                    match within(stream.writable(), pace.check_at(now), timer.as_mut()).await {
+                        Err(e) if e.kind() == io::ErrorKind::TimedOut => due = true,
+                        ready => break ready?,
+                    }
                 }
-                match within(stream.writable(), pace.deadline(), timer.as_mut()).await {
-                    Err(e) if e.kind() == io::ErrorKind::TimedOut => {}
-                    ready => break ready?,
-                }
-            },
+            }
             Err(e) => return Err(e),
         }
     }

@@ -329,6 +329,8 @@ pub fn send_blocking(
 ) -> io::Result<()> {
     let fd = out.raw();
     let mut paced = 0;
+    // Whether a wait ran out: a reading of the client's progress is due.
+    let mut due = false;
     while !writer.is_done(out) {
         // Checked before every write, not only when one is interrupted: a
         // stop that came between two writes, or to a client that never
@@ -343,11 +345,15 @@ pub fn send_blocking(
             // WouldBlock; a non-blocking descriptor says the same when full.
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => loop {
                 let now = Instant::now();
-                if !super::pacing::account(pace, fd, now, writer.written(), &mut paced) {
+                let written = (writer.written(), &mut paced);
+                if !super::pacing::account(pace, fd, now, written, due) {
+                    let discarded = super::pacing::give_up(fd);
+                    writer.written = writer.written.saturating_sub(discarded);
                     return Err(io::ErrorKind::TimedOut.into());
                 }
-                let left = pace.deadline().saturating_duration_since(now);
-                if sys::wait(fd, true, left)? {
+                let left = pace.check_at(now).saturating_duration_since(now);
+                due = !sys::wait(fd, true, left)?;
+                if !due {
                     break;
                 }
                 if sys::stop_requested() {

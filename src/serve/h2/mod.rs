@@ -171,9 +171,11 @@ async fn write_plan(
                 at = next;
             }
             Ok(Err(_)) => return Err(at),
-            Err(e) => {
+            Err(discarded) => {
+                let e = std::io::ErrorKind::TimedOut.into();
                 crate::serve::response_failed(&e, &pace, &served.client, cfg);
-                return Err(at);
+                // The bytes the reset discards never went out.
+                return Err(at.saturating_sub(discarded));
             }
         }
     }

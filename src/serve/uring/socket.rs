@@ -153,6 +153,13 @@ struct Outgoing<'a> {
 }
 
 impl Outgoing<'_> {
+    /// The client was too slow (see `pacing::paced`): `discarded` of the
+    /// bytes written never reached it.
+    fn gave_up(&mut self, discarded: u64) -> io::Error {
+        *self.written = self.written.saturating_sub(discarded);
+        io::ErrorKind::TimedOut.into()
+    }
+
     async fn send_body(&mut self, stream: &impl Socket, body: &mut Vec<Chunk>) -> io::Result<()> {
         for chunk in body.drain(..) {
             match chunk {
@@ -214,7 +221,8 @@ impl Outgoing<'_> {
         }
         while !self.pieces.is_empty() {
             let write = stream.writev(std::mem::take(&mut self.pieces));
-            let (result, mut pieces) = pacing::paced(write, self.acks, self.pace).await?;
+            let paced = pacing::paced(write, self.acks, self.pace).await;
+            let (result, mut pieces) = paced.map_err(|held| self.gave_up(held))?;
             let mut n = match result {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => n,
@@ -270,7 +278,10 @@ impl Outgoing<'_> {
         let mut at = 0;
         while at < records.len() {
             let write = stream.writev(vec![records.slice(at..)]);
-            let (result, mut left) = pacing::paced(write, self.acks, self.pace).await?;
+            // Too slow: this flush's bytes are not counted (see below), so
+            // neither are the ones the reset discards.
+            let paced = pacing::paced(write, self.acks, self.pace).await;
+            let (result, mut left) = paced.map_err(|_| io::Error::from(io::ErrorKind::TimedOut))?;
             records = left.pop().map(|s| s.into_inner()).unwrap_or_default();
             let n = match result {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
