@@ -140,9 +140,30 @@ fn reader_of_100_bytes_a_second_is_dropped(v: Variant) {
     let head = conn.read_head();
     assert_eq!(head.status, 200);
     assert_eq!(head.content_length(), Some(BIG));
+    let read = read_slowly_until_dropped(&mut conn, &probe, started, "an HTTP/1.1 reader");
+    // The access log's line counts what the server wrote: before the
+    // kernel's queue was bounded it said 2.8 MB for a reader of 9 KB.
+    let sent = logged_bytes(&server, "\"GET /big.bin HTTP/1.1\" 200 ");
+    report(&format!("the access log says {sent} bytes sent"));
+    assert!(
+        sent < 1 << 20,
+        "{sent} bytes went into the kernel for a reader of {read} B"
+    );
+    server.assert_survived("/a.txt");
+}
+
+/// Reads 100 bytes a second from `conn` until the server ends the
+/// connection (`probe`: its TCP socket), and asserts that it did within
+/// `DROP_BOUND` of `started`. Returns how many bytes it read.
+fn read_slowly_until_dropped(
+    conn: &mut Conn,
+    probe: &TcpStream,
+    started: Instant,
+    who: &str,
+) -> u64 {
     let mut read = 0u64;
     let ended = loop {
-        if tcp_state(&probe) != TCP_ESTABLISHED {
+        if tcp_state(probe) != TCP_ESTABLISHED {
             break Some(started.elapsed());
         }
         if started.elapsed() > DROP_BOUND + SEND_TIMEOUT {
@@ -153,7 +174,7 @@ fn reader_of_100_bytes_a_second_is_dropped(v: Variant) {
     };
     let rate = read as f64 / started.elapsed().as_secs_f64();
     report(&format!(
-        "a reader of {rate:.0} B/s (read {read} B): {}",
+        "{who} of {rate:.0} B/s (read {read} B): {}",
         match ended {
             Some(t) => format!("dropped after {:.1} s", t.as_secs_f64()),
             None => "still connected".to_string(),
@@ -166,15 +187,7 @@ fn reader_of_100_bytes_a_second_is_dropped(v: Variant) {
         ended <= DROP_BOUND,
         "dropped only after {ended:?} (bound {DROP_BOUND:?})"
     );
-    // The access log's line counts what the server wrote: before the
-    // kernel's queue was bounded it said 2.8 MB for a reader of 9 KB.
-    let sent = logged_bytes(&server, "\"GET /big.bin HTTP/1.1\" 200 ");
-    report(&format!("the access log says {sent} bytes sent"));
-    assert!(
-        sent < 1 << 20,
-        "{sent} bytes went into the kernel for a reader of {read} B"
-    );
-    server.assert_survived("/a.txt");
+    read
 }
 
 /// The byte count of the access log's (common format) line that holds `needle`.
@@ -214,31 +227,7 @@ fn h2_reader_of_100_bytes_a_second_is_dropped(v: Variant) {
     let block = hpack::request("GET", "/big.bin");
     hello.extend(headers(1, &block, flag::END_STREAM | flag::END_HEADERS));
     conn.send(hello);
-    let mut read = 0u64;
-    let ended = loop {
-        if tcp_state(&probe) != TCP_ESTABLISHED {
-            break Some(started.elapsed());
-        }
-        if started.elapsed() > DROP_BOUND + SEND_TIMEOUT {
-            break None;
-        }
-        read += conn.read_once(100) as u64;
-        thread::sleep(Duration::from_secs(1));
-    };
-    report(&format!(
-        "an HTTP/2 reader of 100 B/s (read {read} B): {}",
-        match ended {
-            Some(t) => format!("dropped after {:.1} s", t.as_secs_f64()),
-            None => "still connected".to_string(),
-        }
-    ));
-    let ended = ended.unwrap_or_else(|| {
-        panic!("still connected after {DROP_BOUND:?} + {SEND_TIMEOUT:?} (read {read} B)")
-    });
-    assert!(
-        ended <= DROP_BOUND,
-        "dropped only after {ended:?} (bound {DROP_BOUND:?})"
-    );
+    read_slowly_until_dropped(&mut conn, &probe, started, "an HTTP/2 reader");
     server.assert_survived("/a.txt");
 }
 
