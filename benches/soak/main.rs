@@ -532,5 +532,7 @@ fn main() {
     let ok = report::finish(&soak, &a, run, short, &logs, &stderr, &samples);
     drop(ctx);
     drop(_tmpfs);
+    // exit() runs no destructors: the document root and the logs go now.
+    drop(tmp);
     std::process::exit(if ok { 0 } else { 1 });
 }
