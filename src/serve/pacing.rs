@@ -88,8 +88,8 @@ pub(crate) fn start(pace: &mut Pace, fd: BorrowedFd<'_>, size: u64) -> Option<Ac
     if size <= u64::from(sys::UNSENT_LIMIT) {
         return None;
     }
-    let (acks, now) = Acks::of(fd)?;
-    pace.delivered(Instant::now(), now);
+    let (acks, acked) = Acks::of(fd)?;
+    pace.delivered(Instant::now(), acked);
     Some(acks)
 }
 

@@ -250,8 +250,8 @@ pub(crate) async fn send(
 ) -> io::Result<()> {
     let mut out = wire.out(stream.as_fd(), true);
     let mut writer = ResponseWriter::new(&sent.wire, &sent.response.body).copying(copy);
-    // The pace learns of progress only when a write would wait: a response
-    // the socket takes at once costs no reading beyond the one at its start.
+    // The pace learns of progress only when a write would wait (see
+    // `pacing`): a response the socket takes at once costs no reading.
     let mut paced = 0;
     let fd = stream.as_fd();
     while !writer.is_done(&out) {
