@@ -250,6 +250,8 @@ fn colour(kind: Option<Kind>) -> RGBColor {
         Some(Kind::Lighttpd) => RGBColor(85, 160, 100),
         Some(Kind::Apache2) => RGBColor(129, 114, 178),
         Some(Kind::H2o) => RGBColor(150, 120, 80),
+        Some(Kind::Caddy) => RGBColor(23, 160, 175),
+        Some(Kind::Sws) => RGBColor(170, 170, 40),
         Some(Kind::Ceiling) | None => RGBColor(110, 110, 110),
     }
 }

@@ -3,7 +3,8 @@
 //! from its cache) and from the peers with their usual on-the-fly
 //! compression (nginx `gzip on` and `gzip_static on`, lighttpd mod_deflate
 //! with its cache directory, apache2 mod_brotli and mod_deflate, h2o
-//! `compress: ON`). wrk keep-alive at 50 connections; reports requests/s
+//! `compress: ON`, Caddy `encode gzip`, static-web-server's default
+//! `--compression`). wrk keep-alive at 50 connections; reports requests/s
 //! and the bytes on the wire per response.
 
 use std::fmt::Write as _;
@@ -243,7 +244,7 @@ pub fn table(out: &mut String, cells: &[Compressed], seconds: f64) {
         .and_then(|c| c.requests_per_second);
     let _ = writeln!(
         out,
-        "{:<16} {:>8} {:>10} {:>12} {:>10} {:>12}",
+        "{:<18} {:>8} {:>10} {:>12} {:>10} {:>12}",
         "server", "coding", "body B", "requests/s", "B/resp", "CPU us/req"
     );
     for c in cells {
@@ -256,7 +257,7 @@ pub fn table(out: &mut String, cells: &[Compressed], seconds: f64) {
         });
         let _ = writeln!(
             out,
-            "{:<16} {:>8} {:>10} {:>12} {:>10} {:>12}{}",
+            "{:<18} {:>8} {:>10} {:>12} {:>10} {:>12}{}",
             c.server,
             c.content_encoding.as_deref().unwrap_or("identity"),
             c.body_bytes.map_or("-".into(), |b| b.to_string()),

@@ -1,6 +1,7 @@
 //! What a published table needs to be reproduced: the machine (cores, CPU,
 //! kernel, memory), the versions of the load clients, the staticd commit
-//! and the command line. The servers' versions are in their descriptions.
+//! and the command line. The servers' versions are in their descriptions
+//! too, and every installed peer's here (whether the run started it or not).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -27,6 +28,9 @@ pub struct Software {
     pub staticd_dirty: Option<bool>,
     /// The load clients, each as its version flag prints it (first line).
     pub tools: Vec<ToolVersion>,
+    /// The peer servers installed here (nginx ... Caddy, static-web-server),
+    /// each as its version flag prints it (first line).
+    pub servers: Vec<ToolVersion>,
     /// How the harness was started, as one would type it again.
     pub command_line: String,
 }
@@ -92,6 +96,13 @@ pub fn software(args: &[String]) -> Software {
         staticd_commit,
         staticd_dirty,
         tools,
+        servers: crate::servers::peer_versions()
+            .into_iter()
+            .map(|(name, version)| ToolVersion {
+                name: name.into(),
+                version,
+            })
+            .collect(),
         command_line: command_line(args),
     }
 }

@@ -1,8 +1,9 @@
 //! `cargo bench --bench compare [-- --quick]`: staticd side by side with
-//! nginx, lighttpd, apache2 and h2o (whichever are installed) and with a
-//! do-nothing "ceiling" server, on loopback, under wrk and ab, and over
-//! HTTP/2 under h2load. Writes target/compare/{table.txt,results.json,
-//! chart.svg}. See benches/README.md.
+//! nginx, lighttpd, apache2, h2o, Caddy and static-web-server (whichever
+//! are installed) and with a do-nothing "ceiling" server, on loopback,
+//! under wrk and ab, and over HTTP/2 under h2load. Writes
+//! target/compare/{table.txt,results.json,chart.svg}. See
+//! benches/README.md.
 
 mod ceiling;
 mod chart;
@@ -84,8 +85,9 @@ idle memory per TLS connection. Sizes not in --sizes and modes not in
                           cells, no start-up series)
 
 HTTP/2 (h2load, needs nghttp2-client; staticd, staticd-inetd, nginx,
-lighttpd and h2o, each with an h2 instance on the HTTPS certificate, ALPN,
-and an h2c one, prior knowledge): 50 connections with 10 streams each at
+lighttpd, h2o, Caddy and static-web-server, each with an h2 instance on the
+HTTPS certificate, ALPN, and an h2c one, prior knowledge, but
+static-web-server, which has no h2c): 50 connections with 10 streams each at
 1 KB and 1 MB, over TLS and in the clear; then memory per connection with
 10 streams open.
   --no-h2                 no HTTP/2 servers or cells
@@ -870,11 +872,25 @@ fn run(opts: &Options) -> Result<(), String> {
             reason,
         });
     }
+    // A peer that is not installed is one line, whatever its instances.
+    let mut missing: Vec<Kind> = Vec::new();
     for (kind, proto) in instances {
         if let Some(only) = &opts.servers {
             if !only.iter().any(|n| n == kind.name()) {
                 continue;
             }
+        }
+        if missing.contains(&kind) {
+            continue;
+        }
+        if let Some(reason) = kind.missing() {
+            eprintln!("skipped: {}: {reason}", kind.name());
+            missing.push(kind);
+            skipped.push(Skipped {
+                server: kind.name().into(),
+                reason,
+            });
+            continue;
         }
         if STOP.load(Ordering::SeqCst) {
             return Err("interrupted".into());

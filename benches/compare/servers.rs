@@ -32,11 +32,14 @@ pub enum Kind {
     Lighttpd,
     Apache2,
     H2o,
+    Caddy,
+    /// static-web-server (Rust, hyper and tokio).
+    Sws,
     Ceiling,
 }
 
 /// Table order: staticd first, the peers, the ceiling last.
-pub const ALL: [Kind; 8] = [
+pub const ALL: [Kind; 10] = [
     Kind::Staticd,
     Kind::StaticdUring,
     Kind::StaticdInetd,
@@ -44,6 +47,8 @@ pub const ALL: [Kind; 8] = [
     Kind::Lighttpd,
     Kind::Apache2,
     Kind::H2o,
+    Kind::Caddy,
+    Kind::Sws,
     Kind::Ceiling,
 ];
 
@@ -57,6 +62,8 @@ impl Kind {
             Kind::Lighttpd => "lighttpd",
             Kind::Apache2 => "apache2",
             Kind::H2o => "h2o",
+            Kind::Caddy => "caddy",
+            Kind::Sws => "static-web-server",
             Kind::Ceiling => "ceiling",
         }
     }
@@ -65,8 +72,35 @@ impl Kind {
     pub fn is_peer(self) -> bool {
         matches!(
             self,
-            Kind::Nginx | Kind::Lighttpd | Kind::Apache2 | Kind::H2o
+            Kind::Nginx | Kind::Lighttpd | Kind::Apache2 | Kind::H2o | Kind::Caddy | Kind::Sws
         )
+    }
+
+    /// A peer's program, the flag that prints its version, and how to
+    /// install it (for the skip line when it is missing).
+    pub fn program(self) -> Option<(&'static str, &'static str, &'static str)> {
+        match self {
+            Kind::Nginx => Some(("nginx", "-v", "apt-get install nginx-light")),
+            Kind::Lighttpd => Some(("lighttpd", "-v", "apt-get install lighttpd")),
+            Kind::Apache2 => Some(("apache2", "-v", "apt-get install apache2")),
+            Kind::H2o => Some(("h2o", "--version", "apt-get install h2o")),
+            Kind::Caddy => Some(("caddy", "version", "apt-get install caddy")),
+            Kind::Sws => Some((
+                "static-web-server",
+                "--version",
+                "cargo install static-web-server --version 2.44.1 --locked",
+            )),
+            _ => None,
+        }
+    }
+
+    /// Why a peer cannot run here at all (its program is not installed),
+    /// whatever the protocol: the run says so once, not per instance.
+    pub fn missing(self) -> Option<String> {
+        let (program, _, install) = self.program()?;
+        which(program)
+            .is_none()
+            .then(|| format!("{program} is not installed ({install})"))
     }
 
     pub fn is_staticd(self) -> bool {
@@ -97,6 +131,9 @@ impl Kind {
             Proto::Http => Ok(()),
             Proto::Https if self.speaks_tls() => Ok(()),
             Proto::Https => Err("not run over HTTPS"),
+            // Its cleartext listener is HTTP/1.1 only (h2load's prior-
+            // knowledge preface fails there); HTTP/2 needs --http2, TLS.
+            Proto::H2c if self == Kind::Sws => Err("static-web-server has no h2c"),
             Proto::H2 | Proto::H2c => match self {
                 Kind::StaticdUring => Err("--io-uring serves HTTP/1.1 only"),
                 Kind::Apache2 => Err("not one of issue 11's HTTP/2 peers"),
@@ -405,11 +442,37 @@ pub fn which(program: &str) -> Option<PathBuf> {
         "/usr/bin",
         "/usr/local/bin",
     ];
-    let mut dirs: Vec<&str> = path.split(':').collect();
-    dirs.extend(extra);
+    let mut dirs: Vec<PathBuf> = path.split(':').map(PathBuf::from).collect();
+    dirs.extend(extra.map(PathBuf::from));
+    // Where `cargo install` puts static-web-server.
+    if let Some(home) = std::env::var_os("HOME") {
+        dirs.push(Path::new(&home).join(".cargo/bin"));
+    }
     dirs.iter()
-        .map(|dir| Path::new(dir).join(program))
+        .map(|dir| dir.join(program))
         .find(|p| p.is_file())
+}
+
+/// The versions of the peers installed here, for the machine record
+/// (whether or not this run started them).
+pub fn peer_versions() -> Vec<(&'static str, String)> {
+    ALL.iter()
+        .filter_map(|&k| Some((k.name(), peer_version(k, &which(k.program()?.0)?))))
+        .collect()
+}
+
+/// A peer's version as its flag prints it; Caddy's ("2.6.2") and
+/// static-web-server's ("Version:      2.44.1") with the name put first.
+fn peer_version(kind: Kind, program: &Path) -> String {
+    let flag = kind.program().map_or("--version", |p| p.1);
+    let v = version_of(program, flag);
+    match kind {
+        Kind::Caddy | Kind::Sws => {
+            let number = v.trim_start_matches("Version:").trim();
+            format!("{} {number}", kind.name())
+        }
+        _ => v,
+    }
 }
 
 /// The first line a program prints about its version (on stdout or stderr).
@@ -486,6 +549,10 @@ pub fn locate(kind: Kind, setup: &Setup, proto: Proto) -> Result<PathBuf, String
             }
         }
         Kind::H2o => need("h2o"),
+        Kind::Caddy | Kind::Sws => match kind.missing() {
+            Some(why) => Err(why),
+            None => need(kind.program().map_or("", |p| p.0)),
+        },
         Kind::Ceiling => Ok(setup.harness.to_path_buf()),
     }
 }
@@ -583,14 +650,14 @@ pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports, proto: Proto) -> Resu
                 .arg(dir.join("error.log"))
                 .arg("-c")
                 .arg(&path);
-            (c, Some(conf), version_of(&program, "-v"))
+            (c, Some(conf), peer_version(kind, &program))
         }
         Kind::Lighttpd => {
             let conf = lighttpd_conf(&dir, &root, port, cores, setup, tls, h2);
             let path = write_config(&dir, "lighttpd.conf", &conf)?;
             let mut c = Command::new(&program);
             c.arg("-D").arg("-f").arg(&path);
-            (c, Some(conf), version_of(&program, "-v"))
+            (c, Some(conf), peer_version(kind, &program))
         }
         Kind::Apache2 => {
             let conf = apache_conf(&dir, &root, port, cores, setup, tls);
@@ -604,7 +671,7 @@ pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports, proto: Proto) -> Resu
                 .arg("-f")
                 .arg(&path)
                 .arg("-DFOREGROUND");
-            (c, Some(conf), version_of(&program, "-v"))
+            (c, Some(conf), peer_version(kind, &program))
         }
         Kind::H2o => {
             // Run as root, h2o switches to nobody before it opens its logs.
@@ -614,7 +681,76 @@ pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports, proto: Proto) -> Resu
             let path = write_config(&dir, "h2o.conf", &conf)?;
             let mut c = Command::new(&program);
             c.arg("-c").arg(&path);
-            (c, Some(conf), version_of(&program, "--version"))
+            (c, Some(conf), peer_version(kind, &program))
+        }
+        Kind::Caddy => {
+            let conf = caddyfile(&root, port, tls, proto);
+            let path = write_config(&dir, "Caddyfile", &conf)?;
+            let mut c = Command::new(&program);
+            c.arg("run")
+                .arg("--config")
+                .arg(&path)
+                .args(["--adapter", "caddyfile"]);
+            // Caddy 2.6 keeps autosave.json under XDG_CONFIG_HOME and its
+            // storage (a local CA it provisions whether used or not) under
+            // XDG_DATA_HOME, else under HOME: all in the instance's
+            // scratch directory, never the user's. GOMAXPROCS unset: the
+            // Go runtime runs on every core, as the others have a worker
+            // per core.
+            let home = dir.join("home");
+            c.env("HOME", &home)
+                .env("XDG_CONFIG_HOME", home.join("config"))
+                .env("XDG_DATA_HOME", home.join("data"))
+                .env_remove("GOMAXPROCS");
+            (c, Some(conf), peer_version(kind, &program))
+        }
+        Kind::Sws => {
+            let mut c = Command::new(&program);
+            c.arg("--root")
+                .arg(&root)
+                .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+                .args([
+                    // Its default, said: one worker thread per core, as
+                    // the others have a worker per core.
+                    "--threads-multiplier",
+                    "1",
+                    "--log-level",
+                    "error",
+                    // On by default: a Cache-Control header on every
+                    // response that no other server sends.
+                    "--cache-control-headers",
+                    "false",
+                    // Off by default, but turned on with --http2 unless
+                    // given: HSTS and two more headers on every response.
+                    "--security-headers",
+                    "false",
+                ]);
+            if let Some(t) = tls {
+                // Its only TLS: --http2 offers h2 and http/1.1 by ALPN,
+                // and a client that offers none (wrk, the harness's
+                // HTTPS client) gets HTTP/1.1; so the HTTPS and the h2
+                // instance have the same flags.
+                c.args(["--http2", "true", "--http2-tls-cert"])
+                    .arg(&t.cert)
+                    .arg("--http2-tls-key")
+                    .arg(&t.key);
+            }
+            // Its current directory (the instance's scratch directory) has
+            // no sws.toml or config.toml to read, and no SERVER_* variable
+            // of the harness's environment reaches it.
+            for (name, _) in std::env::vars_os() {
+                if name.to_string_lossy().starts_with("SERVER_") {
+                    c.env_remove(name);
+                }
+            }
+            (
+                c,
+                None,
+                format!(
+                    "{}; no sendfile (hyper writes what tokio read)",
+                    peer_version(kind, &program)
+                ),
+            )
         }
         Kind::Ceiling => {
             server_ports = vec![(setup.sizes[0], port)];
@@ -1174,3 +1310,70 @@ hosts:
 "#
     )
 }
+
+/// Caddy 2: a Caddyfile with no admin endpoint (it would listen on :2019),
+/// no automatic HTTPS (it would bind :80 for redirects and ask the
+/// internet for certificates), no certificate-trust install, and the
+/// default logger at ERROR (no access log: none is configured). One
+/// hostless site on 127.0.0.1 and the harness's port, `file_server` over
+/// the document root (Go's sendfile for HTTP/1.1 in the clear), the
+/// compression cell's script gzipped on every request (Caddy 2.6 has no
+/// br). `servers { protocols }` per instance: h1 for HTTP/1.1 in the clear
+/// and over TLS (ALPN http/1.1 only, as the other peers' HTTPS
+/// instances), h1 h2 for h2, h1 h2c for h2c (Go's h2c needs h1 beside
+/// it); never h3, which would open a UDP port. Over TLS: the harness's
+/// certificate, TLS 1.2 and 1.3, the same AEAD ECDSA suites; Go's session
+/// tickets are on by default. Go's runtime uses every core.
+fn caddyfile(root: &Path, port: u16, tls: Option<&TlsFiles>, proto: Proto) -> String {
+    let protocols = match proto {
+        Proto::Http | Proto::Https => "h1",
+        Proto::H2 => "h1 h2",
+        Proto::H2c => "h1 h2c",
+    };
+    let (scheme, tls) = match tls {
+        None => ("http", String::new()),
+        Some(t) => (
+            "https",
+            format!(
+                "\n\ttls {} {} {{\n\t\tprotocols tls1.2 tls1.3\n\t\tciphers {}\n\t}}",
+                t.cert.display(),
+                t.key.display(),
+                TLS12_CIPHERS_GO.join(" ")
+            ),
+        ),
+    };
+    let r = root.display();
+    let script = compressed::PATH;
+    format!(
+        r#"# Written by benches/compare (staticd's comparison harness).
+{{
+	admin off
+	auto_https off
+	skip_install_trust
+	log default {{
+		output stderr
+		level ERROR
+	}}
+	servers {{
+		protocols {protocols}
+	}}
+}}
+
+{scheme}://:{port} {{
+	bind 127.0.0.1{tls}
+	root * {r}
+	# The compression cell's script: compressed on every request.
+	@script path {script}
+	encode @script gzip
+	file_server
+}}
+"#
+    )
+}
+
+/// TLS12_CIPHERS by Go's names, for Caddy.
+const TLS12_CIPHERS_GO: [&str; 3] = [
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+];

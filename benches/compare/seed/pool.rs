@@ -89,15 +89,11 @@ pub struct Pool<'a> {
     pub begun: Instant,
 }
 
-/// The Debian package a harness server comes from, for the skip line.
-fn package(kind: Kind) -> &'static str {
+/// How to install what a harness server needs, for the skip line.
+fn install(kind: Kind) -> String {
     match kind {
-        Kind::StaticdInetd => "ucspi-tcp",
-        Kind::Nginx => "nginx-light",
-        Kind::Lighttpd => "lighttpd",
-        Kind::Apache2 => "apache2",
-        Kind::H2o => "h2o",
-        _ => "",
+        Kind::StaticdInetd => "apt-get install ucspi-tcp".into(),
+        _ => kind.program().map_or(String::new(), |p| p.2.to_string()),
     }
 }
 
@@ -156,10 +152,13 @@ impl<'a> Pool<'a> {
         if let Some(line) = self.skipped_by_flag(flag_names) {
             return Err(line);
         }
+        if let Some(why) = kind.missing() {
+            return Err(format!("skipped: {why}"));
+        }
         if let Err(why) = servers::locate(kind, &self.setup, proto) {
-            let hint = match package(kind) {
-                "" => String::new(),
-                p => format!(" (apt-get install {p})"),
+            let hint = match install(kind) {
+                h if h.is_empty() => h,
+                h => format!(" ({h})"),
             };
             return Err(format!("skipped: {why}{hint}"));
         }
