@@ -20,6 +20,7 @@ mod resume;
 mod seed;
 mod servers;
 mod startup;
+mod targets;
 mod tls;
 
 use std::path::PathBuf;
@@ -1268,7 +1269,7 @@ fn run(opts: &Options) -> Result<(), String> {
     let descriptions = running.iter().map(|s| s.about.clone()).collect();
     // Stop every server before writing (and before the docroot goes).
     drop(running);
-    let report = Report {
+    let mut report = Report {
         started_unix,
         total_seconds: started.elapsed().as_secs_f64(),
         interrupted,
@@ -1306,7 +1307,9 @@ fn run(opts: &Options) -> Result<(), String> {
         idle_memory,
         startup: start_up,
         compressed: compressed_cells,
+        targets: Vec::new(),
     };
+    report.targets = targets::rows(&report);
     std::fs::create_dir_all(&opts.out).map_err(|e| format!("{}: {e}", opts.out.display()))?;
     let table = report.table();
     let table_path = opts.out.join("table.txt");

@@ -117,6 +117,9 @@ pub struct Report {
     pub startup: Vec<Startup>,
     /// The compression cell, one record per server.
     pub compressed: Vec<Compressed>,
+    /// The summary the table ends with: staticd against the best peer in
+    /// every cell, met or missed against the targets (targets.rs).
+    pub targets: Vec<crate::targets::Target>,
 }
 
 /// The median and the range of one quantity over a cell's rounds.
@@ -365,17 +368,22 @@ impl Report {
         sizes
     }
 
+    /// The peers' summaries of one cell (not staticd's, not the ceiling's).
+    fn peers_in(&self, block: Block, size: u64) -> impl Iterator<Item = &Summary> {
+        self.summaries
+            .iter()
+            .filter(move |m| m.block() == block && m.size == size)
+            .filter(|m| kind_of(&m.server).is_some_and(Kind::is_peer))
+    }
+
     /// The best median requests/s among the peers (not staticd, not the
     /// ceiling). In the resumed-handshake cells, among the peers that
     /// resumed every handshake in every round, if any did: a peer that made
     /// some in full (it sends no new ticket on a resumed handshake, and the
     /// client uses each ticket once) measured something else.
-    fn best_peer(&self, block: Block, size: u64) -> Option<(f64, String)> {
+    pub(crate) fn best_peer(&self, block: Block, size: u64) -> Option<(f64, String)> {
         let peers: Vec<(&Summary, f64)> = self
-            .summaries
-            .iter()
-            .filter(|m| m.block() == block && m.size == size)
-            .filter(|m| kind_of(&m.server).is_some_and(Kind::is_peer))
+            .peers_in(block, size)
             .filter_map(|m| Some((m, m.rps()?)))
             .collect();
         let some_resumed_all = peers.iter().any(|(m, _)| m.not_resumed == 0);
@@ -384,6 +392,26 @@ impl Report {
             .filter(|(m, _)| block.0 != Tool::Resume || !some_resumed_all || m.not_resumed == 0)
             .map(|(m, rps)| (rps, m.server.clone()))
             .max_by(|a, b| a.0.total_cmp(&b.0))
+    }
+
+    /// The lowest median p99 among the peers without errors in the cell,
+    /// or among all peers if every one had errors: (peer, p99 in us). A
+    /// cell where no response completed has no latency to compare (the
+    /// median is over the rounds that completed one).
+    pub(crate) fn best_peer_p99(&self, block: Block, size: u64) -> Option<(String, f64)> {
+        let peers: Vec<(&Summary, f64)> = self
+            .peers_in(block, size)
+            .filter_map(|m| Some((m, median(m.p99_us)?)))
+            .collect();
+        let clean: Vec<_> = peers
+            .iter()
+            .filter(|(m, _)| m.errors == 0)
+            .copied()
+            .collect();
+        if clean.is_empty() { &peers } else { &clean }
+            .iter()
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|&(m, us)| (m.server.clone(), us))
     }
 
     pub fn table(&self) -> String {
@@ -596,6 +624,7 @@ impl Report {
         self.h2_summary(&mut out);
         self.idle_table(&mut out);
         self.startup_table(&mut out);
+        crate::targets::table(&mut out, &self.targets);
         out
     }
 
@@ -633,24 +662,8 @@ impl Report {
         let mut rows = Vec::new();
         for block in blocks {
             for size in self.sizes(block) {
-                // A cell where no response completed has no latency to
-                // compare (the median is over the rounds that completed one).
                 let p99 = |m: &Summary| median(m.p99_us);
-                let peers: Vec<(&Summary, f64)> = names
-                    .iter()
-                    .filter(|n| kind_of(n).is_some_and(Kind::is_peer))
-                    .filter_map(|n| self.find(block, size, n))
-                    .filter_map(|m| Some((m, p99(m)?)))
-                    .collect();
-                let clean: Vec<_> = peers
-                    .iter()
-                    .filter(|(m, _)| m.errors == 0)
-                    .copied()
-                    .collect();
-                let best = if clean.is_empty() { &peers } else { &clean }
-                    .iter()
-                    .min_by(|a, b| a.1.total_cmp(&b.1))
-                    .map(|&(m, us)| (m.server.clone(), us));
+                let best = self.best_peer_p99(block, size);
                 let mut row = vec![block.2.to_string(), label(size)];
                 for name in &names {
                     let cell = match self.find(block, size, name) {
@@ -755,10 +768,7 @@ impl Report {
                 let best = self.best_peer(block, size);
                 let best_m = best.as_ref().and_then(|(_, n)| self.find(block, size, n));
                 let lowest = self
-                    .summaries
-                    .iter()
-                    .filter(|m| m.block() == block && m.size == size)
-                    .filter(|m| kind_of(&m.server).is_some_and(Kind::is_peer))
+                    .peers_in(block, size)
                     .filter_map(|m| Some((median(m.cpu_us_per_request)?, m.server.clone())))
                     .min_by(|a, b| a.0.total_cmp(&b.0));
                 rows.push(vec![
@@ -972,7 +982,7 @@ pub(crate) fn block_title((tool, mode, conns, proto, streams): Block) -> String 
 }
 
 /// The median of a spread, if there is one.
-fn median(s: Option<Spread>) -> Option<f64> {
+pub(crate) fn median(s: Option<Spread>) -> Option<f64> {
     s.map(|s| s.median)
 }
 
@@ -1009,7 +1019,7 @@ fn ms(us: Option<f64>) -> String {
     }
 }
 
-fn latency(us: Option<f64>) -> String {
+pub(crate) fn latency(us: Option<f64>) -> String {
     match us {
         None => "-".into(),
         Some(us) if us < 1_000.0 => format!("{us:.0}us"),
@@ -1028,7 +1038,7 @@ pub fn micros(us: Option<f64>) -> String {
 }
 
 /// Left-aligned first column, right-aligned others.
-fn render(out: &mut String, header: &[String], rows: &[Vec<String>]) {
+pub(crate) fn render(out: &mut String, header: &[String], rows: &[Vec<String>]) {
     let cols = header.len();
     let mut width = vec![0; cols];
     for r in std::iter::once(header).chain(rows.iter().map(Vec::as_slice)) {

@@ -1,0 +1,266 @@
+//! The summary a run ends with: every cell, staticd's ratio to the best
+//! peer in it (the best of nginx, lighttpd, apache2, h2o, Caddy and
+//! static-web-server; never the ceiling), which peer that is, and whether
+//! staticd met the target the cell has:
+//!
+//! - keep-alive, in the clear and over HTTPS, at 50 and 2,000
+//!   connections: x1.00 or more, with server CPU per request no higher
+//!   than the best peer's;
+//! - Connection: close in the clear: x1.10 or more at 1 KB, x1.00 at the
+//!   other sizes;
+//! - HTTPS full handshakes (wrk, Connection: close) and resumed
+//!   handshakes: x1.50 or more;
+//! - p99 at 2,000 and 10,000 connections (keep-alive): no higher than the
+//!   best peer's (the lowest p99 of the peers without errors);
+//! - inetd start (inetd-spawn, p50) within 0.25 ms of /bin/true's;
+//! - idle keep-alive connections: 0.5 KiB or less each.
+//!
+//! Cells without a target (HTTP/2, 10,000 connections' requests/s, ab,
+//! other connection counts) are listed with their ratio and "-".
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::docroot::label;
+use crate::load::{Mode, Tool};
+use crate::report::{self, median, Block, Report, Summary};
+use crate::servers::{Kind, Proto, ALL};
+
+/// One row of the summary.
+#[derive(Clone, Debug, Serialize)]
+pub struct Target {
+    /// "HTTP/1.1 keep-alive c=50 1 KB", "HTTPS close c=50 1 KB (full
+    /// handshakes)", "p99 keep-alive c=2000 1 KB", "inetd start",
+    /// "idle keep-alive memory".
+    pub cell: String,
+    /// staticd's figure, as shown.
+    pub staticd: String,
+    /// The best peer and its figure, as shown.
+    pub best_peer: Option<String>,
+    /// staticd's over the best peer's (requests/s, or p99: lower is
+    /// better there).
+    pub ratio: Option<f64>,
+    /// Server CPU per request, staticd's and the best peer's (us).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_us_per_request: Option<(Option<f64>, Option<f64>)>,
+    /// The target, in words; "-" for none.
+    pub target: String,
+    /// None: the cell has no target, or it could not be judged (staticd
+    /// or every peer failed in it).
+    pub met: Option<bool>,
+}
+
+/// The least ratio of requests/s a cell's target asks for, and whether
+/// staticd's CPU per request must be no higher than the best peer's.
+fn rps_target(block: Block, size: u64) -> Option<(f64, bool, &'static str)> {
+    let (tool, mode, conns, proto, _) = block;
+    match (tool, mode, proto) {
+        (Tool::Wrk, Mode::KeepAlive, Proto::Http | Proto::Https) if [50, 2000].contains(&conns) => {
+            Some((1.0, true, ">= x1.00, CPU/req <= best peer's"))
+        }
+        (Tool::Wrk, Mode::Close, Proto::Http) if size == 1_000 => Some((1.1, false, ">= x1.10")),
+        (Tool::Wrk, Mode::Close, Proto::Http) => Some((1.0, false, ">= x1.00")),
+        (Tool::Wrk, Mode::Close, Proto::Https) => Some((1.5, false, ">= x1.50")),
+        (Tool::Resume, _, Proto::Https) => Some((1.5, false, ">= x1.50")),
+        _ => None,
+    }
+}
+
+fn cell_name((tool, mode, conns, proto, streams): Block, size: u64) -> String {
+    let what = match (tool, proto) {
+        (Tool::H2load, Proto::H2) => format!("h2 c={conns} x {streams}"),
+        (Tool::H2load, _) => format!("h2c c={conns} x {streams}"),
+        (Tool::Resume, _) => format!("HTTPS c={conns}, resumed handshakes"),
+        (Tool::Wrk, Proto::Https) if mode == Mode::Close => {
+            format!("HTTPS close c={conns}, full handshakes")
+        }
+        (Tool::Ab, _) => format!("ab {} c={conns}", mode.label()),
+        (_, Proto::Https) => format!("HTTPS {} c={conns}", mode.label()),
+        _ => format!("HTTP/1.1 {} c={conns}", mode.label()),
+    };
+    format!("{what} {}", label(size))
+}
+
+fn cpu(m: Option<&Summary>) -> Option<f64> {
+    m.and_then(|m| median(m.cpu_us_per_request))
+}
+
+/// The summary's rows for a report.
+pub fn rows(r: &Report) -> Vec<Target> {
+    let staticd = Kind::Staticd.name();
+    let mut out = Vec::new();
+    for block in r.blocks() {
+        for size in r.sizes(block) {
+            let mine = r.find(block, size, staticd);
+            let rps = mine.and_then(Summary::rps);
+            let best = r.best_peer(block, size);
+            let best_m = best.as_ref().and_then(|(_, n)| r.find(block, size, n));
+            let ratio = match (rps, &best) {
+                (Some(a), Some((b, _))) if *b > 0.0 => Some(a / b),
+                _ => None,
+            };
+            let goal = rps_target(block, size);
+            let cpus = (cpu(mine), cpu(best_m));
+            let met = goal.and_then(|(least, check_cpu, _)| {
+                let ratio = ratio?;
+                let cpu_ok = match cpus {
+                    _ if !check_cpu => true,
+                    (Some(a), Some(b)) => a <= b,
+                    _ => return None,
+                };
+                Some(ratio >= least && cpu_ok)
+            });
+            out.push(Target {
+                cell: cell_name(block, size),
+                staticd: rps.map_or(if mine.is_some() { "failed" } else { "n/a" }.into(), |v| {
+                    format!("{v:.0} req/s")
+                }),
+                best_peer: best.as_ref().map(|(v, n)| format!("{n} {v:.0}")),
+                ratio,
+                cpu_us_per_request: Some(cpus),
+                target: goal.map_or("-".into(), |g| g.2.into()),
+                met,
+            });
+        }
+    }
+    p99_rows(r, &mut out);
+    startup_row(r, &mut out);
+    idle_row(r, &mut out);
+    out
+}
+
+/// p99 at 2,000 and 10,000 connections, keep-alive (in the clear or over
+/// HTTPS, where a run has such cells).
+fn p99_rows(r: &Report, out: &mut Vec<Target>) {
+    let many = r.blocks().into_iter().filter(|&(t, m, c, p, _)| {
+        t == Tool::Wrk && m == Mode::KeepAlive && [2000, 10_000].contains(&c) && !p.http2()
+    });
+    for block in many {
+        for size in r.sizes(block) {
+            let mine = r
+                .find(block, size, Kind::Staticd.name())
+                .and_then(|m| median(m.p99_us));
+            let best = r.best_peer_p99(block, size);
+            let ratio = match (mine, &best) {
+                (Some(a), Some((_, b))) if *b > 0.0 => Some(a / b),
+                _ => None,
+            };
+            out.push(Target {
+                cell: format!("p99 {}", cell_name(block, size)),
+                staticd: report::latency(mine),
+                best_peer: best
+                    .as_ref()
+                    .map(|(n, us)| format!("{n} {}", report::latency(Some(*us)))),
+                ratio,
+                cpu_us_per_request: None,
+                target: "<= best peer's p99".into(),
+                met: ratio.map(|x| x <= 1.0),
+            });
+        }
+    }
+}
+
+/// The most inetd-spawn's median may exceed /bin/true's, in us.
+const INETD_OVER_TRUE_US: f64 = 250.0;
+
+fn startup_row(r: &Report, out: &mut Vec<Target>) {
+    let p50 = |name: &str| {
+        r.startup
+            .iter()
+            .find(|s| s.name == name)
+            .and_then(|s| s.p50_us)
+    };
+    let (Some(spawn), Some(truth)) = (p50("inetd-spawn"), p50("true")) else {
+        return;
+    };
+    let over = spawn - truth;
+    out.push(Target {
+        cell: "inetd start to first byte, p50".into(),
+        staticd: report::micros(Some(spawn)),
+        best_peer: Some(format!("/bin/true {}", report::micros(Some(truth)))),
+        ratio: None,
+        cpu_us_per_request: None,
+        target: format!(
+            "<= /bin/true + {:.2} ms (is {:+.3} ms)",
+            INETD_OVER_TRUE_US / 1000.0,
+            over / 1000.0
+        ),
+        met: Some(over <= INETD_OVER_TRUE_US),
+    });
+}
+
+/// The most an idle keep-alive connection may add to staticd's memory.
+const IDLE_KIB: f64 = 0.5;
+
+fn idle_row(r: &Report, out: &mut Vec<Target>) {
+    let Some(kib) = r
+        .idle_memory
+        .iter()
+        .find(|m| m.server == Kind::Staticd.name() && !m.https && !m.proto.http2())
+        .and_then(|m| m.kib_per_connection)
+    else {
+        return;
+    };
+    out.push(Target {
+        cell: "idle keep-alive connection, memory each".into(),
+        staticd: format!("{kib:.2} KiB"),
+        best_peer: None,
+        ratio: None,
+        cpu_us_per_request: None,
+        target: format!("<= {IDLE_KIB} KiB"),
+        met: Some(kib <= IDLE_KIB),
+    });
+}
+
+/// The summary as the last table of table.txt.
+pub fn table(out: &mut String, rows: &[Target]) {
+    if rows.is_empty() {
+        return;
+    }
+    let judged: Vec<bool> = rows.iter().filter_map(|t| t.met).collect();
+    let _ = writeln!(
+        out,
+        "\n== summary: staticd against the best peer in every cell (peers: {}; not the ceiling); targets met: {} of {} ==",
+        ALL.iter()
+            .filter(|k| k.is_peer())
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+        judged.iter().filter(|&&m| m).count(),
+        judged.len()
+    );
+    let header: Vec<String> = [
+        "cell",
+        "staticd",
+        "best peer",
+        "ratio",
+        "CPU us/req staticd / best",
+        "target",
+        "result",
+    ]
+    .map(String::from)
+    .to_vec();
+    let us = |v: Option<f64>| v.map_or("-".into(), |u| format!("{u:.1}"));
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|t| {
+            vec![
+                t.cell.clone(),
+                t.staticd.clone(),
+                t.best_peer.clone().unwrap_or_else(|| "-".into()),
+                t.ratio.map_or("-".into(), |x| format!("x{x:.2}")),
+                t.cpu_us_per_request
+                    .map_or("-".into(), |(a, b)| format!("{} / {}", us(a), us(b))),
+                t.target.clone(),
+                match t.met {
+                    Some(true) => "met".into(),
+                    Some(false) => "missed".into(),
+                    None if t.target == "-" => "-".into(),
+                    None => "n/a".into(),
+                },
+            ]
+        })
+        .collect();
+    report::render(out, &header, &body);
+}
