@@ -10,6 +10,9 @@
 //! 4. Varnish and Squid (cache hits) against staticd, and Hitch -> Varnish
 //!    against staticd's own TLS.
 //!
+//! Tables 1 to 3 also have Caddy and static-web-server beside nginx, the
+//! articles' modern server; table 4 has no web server peer to add them to.
+//!
 //! Writes <target>/compare/seed-tables.{txt,json} and seed-fnord.svg. A
 //! missing server or tool is one `skipped: ...` line; a server that fails
 //! to start fills its cells with `failed: ...`. See benches/README.md,
@@ -48,12 +51,13 @@ cargo bench --bench compare -- --seed-tables [OPTIONS]
   --seed-only LIST        only these tables, e.g. 1,4 (4 includes 4b, HTTPS)
   --seed-skip LIST        treat these servers or tools as missing, e.g.
                           squid,tomcat (names: staticd-inetd, apache2,
-                          lighttpd, nginx, tomcat, varnish, squid, hitch, ab,
-                          wrk)
+                          lighttpd, nginx, caddy, static-web-server, tomcat,
+                          varnish, squid, hitch, ab, wrk)
   --out DIR               output directory (default: <target>/compare)
 
-Needs: apt-get install nginx-light lighttpd apache2 tomcat10 varnish squid
-hitch wrk apache2-utils ucspi-tcp (whatever is missing is skipped).";
+Needs: apt-get install nginx-light lighttpd apache2 caddy tomcat10 varnish
+squid hitch wrk apache2-utils ucspi-tcp, and cargo install static-web-server
+--version 2.44.1 --locked (whatever is missing is skipped).";
 
 struct Options {
     cell: Duration,
@@ -168,15 +172,15 @@ fn estimate(o: &Options, t: &Timing) -> Duration {
     };
     let mut e = Duration::from_secs(10); // the harness servers' start-up
     if o.only.contains(&1) {
-        e += per(tables::FNORD_SIZES.len() as u32, 5);
+        e += per(tables::FNORD_SIZES.len() as u32, 7);
     }
     if o.only.contains(&2) {
         let rows = (tables::TOMCAT_CLIENTS.len() * tables::TOMCAT_SIZES.len()) as u32;
-        e += (tables::tomcat_seconds(t) + (o.warmup + Duration::from_millis(500)) * rows) * 5;
+        e += (tables::tomcat_seconds(t) + (o.warmup + Duration::from_millis(500)) * rows) * 7;
         e += Duration::from_secs(20); // Tomcat's start
     }
     if o.only.contains(&3) {
-        e += per(tables::KEEPALIVE_CLIENTS.len() as u32, 3);
+        e += per(tables::KEEPALIVE_CLIENTS.len() as u32, 5);
     }
     if o.only.contains(&4) {
         e += per(tables::accel_rows() as u32, 3) + per(tables::ACCEL_SIZES.len() as u32, 2);

@@ -1,6 +1,9 @@
 //! The classic comparisons, each with its original method: which servers
 //! are its columns, which cells its rows, and what it says about what
-//! could not be run.
+//! could not be run. Tables 1 to 3 had nginx, the modern server of their
+//! day: Caddy and static-web-server, today's, stand beside it. Tables 4
+//! and 4b compare caches (and Hitch) with staticd alone: no web server
+//! peer there to stand beside.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -83,7 +86,7 @@ pub fn fnord(pool: &mut Pool, t: &Timing) -> Table {
         "fnord",
         "Table 1. fnord-style shoot-out: requests per second by file size",
         format!(
-            "Method: ab -c 50, no keep-alive, {} s per cell (ab -t), after a {} s wrk warm-up. Original: fnord under tcpserver against AOLserver, Apache, lighttpd and nginx; here staticd --inetd under tcpserver (fnord's own deployment) and staticd standalone.",
+            "Method: ab -c 50, no keep-alive, {} s per cell (ab -t), after a {} s wrk warm-up. Original: fnord under tcpserver against AOLserver, Apache, lighttpd and nginx; here staticd --inetd under tcpserver (fnord's own deployment) and staticd standalone, and beside nginx (the article's modern server) today's: Caddy and static-web-server.",
             t.cell.as_secs_f64(),
             pool.warmup.as_secs_f64()
         ),
@@ -98,6 +101,8 @@ pub fn fnord(pool: &mut Pool, t: &Timing) -> Table {
             Kind::Apache2,
             Kind::Lighttpd,
             Kind::Nginx,
+            Kind::Caddy,
+            Kind::Sws,
         ],
     );
     table.skipped.extend([
@@ -130,7 +135,7 @@ pub fn apache_tomcat(pool: &mut Pool, t: &Timing) -> Table {
         "tomcat",
         "Table 2. Apache, Tomcat, nginx and lighttpd: requests per second by concurrency and file size",
         format!(
-            "Method: ab -c 5, 50 and 500, no keep-alive, {} s per cell (10 MB: {} s at 5 and 50 clients, {} s at 500, so that whole rounds of 10 MB responses complete; ab counts only completed responses), after a {} s wrk warm-up.",
+            "Method: ab -c 5, 50 and 500, no keep-alive, {} s per cell (10 MB: {} s at 5 and 50 clients, {} s at 500, so that whole rounds of 10 MB responses complete; ab counts only completed responses), after a {} s wrk warm-up. Beside nginx, the article's modern server, today's: Caddy and static-web-server.",
             t.cell.as_secs_f64(),
             t.ab(10_000_000, 5).as_secs_f64(),
             t.ab(10_000_000, 500).as_secs_f64(),
@@ -144,7 +149,13 @@ pub fn apache_tomcat(pool: &mut Pool, t: &Timing) -> Table {
     cols.extend(harness_columns(
         pool,
         &mut table,
-        &[Kind::Nginx, Kind::Lighttpd, Kind::Staticd],
+        &[
+            Kind::Nginx,
+            Kind::Lighttpd,
+            Kind::Caddy,
+            Kind::Sws,
+            Kind::Staticd,
+        ],
     ));
     let specs: Vec<Spec> = TOMCAT_CLIENTS
         .iter()
@@ -217,7 +228,7 @@ fn start_tomcat(pool: &mut Pool, table: &mut Table) -> Option<usize> {
 }
 
 /// 3. Apache against nginx with ab -k (keep-alive) at 100 to 1,500
-///    clients, 1 KB, plus staticd.
+///    clients, 1 KB, plus staticd, Caddy and static-web-server.
 pub const KEEPALIVE_CLIENTS: [u32; 4] = [100, 500, 1_000, 1_500];
 
 pub fn apache_nginx(pool: &mut Pool, t: &Timing) -> Table {
@@ -225,7 +236,7 @@ pub fn apache_nginx(pool: &mut Pool, t: &Timing) -> Table {
         "ab-keepalive",
         "Table 3. Apache against nginx with keep-alive: requests per second by concurrency (1 KB file)",
         format!(
-            "Method: ab -k -c 100, 500, 1000 and 1500, GET of a 1 KB file, {} s per cell, after a {} s wrk warm-up.",
+            "Method: ab -k -c 100, 500, 1000 and 1500, GET of a 1 KB file, {} s per cell, after a {} s wrk warm-up. Beside nginx, the article's modern server, today's: Caddy and static-web-server.",
             t.cell.as_secs_f64(),
             pool.warmup.as_secs_f64()
         ),
@@ -234,7 +245,13 @@ pub fn apache_nginx(pool: &mut Pool, t: &Timing) -> Table {
     let cols = harness_columns(
         pool,
         &mut table,
-        &[Kind::Apache2, Kind::Nginx, Kind::Staticd],
+        &[
+            Kind::Apache2,
+            Kind::Nginx,
+            Kind::Caddy,
+            Kind::Sws,
+            Kind::Staticd,
+        ],
     );
     let specs: Vec<Spec> = KEEPALIVE_CLIENTS
         .iter()
