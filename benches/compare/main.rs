@@ -34,7 +34,8 @@ use servers::{Kind, Proto, Server, Setup};
 const USAGE: &str = "\
 cargo bench --bench compare [-- OPTIONS]
 
-A full run (about 45-50 minutes on 2 cores): 1 B, 1 KB, 10 KB, 100 KB, 1 MB
+A full run (45-50 minutes on 2 cores with eight servers; with Caddy and
+static-web-server about a quarter more): 1 B, 1 KB, 10 KB, 100 KB, 1 MB
 and 10 MB; keep-alive and close at 50 connections, keep-alive at 2,000, and
 at 10,000 for 1 KB and 100 KB; 3 s cells (scaled by connections), each run
 in 3 interleaved rounds; HTTPS and HTTP/2 cells as below; idle memory and
