@@ -12,6 +12,7 @@ pub mod auth;
 pub mod calendar;
 pub mod cgi;
 pub mod cli;
+pub mod client_name;
 pub mod complaint;
 pub mod config;
 pub mod exchange;

@@ -4,6 +4,7 @@
 //! `input()`, call `step`, and do what it says. That is why the event loop
 //! and inetd mode behave byte-for-byte the same.
 
+use crate::client_name::ClientName;
 use std::ops::Range;
 use std::time::{Instant, SystemTime};
 
@@ -132,7 +133,7 @@ pub struct Session {
     head_deadline: Option<Instant>,
     /// A script found while batching pipelined answers, to run next.
     pending_cgi: Option<Box<CgiJob>>,
-    client: String,
+    client: ClientName,
 }
 
 /// Pipelined answers are batched into one write up to about this size.
@@ -141,11 +142,11 @@ const MAX_BATCH: usize = 64 * 1024;
 impl Session {
     /// `client` names the peer for the log: its IP address as text, `unix:`
     /// for a Unix-socket client (as nginx logs it), or `-` when unknown.
-    pub fn new(client: String) -> Session {
+    pub fn new(client: ClientName) -> Session {
         Session::with_kind(client, Kind::Http)
     }
 
-    pub fn with_kind(client: String, kind: Kind) -> Session {
+    pub fn with_kind(client: ClientName, kind: Kind) -> Session {
         Session {
             input: Vec::new(),
             kind,
@@ -346,7 +347,7 @@ impl Session {
     }
 
     /// Names the connection's client as a PROXY protocol header did.
-    pub fn set_client(&mut self, client: String) {
+    pub fn set_client(&mut self, client: ClientName) {
         self.client = client;
     }
 

@@ -167,7 +167,7 @@ fn fewest_allocations_answering(
     const WINDOWS: usize = 6;
     let mut f = Fixture::new(features);
     f.statuses = statuses;
-    let mut session = Session::new("127.0.0.1".to_string());
+    let mut session = Session::new("127.0.0.1".into());
     let expected = f.exchange(&mut session, raw);
     assert!(expected >= 1);
     for _ in 0..WARM_UP {
@@ -406,7 +406,7 @@ mod over_tls {
             let name = "localhost".try_into().unwrap();
             let client = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
             let wire = Wire::Tls(Box::new(acceptor.accept().unwrap()));
-            let session = Session::with_kind("127.0.0.1".to_string(), Kind::Https);
+            let session = Session::with_kind("127.0.0.1".into(), Kind::Https);
             f.out.set_nonblocking(true).unwrap();
             Tls {
                 f,
@@ -574,7 +574,7 @@ fn a_client_named_by_a_trusted_proxy_allocates_nothing() {
         "X-Forwarded-For: 198.51.100.7, 203.0.113.9, 127.0.0.2\r\n\
          Forwarded: for=\"[2001:db8::1]:4711\";proto=https, for=127.0.0.3\r\n",
     );
-    let mut session = Session::new("127.0.0.1".to_string());
+    let mut session = Session::new("127.0.0.1".into());
     for _ in 0..20 {
         assert_eq!(f.exchange(&mut session, &raw), 1);
     }

@@ -710,7 +710,7 @@ pub fn tls_session(data: &[u8]) {
         .shutdown(std::net::Shutdown::Write)
         .expect("shutdown");
     let mut wire = Wire::Tls(Box::new(acceptor.accept().expect("connection")));
-    let mut session = Session::with_kind("127.0.0.1".to_string(), Kind::Https);
+    let mut session = Session::with_kind("127.0.0.1".into(), Kind::Https);
     let mut cleartext = false;
     // Each read takes at least one byte or ends: at most one read per byte.
     for _ in 0..=sent {

@@ -2,6 +2,7 @@
 //! transports: its client's bound (`--max-connections-per-ip`), its place
 //! under `--max-connections`, and what a failed accept(2) means.
 
+use crate::client_name::ClientName;
 use std::cell::Cell;
 use std::io;
 use std::os::fd::AsFd;
@@ -25,8 +26,8 @@ use crate::sys::describe;
 const SHED_AGAIN: Duration = Duration::from_millis(50);
 
 /// How the log names a client: its address, or `unix:`.
-pub(crate) fn client_name(peer: Option<std::net::IpAddr>) -> String {
-    peer.map_or_else(|| UNIX_CLIENT.to_string(), |ip| ip.to_string())
+pub(crate) fn client_name(peer: Option<std::net::IpAddr>) -> ClientName {
+    peer.map_or_else(|| ClientName::new(UNIX_CLIENT), ClientName::ip)
 }
 
 /// How long a connection refused for its client's bound may take to send
@@ -43,7 +44,12 @@ thread_local! {
 /// Refuses a connection over its client's bound (see `clients::refuse`),
 /// giving its request a moment to arrive: accept(2) returns as the
 /// handshake completes, usually just before the request does.
-pub(crate) fn turn_away(stream: std::net::TcpStream, client: String, cleartext: bool, max: usize) {
+pub(crate) fn turn_away(
+    stream: std::net::TcpStream,
+    client: ClientName,
+    cleartext: bool,
+    max: usize,
+) {
     let waiting = REFUSING.with(Cell::get);
     if !cleartext || waiting >= REFUSALS_WAITING {
         clients::refuse(stream.as_fd(), &client, cleartext, max);

@@ -2,6 +2,7 @@
 //! HTTP/1.1 one session step at a time, until it closes, is parked while
 //! idle (see `park`), or is handed to HTTP/2.
 
+use crate::client_name::ClientName;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -28,7 +29,7 @@ use crate::sys;
 /// How a connection's task begins.
 pub(crate) enum Start {
     /// Just accepted, from this client.
-    New(String),
+    New(ClientName),
     /// Back from the lot of idle connections (see `park`).
     Resumed {
         session: Session,

@@ -7,6 +7,7 @@
 //! it). On a pipe (inetd mode started by hand) it reads no more than the
 //! parser says still belongs to the header.
 
+use crate::client_name::ClientName;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
@@ -142,7 +143,7 @@ pub(crate) fn sockets(
 /// After the header: the session names the client it gave.
 pub(crate) fn name_client(session: &mut Session, source: Option<SocketAddr>) {
     if let Some(source) = source {
-        session.set_client(source.ip().to_canonical().to_string());
+        session.set_client(ClientName::ip(source.ip().to_canonical()));
     }
 }
 

@@ -2,6 +2,7 @@
 //! plain blocking code. Under tcpserver both are the same socket; with
 //! pipes they are not, and sockets-only calls are skipped.
 
+use crate::client_name::ClientName;
 use std::cell::RefCell;
 use std::io;
 use std::os::fd::BorrowedFd;
@@ -228,18 +229,18 @@ fn linger(fd: BorrowedFd<'_>) {
 }
 
 /// The client's IP address for the log, as the super-server reports it.
-fn client_address(input: BorrowedFd<'_>) -> String {
+fn client_address(input: BorrowedFd<'_>) -> ClientName {
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     if let Some(ip) = env("TCPREMOTEIP") {
-        return ip;
+        return ip.into();
     }
     if let Some(addr) = env("TCPREMOTEADDR") {
-        return strip_port(&addr).to_string();
+        return strip_port(&addr).into();
     }
     if let Some(host) = env("REMOTE_HOST") {
-        return host;
+        return host.into();
     }
-    sys::peer_addr(input).map_or_else(|| "-".to_string(), |a| a.ip().to_string())
+    sys::peer_addr(input).map_or_else(|| ClientName::new("-"), |a| ClientName::ip(a.ip()))
 }
 
 /// `1.2.3.4:5678` -> `1.2.3.4`; `[::1]:5678` -> `::1`; a bare IP stays.

@@ -1,6 +1,7 @@
 //! One connection on io_uring: its prelude (see `prelude`), then HTTP/1.1
 //! one session step at a time, or HTTP/2 (see `h2io`), until it closes.
 
+use crate::client_name::ClientName;
 use std::net::{Shutdown, SocketAddr};
 use std::time::Instant;
 
@@ -33,7 +34,7 @@ enum Phase {
 /// client a PROXY header names) until it ends.
 pub(super) async fn connection(
     stream: impl Socket,
-    client: String,
+    client: ClientName,
     (wire, kind): (Wire, Kind),
     shared: Shared,
     slot: &mut Slot,
