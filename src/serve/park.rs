@@ -79,6 +79,8 @@ struct Lot {
     /// None where free.
     pages: Vec<Page>,
     free: Vec<usize>,
+    /// Whether a connection was parked since the last sweep.
+    parked: bool,
 }
 
 /// The events of one epoll_wait(2), kept between calls.
@@ -113,6 +115,7 @@ pub(crate) fn park(parked: Parked) {
             return;
         }
         *lot.place(index) = Some(parked);
+        lot.parked = true;
     });
 }
 
@@ -136,6 +139,7 @@ pub(crate) async fn watch(
             epoll: watched.as_raw_fd(),
             pages: Vec::new(),
             free: Vec::new(),
+            parked: false,
         })
     });
     // However this ends (returned, or dropped with the runtime), the lot
@@ -162,7 +166,17 @@ pub(crate) async fn watch(
                     }
                 }
             }
-            _ = sweep.tick() => expire(Instant::now()),
+            _ = sweep.tick() => {
+                if expire(Instant::now()) {
+                    // What the parked connections' tasks and buffers held
+                    // is free now, in holes between the records and
+                    // other live allocations: given back to the kernel,
+                    // an idle connection costs its record, not the pages
+                    // around it. At most once a sweep, and only after
+                    // parking, so a busy worker never pays for it.
+                    crate::sys::release_free_heap();
+                }
+            }
             () = shed.notified() => {
                 if shed_oldest() || shed_waiting() {
                     let at_max = Complaint::AtMaxConnections { max: max_connections };
@@ -259,10 +273,11 @@ pub(crate) fn shed_oldest() -> bool {
 }
 
 /// Closes the parked connections whose keep-alive timeout has passed.
-fn expire(now: Instant) {
+/// Returns whether any connection was parked since the last call.
+fn expire(now: Instant) -> bool {
     LOT.with_borrow_mut(|lot| {
         let Some(lot) = lot else {
-            return;
+            return false;
         };
         let places = lot.pages.iter_mut().flat_map(|p| p.iter_mut());
         for (index, record) in places.enumerate() {
@@ -272,5 +287,6 @@ fn expire(now: Instant) {
                 lot.free.push(index);
             }
         }
-    });
+        std::mem::take(&mut lot.parked)
+    })
 }
