@@ -5,9 +5,9 @@
 //! as long as the connection, and a small heap allocation made at accept
 //! time lands among the short-lived ones of its first request. Once those
 //! are freed, the name alone keeps their page resident. Measured with
-//! 10,000 idle keep-alive connections opened one after another, the
-//! per-connection Strings held 1.10 KiB of RSS per connection where the
-//! server without them held 0.57 (benches/README.md, idle memory).
+//! 10,000 idle keep-alive connections opened one after another: 1.38-1.48
+//! KiB of RSS per connection with the Strings, 0.66-0.68 without
+//! (benches/README.md, "What moved the figures this round").
 
 use std::fmt::{self, Write};
 use std::net::IpAddr;

@@ -4,10 +4,10 @@
 //! `input()`, call `step`, and do what it says. That is why the event loop
 //! and inetd mode behave byte-for-byte the same.
 
-use crate::client_name::ClientName;
 use std::ops::Range;
 use std::time::{Instant, SystemTime};
 
+use crate::client_name::ClientName;
 use crate::config::Config;
 use crate::http::body::{self, BodySkipper, Skip};
 use crate::http::parse::{self, Method, ParseError, Parsed};

@@ -2,7 +2,6 @@
 //! transports: its client's bound (`--max-connections-per-ip`), its place
 //! under `--max-connections`, and what a failed accept(2) means.
 
-use crate::client_name::ClientName;
 use std::cell::Cell;
 use std::io;
 use std::os::fd::AsFd;
@@ -16,6 +15,7 @@ use super::limits::{Connections, Slot};
 use super::listen::UNIX_CLIENT;
 use super::workers::{out_of_resources, Shared, EMFILE_PAUSE};
 use super::{idle, park, Wire};
+use crate::client_name::ClientName;
 use crate::complaint::{complain, Complaint};
 use crate::log;
 use crate::session::Kind;

@@ -2,7 +2,6 @@
 //! HTTP/1.1 one session step at a time, until it closes, is parked while
 //! idle (see `park`), or is handed to HTTP/2.
 
-use crate::client_name::ClientName;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -21,6 +20,7 @@ use super::socket::{linger, read_proxy_header, read_wire, send, within, Socket};
 use super::stop::{Busy, LAST_CALL};
 use super::workers::Shared;
 use super::{idle, proxy_header, Got, Wire};
+use crate::client_name::ClientName;
 use crate::pace::Pace;
 use crate::pool;
 use crate::session::{Kind, Session, Step};

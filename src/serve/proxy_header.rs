@@ -7,12 +7,12 @@
 //! it). On a pipe (inetd mode started by hand) it reads no more than the
 //! parser says still belongs to the header.
 
-use crate::client_name::ClientName;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
+use crate::client_name::ClientName;
 use crate::pool;
 use crate::proxy::header::{self, Parsed};
 use crate::respond::CgiJob;

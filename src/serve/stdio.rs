@@ -2,7 +2,6 @@
 //! plain blocking code. Under tcpserver both are the same socket; with
 //! pipes they are not, and sockets-only calls are skipped.
 
-use crate::client_name::ClientName;
 use std::cell::RefCell;
 use std::io;
 use std::os::fd::BorrowedFd;
@@ -14,6 +13,7 @@ use super::prelude::{Next, Prelude};
 use super::proxy_header;
 use super::writer::{send_blocking, ResponseWriter};
 use super::{linger_deadline, Extras, Got, Wire};
+use crate::client_name::ClientName;
 use crate::cgi;
 use crate::config::Config;
 use crate::pace::Pace;

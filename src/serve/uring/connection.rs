@@ -1,11 +1,11 @@
 //! One connection on io_uring: its prelude (see `prelude`), then HTTP/1.1
 //! one session step at a time, or HTTP/2 (see `h2io`), until it closes.
 
-use crate::client_name::ClientName;
 use std::net::{Shutdown, SocketAddr};
 use std::time::Instant;
 
 use super::socket::{self, borrow, Socket};
+use crate::client_name::ClientName;
 use crate::pace::Pace;
 use crate::serve::cgi_task::run_cgi;
 use crate::serve::limits::Slot;
