@@ -397,53 +397,60 @@ fn a_notify_socket_that_cannot_be_reached_is_a_warning() {
 // examples/systemd
 // ---------------------------------------------------------------------------------------
 
-/// Every unit in examples/systemd passes `systemd-analyze verify` without a word: each
-/// directory's units together (a socket needs its service), copied with ExecStart
-/// pointing at the binary under test, since verify checks that the program exists.
+/// Every unit in examples/systemd passes `systemd-analyze verify` without a word: all of
+/// them together (a socket needs its service; each unit's name says what it is, so no two
+/// collide), copied with ExecStart pointing at the binary under test, since verify checks
+/// that the program exists.
 #[test]
 fn example_units_pass_systemd_analyze_verify() {
     let Some(analyze) = tool("systemd-analyze", "systemd") else {
         return;
     };
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/systemd");
-    let mut verified = 0;
-    for dir in [
-        examples.clone(),
-        examples.join("standalone"),
-        examples.join("activated"),
-    ] {
-        let copy = Docroot::new();
-        let mut units = Vec::new();
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if !path.is_file() {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            if text.contains("ExecStart=") {
-                assert!(
-                    text.contains("ExecStart=/usr/local/bin/staticd "),
-                    "{}: ExecStart is not /usr/local/bin/staticd",
-                    path.display()
-                );
-            }
-            let name = path.file_name().unwrap().to_str().unwrap();
-            let target = copy.file(name, text.replace("/usr/local/bin/staticd", staticd_bin()));
-            units.push(target);
-        }
-        units.sort();
-        let mut cmd = Command::new(&analyze);
-        cmd.args(["verify", "--man=no"]).args(&units);
-        let run = run_bounded(&mut cmd, b"", Duration::from_secs(60));
-        let what = format!("systemd-analyze verify {}", dir.display());
-        run.assert_success(&what);
-        assert_eq!(
-            (run.stdout.trim(), run.stderr.trim()),
-            ("", ""),
-            "{}",
-            run.describe(&what)
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/systemd");
+    let copy = Docroot::new();
+    let mut names = Vec::new();
+    let mut units = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        assert!(
+            path.is_file(),
+            "{}: examples/systemd is one directory of units",
+            path.display()
         );
-        verified += units.len();
+        let text = std::fs::read_to_string(&path).unwrap();
+        if text.contains("ExecStart=") {
+            assert!(
+                text.contains("ExecStart=/usr/local/bin/staticd "),
+                "{}: ExecStart is not /usr/local/bin/staticd",
+                path.display()
+            );
+        }
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        units.push(copy.file(&name, text.replace("/usr/local/bin/staticd", staticd_bin())));
+        names.push(name);
     }
-    assert_eq!(verified, 5, "examples/systemd has five unit files");
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "staticd-activated.service",
+            "staticd-activated.socket",
+            "staticd-inetd.socket",
+            "staticd-inetd@.service",
+            "staticd.service",
+        ],
+        "examples/systemd: standalone, socket-activated, and one process per connection"
+    );
+    units.sort();
+    let mut cmd = Command::new(&analyze);
+    cmd.args(["verify", "--man=no"]).args(&units);
+    let run = run_bounded(&mut cmd, b"", Duration::from_secs(60));
+    let what = format!("systemd-analyze verify {}", dir.display());
+    run.assert_success(&what);
+    assert_eq!(
+        (run.stdout.trim(), run.stderr.trim()),
+        ("", ""),
+        "{}",
+        run.describe(&what)
+    );
 }
