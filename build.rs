@@ -5,7 +5,8 @@
 //! library runs its constructor, `__cpu_indicator_init`, which executes
 //! CPUID twelve times, and CPUID traps to the hypervisor on a VM: about
 //! 15-40 µs each on the development VM, so a few hundred µs of every inetd
-//! process start (benches/README.md, "inetd start-up"). The same unwinder,
+//! process start (benches/results/2026-11-30-to-2026-12-01.md, "inetd
+//! start-up"). The same unwinder,
 //! from libgcc_eh.a (what `gcc -static-libgcc` links), is linked into the
 //! binary instead; libgcc_s is then not needed (Rust links with
 //! --as-needed), nor loaded. Panics, their backtraces and catch_unwind work

@@ -36,7 +36,7 @@ fn instance(name: &str) -> (Docroot, Server) {
     (root, server)
 }
 
-/// The configuration the README shows, with the test's ports and paths.
+/// The configuration docs/production.md shows (HAProxy), with the test's ports and paths.
 fn config(frontend: u16, servers: &[SocketAddr], stats: &std::path::Path) -> String {
     let mut cfg = format!(
         "global

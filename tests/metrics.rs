@@ -1,7 +1,7 @@
 //! `--metrics ADDR:PORT`: a listener of its own serving the Prometheus text format at
 //! /metrics. Each test makes a known set of requests and checks that the counters moved
 //! by exactly that much; `promtool` (Debian package prometheus) checks the page and the
-//! README's scrape configuration (examples/prometheus/prometheus.yml), and Prometheus
+//! scrape configuration docs/production.md shows (examples/prometheus/prometheus.yml), and Prometheus
 //! itself, given that configuration, scrapes a running staticd.
 
 #[macro_use]
@@ -419,7 +419,7 @@ fn counts_tls_handshakes(v: Variant) {
 }
 
 /// `promtool check metrics` finds no problem in the page (after traffic of every kind
-/// counted above), and `promtool check config` accepts the README's scrape configuration.
+/// counted above), and `promtool check config` accepts the scrape configuration docs/production.md shows.
 fn promtool_accepts_the_page_and_the_scrape_config(v: Variant) {
     let Some(promtool) = tool("promtool", "prometheus") else {
         return;
@@ -459,17 +459,15 @@ fn promtool_accepts_the_page_and_the_scrape_config(v: Variant) {
         IO_TIMEOUT,
     );
     run.assert_success("promtool check config");
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/production.md");
+    let doc = std::fs::read_to_string(doc).unwrap();
     let example = std::fs::read_to_string(&config).unwrap();
     let scrape_configs = &example[example.find("scrape_configs:").unwrap()..];
-    // The README's example, once it shows one, is this file's.
-    if readme.contains("job_name: staticd") {
-        assert!(
-            readme.contains(scrape_configs.trim_end()),
-            "the README shows examples/prometheus/prometheus.yml's scrape_configs as it is"
-        );
-    }
+    // The example the production doc shows is this file's.
+    assert!(
+        doc.contains(scrape_configs.trim_end()),
+        "docs/production.md shows examples/prometheus/prometheus.yml's scrape_configs as it is"
+    );
 }
 
 /// `--metrics` is for standalone mode; a bad address is a usage error; a port taken is a

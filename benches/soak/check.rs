@@ -298,7 +298,7 @@ impl Soak {
                             .into(),
                     );
                 }
-                // Documented (README, Timeouts): with sendfile, bytes the
+                // Documented (docs/behaviour.md, Timeouts): with sendfile, bytes the
                 // kernel already holds turn to zeros when the file is cut.
                 let cut = c.content.as_ref().map_or(0, |x| x.len());
                 if body.len() <= old.len()
