@@ -194,6 +194,10 @@ pub struct Cli {
     #[command(flatten)]
     http2: Http2Args,
 
+    #[cfg(feature = "http3")]
+    #[command(flatten)]
+    http3: Http3Args,
+
     #[cfg(feature = "compress")]
     #[command(flatten)]
     compress: CompressArgs,
@@ -270,6 +274,19 @@ impl Http2Args {
             max_streams: self.h2_max_streams,
         })
     }
+}
+
+/// HTTP/3: on by default with HTTPS, over UDP on the HTTPS port numbers.
+#[cfg(feature = "http3")]
+#[derive(clap::Args, Debug)]
+#[command(next_help_heading = "HTTP/3")]
+#[group(skip)]
+struct Http3Args {
+    /// No HTTP/3: with HTTPS, staticd otherwise also answers HTTP/3 (QUIC)
+    /// on the same port numbers over UDP and advertises it with Alt-Svc.
+    /// Standalone only: --inetd mode has no UDP socket to carry QUIC.
+    #[arg(long)]
+    no_http3: bool,
 }
 
 /// HTTPS: with a certificate, the listeners (or stdin/stdout in --inetd
@@ -524,6 +541,11 @@ impl Cli {
             http2: self.http2.settings(),
             #[cfg(not(feature = "http2"))]
             http2: None,
+            #[cfg(feature = "http3")]
+            http3: !self.http3.no_http3,
+            #[cfg(not(feature = "http3"))]
+            http3: false,
+            alt_svc_port: None,
             #[cfg(feature = "auth")]
             auth: self.auth,
             #[cfg(not(feature = "auth"))]

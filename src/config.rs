@@ -121,6 +121,12 @@ pub struct Config {
     /// HTTP/2 (ALPN h2 over TLS, h2c with prior knowledge in cleartext);
     /// None: HTTP/1.x only (`--no-http2`, or a build without it).
     pub http2: Option<Http2>,
+    /// HTTP/3 over QUIC, on the HTTPS addresses' port numbers over UDP,
+    /// when HTTPS is on (`--no-http3`, or a build without it: false).
+    pub http3: bool,
+    /// The UDP port HTTP/3 was bound on, advertised by `Alt-Svc` on HTTPS
+    /// responses over TCP: set by start-up once bound (None: no HTTP/3).
+    pub alt_svc_port: Option<u16>,
     /// Paths that need a user and password (`--auth`); empty without the
     /// auth feature.
     pub auth: Vec<AuthArea>,
@@ -322,6 +328,8 @@ impl Default for Config {
             privileges: Privileges::default(),
             https: None,
             http2: None,
+            http3: false,
+            alt_svc_port: None,
             auth: Vec::new(),
             metrics: None,
             proxy_protocol: false,

@@ -274,6 +274,7 @@ impl Exchange {
             minor_version: response.minor_version,
             close: response.close,
             hsts: None,
+            alt_svc: None,
         };
         let relay = Relay {
             wanted,
@@ -486,11 +487,7 @@ fn params<'a>(
         BodyFraming::Length(n) => Some(n),
         _ => None,
     };
-    let protocol = match (req.http2, req.minor_version) {
-        (true, _) => "HTTP/2.0",
-        (false, 0) => "HTTP/1.0",
-        (false, _) => "HTTP/1.1",
-    };
+    let protocol = req.protocol_name();
     CgiParams {
         script_path: &job.script.path,
         script_name: &job.script.script_name,

@@ -98,8 +98,9 @@ impl Drop for Sent {
 pub enum Protocol {
     /// HTTP/1.x: `Sent::wire` holds the head's bytes.
     Http1,
-    /// HTTP/2: the stream encodes the head as fields (`http::h2`).
-    Http2,
+    /// HTTP/2 or HTTP/3: the stream encodes the head as fields
+    /// (`http::fields`).
+    Fields,
 }
 
 /// What a connection is for, from its listener and what it speaks.
@@ -405,7 +406,7 @@ pub fn sent(
     let mut wire = Vec::new();
     if protocol == Protocol::Http1 {
         wire = pool::take(&pool::HEADS);
-        encode_http1(&mut response, hsts(cfg, kind), &mut wire);
+        encode_http1(&mut response, hsts(cfg, kind), alt_svc(cfg, kind), &mut wire);
     }
     // The body ends the bytes written: after `wire`, in which a small
     // body may ride.
@@ -432,11 +433,17 @@ pub fn sent(
 
 /// The head as HTTP/1.1 bytes into `wire`, and a small body held in memory
 /// after it, so that both leave in one write.
-fn encode_http1(response: &mut Response, hsts: Option<u64>, wire: &mut Vec<u8>) {
+fn encode_http1(
+    response: &mut Response,
+    hsts: Option<u64>,
+    alt_svc: Option<u16>,
+    wire: &mut Vec<u8>,
+) {
     let conn = Http1 {
         minor_version: response.minor_version,
         close: response.close,
         hsts,
+        alt_svc,
     };
     h1::encode(&response.head, &conn, wire);
     let small = response.body_len <= crate::site::file::SMALL_FILE;
@@ -452,6 +459,15 @@ fn encode_http1(response: &mut Response, hsts: Option<u64>, wire: &mut Vec<u8>) 
 pub fn hsts(cfg: &Config, kind: Kind) -> Option<u64> {
     match kind {
         Kind::Https => cfg.https.as_ref().and_then(|h| h.hsts),
+        _ => None,
+    }
+}
+
+/// The UDP port HTTP/3 answers on, for the Alt-Svc field of a response on
+/// a connection of this kind: over HTTPS (TCP), once HTTP/3 is bound.
+pub fn alt_svc(cfg: &Config, kind: Kind) -> Option<u16> {
+    match kind {
+        Kind::Https => cfg.alt_svc_port,
         _ => None,
     }
 }

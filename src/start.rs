@@ -102,6 +102,9 @@ struct Process {
 /// The public listeners (none in --inetd mode) and `--metrics`'.
 struct Listening {
     listeners: Option<listen::Bound>,
+    /// HTTP/3's UDP sockets (none without HTTPS, or with --no-http3).
+    #[cfg(feature = "http3")]
+    quic: Vec<std::net::UdpSocket>,
     metrics: Option<metrics::Endpoint>,
 }
 
@@ -137,7 +140,14 @@ impl Steps for Process {
             .metrics
             .map(|addr| bind_metrics(addr, cfg.reuse_port))
             .transpose()?;
-        Ok(Listening { listeners, metrics })
+        #[cfg(feature = "http3")]
+        let quic = bind_http3(cfg, listeners.as_ref());
+        Ok(Listening {
+            listeners,
+            #[cfg(feature = "http3")]
+            quic,
+            metrics,
+        })
     }
 
     fn certificates(&mut self, cfg: &Config) -> Result<Certificates, String> {
@@ -223,6 +233,8 @@ impl Steps for Process {
         let extras = serve::Extras {
             #[cfg(feature = "tls")]
             tls: certs.tls.map(Arc::new),
+            #[cfg(feature = "http3")]
+            quic: Arc::new(std::sync::Mutex::new(bound.quic)),
         };
         let (cfg, site) = (Arc::new(cfg), Arc::new(site));
         let Some(listeners) = bound.listeners else {
@@ -239,6 +251,32 @@ impl Steps for Process {
         }
         serve::event_loop::run(cfg, site, groups, extras).map_err(|e| describe(&e))
     }
+}
+
+/// HTTP/3's UDP sockets, with HTTPS: one on each TCP address HTTPS listens
+/// on (the port --port 0 picked included), while still privileged. Sets
+/// the port Alt-Svc advertises once one is bound.
+#[cfg(feature = "http3")]
+fn bind_http3(cfg: &mut Config, listeners: Option<&listen::Bound>) -> Vec<std::net::UdpSocket> {
+    let Some(bound) = listeners.filter(|_| cfg.http3 && cfg.https.is_some()) else {
+        return Vec::new();
+    };
+    let addrs: Vec<_> = bound
+        .groups
+        .first()
+        .into_iter()
+        .flatten()
+        .filter_map(|l| match l {
+            listen::Listener::Tcp(l) => l.local_addr().ok(),
+            _ => None,
+        })
+        .collect();
+    let sockets = serve::h3::bind(&addrs);
+    cfg.alt_svc_port = sockets
+        .first()
+        .and_then(|s| s.local_addr().ok())
+        .map(|a| a.port());
+    sockets
 }
 
 /// `--metrics`: its port is bound with the others, while still privileged.

@@ -4,7 +4,7 @@
 //! control and the protocol's checks (`crate::nghttp2`); each stream's
 //! request is decided by the same `session::answer` an HTTP/1.1 request
 //! is, and its response goes through `session::sent` (metrics, the log
-//! line) and is encoded from the structured head (`http::h2`).
+//! line) and is encoded from the structured head (`http::fields`).
 //!
 //! A CGI script's stream is the driver's to run (`Event::Cgi`): it feeds
 //! the exchange's steps back in (`cgi_head`, `cgi_data`, `cgi_end`,
@@ -21,9 +21,9 @@ pub use plan::Plan;
 
 use crate::complaint::Complaint;
 use crate::config::Config;
-use crate::http::h2::{self as fields, Fields, ResponseFields};
+use crate::http::fields::{self, Fields, ResponseFields};
 use crate::http::limits::MAX_HEAD_BYTES;
-use crate::http::parse::BodyFraming;
+use crate::http::parse::{BodyFraming, HttpVersion};
 use crate::http::response::Chunk;
 use crate::nghttp2::{self, code, Body, Flow, Frame, Session};
 use crate::pace::Pace;
@@ -315,7 +315,7 @@ impl Connection {
         let sent = match stream
             .refused
             .take()
-            .map_or_else(|| fields::request(&head), Err)
+            .map_or_else(|| fields::request(&head, HttpVersion::Http2), Err)
         {
             Ok(mut request) => {
                 if !stream.ended && request.framing == BodyFraming::None {
@@ -325,7 +325,7 @@ impl Connection {
                 }
                 match session::answer(kind, &served.site, &request, stopping) {
                     Answer::Send(response) => {
-                        session::sent(cfg, kind, client, Some(&request), response, Protocol::Http2)
+                        session::sent(cfg, kind, client, Some(&request), response, Protocol::Fields)
                     }
                     Answer::Cgi(mut job) => {
                         job.raw_head = fields::request_head(&request, &head);
@@ -342,7 +342,7 @@ impl Connection {
                     }
                 }
             }
-            Err(e) => session::sent(cfg, kind, client, None, respond::refuse(e), Protocol::Http2),
+            Err(e) => session::sent(cfg, kind, client, None, respond::refuse(e), Protocol::Fields),
         };
         if !early.is_empty() {
             // Nothing reads it: its window goes back.
@@ -357,7 +357,8 @@ impl Connection {
         let hsts = session::hsts(&h.served.cfg, h.served.kind);
         let now = h.now;
         let (timeout, rate) = (h.served.cfg.send_timeout, h.served.cfg.min_rate);
-        let Some(extra) = ResponseFields::new(&sent.response.head, hsts) else {
+        let alt_svc = session::alt_svc(&h.served.cfg, h.served.kind);
+        let Some(extra) = ResponseFields::new(&sent.response.head, hsts, alt_svc) else {
             // A status HTTP/2 cannot carry (a script's).
             self.engine.reset(id, code::INTERNAL_ERROR);
             return;

@@ -3,8 +3,8 @@
 
 pub mod body;
 pub mod conditional;
-#[cfg(feature = "http2")]
-pub mod h2;
+#[cfg(any(feature = "http2", feature = "http3"))]
+pub mod fields;
 pub mod head;
 pub mod limits;
 pub mod parse;

@@ -44,6 +44,28 @@ pub enum BodyFraming {
     Chunked,
 }
 
+/// Which HTTP carried a request: HTTP/1.x (its minor version is the
+/// request's own), an HTTP/2 stream or an HTTP/3 stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HttpVersion {
+    #[default]
+    Http1,
+    Http2,
+    Http3,
+}
+
+impl Request<'_> {
+    /// The protocol as the access log and CGI's SERVER_PROTOCOL name it.
+    pub fn protocol_name(&self) -> &'static str {
+        match (self.version, self.minor_version) {
+            (HttpVersion::Http2, _) => "HTTP/2.0",
+            (HttpVersion::Http3, _) => "HTTP/3.0",
+            (HttpVersion::Http1, 0) => "HTTP/1.0",
+            (HttpVersion::Http1, _) => "HTTP/1.1",
+        }
+    }
+}
+
 /// The parts of a request head that staticd acts on. Values borrow from
 /// the bytes received, so parsing a request allocates nothing; only a
 /// repeated list-valued field (joined with commas) is copied.
@@ -55,8 +77,9 @@ pub struct Request<'a> {
     /// 0 for HTTP/1.0, 1 for HTTP/1.1 (and for an HTTP/2 stream, whose
     /// semantics are HTTP/1.1's).
     pub minor_version: u8,
-    /// The request came as an HTTP/2 stream (the log says HTTP/2.0).
-    pub http2: bool,
+    /// Which HTTP carried it (the log says HTTP/2.0 or HTTP/3.0 for a
+    /// stream).
+    pub version: HttpVersion,
     pub host: Option<Cow<'a, str>>,
     /// Whether the client asked for (or defaults to) a persistent connection.
     pub keep_alive: bool,
@@ -90,7 +113,7 @@ impl Request<'_> {
             method: self.method,
             target: Cow::Owned(self.target.into_owned()),
             minor_version: self.minor_version,
-            http2: self.http2,
+            version: self.version,
             host: own(self.host),
             keep_alive: self.keep_alive,
             framing: self.framing,

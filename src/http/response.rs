@@ -56,6 +56,10 @@ impl Chunk {
     }
 }
 
+/// What follows the port in an Alt-Svc field value: a day of validity,
+/// as Caddy and h2o advertise (RFC 7838 §3.1's `ma`).
+pub const ALT_SVC_MAX_AGE: &str = "86400";
+
 /// What an HTTP/1.1 head says of the connection besides the response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Http1 {
@@ -65,6 +69,8 @@ pub struct Http1 {
     pub close: bool,
     /// `--hsts` on an HTTPS connection: Strict-Transport-Security's max-age.
     pub hsts: Option<u64>,
+    /// HTTPS with HTTP/3 on: the UDP port `Alt-Svc: h3=":PORT"` names.
+    pub alt_svc: Option<u16>,
 }
 
 impl Http1 {
@@ -89,6 +95,13 @@ pub fn encode(head: &Head, conn: &Http1, out: &mut Vec<u8>) {
     if let Some(max_age) = conn.hsts {
         out.extend_from_slice(b"Strict-Transport-Security: max-age=");
         push_u64(out, max_age);
+        out.extend_from_slice(b"\r\n");
+    }
+    if let Some(port) = conn.alt_svc {
+        out.extend_from_slice(b"Alt-Svc: h3=\":");
+        push_u64(out, u64::from(port));
+        out.extend_from_slice(b"\"; ma=");
+        out.extend_from_slice(ALT_SVC_MAX_AGE.as_bytes());
         out.extend_from_slice(b"\r\n");
     }
     for (name, value) in head.fields() {
@@ -191,6 +204,7 @@ mod tests {
         let close = Http1 {
             close: true,
             hsts: Some(600),
+            alt_svc: None,
             ..KEEP
         };
         let text = encoded(&h, close);
@@ -218,6 +232,7 @@ mod tests {
             minor_version: 0,
             close: true,
             hsts: None,
+            alt_svc: None,
         };
         let text = encoded(&h, old);
         assert!(!text.contains("chunked") && text.ends_with("Connection: close\r\n\r\n"));

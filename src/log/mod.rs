@@ -188,11 +188,8 @@ fn common(
             escape(out, r.method.as_str());
             out.push(' ');
             escape(out, &r.target);
-            if r.http2 {
-                out.push_str(" HTTP/2.0");
-            } else {
-                write!(out, " HTTP/1.{}", r.minor_version)?;
-            }
+            out.push(' ');
+            out.push_str(r.protocol_name());
         }
         None => out.push('-'),
     }

@@ -12,7 +12,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::http::parse::{Method, Request};
+use crate::http::parse::{HttpVersion, Method, Request};
 
 /// What is counted, besides requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,7 +47,7 @@ const EVENTS: usize = Event::CgiTimeout as usize + 1;
 /// The status classes 1xx to 5xx.
 pub const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 pub const METHODS: [&str; 4] = ["GET", "HEAD", "POST", "other"];
-pub const PROTOCOLS: [&str; 3] = ["http/1.0", "http/1.1", "h2"];
+pub const PROTOCOLS: [&str; 4] = ["http/1.0", "http/1.1", "h2", "h3"];
 pub const SCHEMES: [&str; 2] = ["http", "https"];
 
 const REQUEST_CELLS: usize = STATUS_CLASSES.len() * METHODS.len() * PROTOCOLS.len() * SCHEMES.len();
@@ -75,7 +75,8 @@ impl RequestKind {
             _ => 3,
         };
         let protocol = match request {
-            Some(r) if r.http2 => 2,
+            Some(r) if r.version == HttpVersion::Http2 => 2,
+            Some(r) if r.version == HttpVersion::Http3 => 3,
             Some(r) if r.minor_version == 0 => 0,
             _ => 1,
         };

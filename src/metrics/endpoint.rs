@@ -158,6 +158,7 @@ fn whole(status: Status, fields: &[(&str, &str)], body: &str, body_wanted: bool)
         minor_version: 1,
         close: true,
         hsts: None,
+        alt_svc: None,
     };
     let mut out = Vec::with_capacity(256 + body.len());
     response::encode(&head, &conn, &mut out);

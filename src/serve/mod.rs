@@ -10,6 +10,8 @@ pub(crate) mod connection;
 pub mod event_loop;
 #[cfg(feature = "http2")]
 pub mod h2;
+#[cfg(feature = "http3")]
+pub mod h3;
 pub(crate) mod idle;
 pub(crate) mod lazy;
 pub(crate) mod limits;
@@ -58,6 +60,9 @@ pub(crate) fn response_failed(
 pub struct Extras {
     #[cfg(feature = "tls")]
     pub tls: Option<std::sync::Arc<crate::tls::Acceptor>>,
+    /// HTTP/3's UDP sockets, bound at start-up; the transport takes them.
+    #[cfg(feature = "http3")]
+    pub quic: std::sync::Arc<std::sync::Mutex<Vec<std::net::UdpSocket>>>,
 }
 
 impl Extras {

@@ -65,6 +65,10 @@ pub(crate) fn run_workers(
             .spawn(move || worker(shared, group))?;
         workers.push(handle);
     }
+    #[cfg(feature = "http3")]
+    if let Some(h3) = start_http3(&shared) {
+        workers.push(h3);
+    }
     super::notify::ready(&format!("listening on {}", names.join(", ")));
     signals.block_on(stop_signals.recv());
     conns.stop_begins();
@@ -78,6 +82,29 @@ pub(crate) fn run_workers(
     }
     log::finish();
     Ok(())
+}
+
+/// Starts HTTP/3 on the UDP sockets start-up bound, if it bound any: a
+/// thread of its own, which counts as a worker (it closes its endpoints
+/// when the stop begins, and is joined).
+#[cfg(feature = "http3")]
+fn start_http3(shared: &Shared) -> Option<std::thread::JoinHandle<()>> {
+    let sockets = std::mem::take(&mut *shared.extras.quic.lock().ok()?);
+    if sockets.is_empty() {
+        return None;
+    }
+    for socket in &sockets {
+        if let Ok(addr) = socket.local_addr() {
+            eprintln!("staticd: HTTP/3 on {addr} (UDP)");
+        }
+    }
+    match super::h3::start(shared.clone(), sockets) {
+        Ok(handle) => Some(handle),
+        Err(e) => {
+            log::diagnostic(&format!("staticd: no HTTP/3: {}\n", describe(&e)));
+            None
+        }
+    }
 }
 
 /// SIGINT and SIGTERM, both meaning: stop gracefully; and SIGHUP, which

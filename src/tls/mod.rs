@@ -127,6 +127,19 @@ impl Acceptor {
         })
     }
 
+    /// The configuration QUIC handshakes use: the same certificates (and
+    /// their reloads), ticket keys and session cache as TCP's, with ALPN
+    /// `h3` and 0-RTT allowed; a QUIC server's early-data limit is all or
+    /// nothing (RFC 9001 §4.6.1). What a 0-RTT request may do is decided
+    /// per request (`serve::h3`).
+    #[cfg(feature = "http3")]
+    pub fn quic_config(&self) -> ServerConfig {
+        let mut config = (*self.config).clone();
+        config.alpn_protocols = vec![b"h3".to_vec()];
+        config.max_early_data_size = u32::MAX;
+        config
+    }
+
     /// A new connection's TLS state.
     pub fn accept(&self) -> std::io::Result<Connection> {
         Connection::new(Arc::clone(&self.config))

@@ -186,7 +186,7 @@ impl Task {
             client: &served.client,
             sockets: served.sockets,
             kind: served.kind,
-            protocol: Protocol::Http2,
+            protocol: Protocol::Fields,
         };
         let mut exchange = Exchange::start(job, &ctx);
         self.drive(&mut exchange, &ctx).await;

@@ -1,7 +1,8 @@
-//! HTTP/2 as data: a stream's request head (the fields nghttp2 decoded)
-//! becomes the same `Request` the HTTP/1.1 parser gives, and a decided
-//! response head (`Head`) becomes HTTP/2 fields directly. No I/O here;
-//! `crate::h2session` runs the connection.
+//! HTTP/2 and HTTP/3 heads as data: a stream's request head (the fields
+//! nghttp2 or h3 decoded) becomes the same `Request` the HTTP/1.1 parser
+//! gives, and a decided response head (`Head`) becomes fields directly.
+//! The two protocols map fields alike (RFC 9113 §8.3, RFC 9114 §4.3). No
+//! I/O here; `crate::h2session` and `serve::h3` run the connections.
 //!
 //! The request borrows its values from the stream's field list, as the
 //! HTTP/1.1 parser's borrow from the read buffer, and the checks that
@@ -13,7 +14,7 @@ use std::ops::Range;
 
 use super::head::{Framing, Head};
 use super::limits::{MAX_HEADERS, MAX_HEAD_BYTES, MAX_TARGET_BYTES};
-use super::parse::{append, valid_host, BodyFraming, Method, ParseError, Request};
+use super::parse::{append, valid_host, BodyFraming, HttpVersion, Method, ParseError, Request};
 use crate::pool::{self, FreeList};
 
 thread_local! {
@@ -77,9 +78,9 @@ impl Fields {
 
 /// The request a stream's head stands for, with HTTP/1.1 semantics
 /// (persistent, `minor_version` 1); the Host is `:authority`, else a
-/// `host` field (RFC 9113 §8.3.1). nghttp2 has checked the pseudo-fields
-/// and that names are lower-case tokens.
-pub fn request(fields: &Fields) -> Result<Request<'_>, ParseError> {
+/// `host` field (RFC 9113 §8.3.1, RFC 9114 §4.3.1). nghttp2 or h3 has
+/// checked the pseudo-fields and that names are lower-case tokens.
+pub fn request(fields: &Fields, version: HttpVersion) -> Result<Request<'_>, ParseError> {
     let target = match fields.get(b":path") {
         Some(path) => text(path)?,
         None => "/",
@@ -95,7 +96,7 @@ pub fn request(fields: &Fields) -> Result<Request<'_>, ParseError> {
         method: Method::from_token(method),
         target: Cow::Borrowed(target),
         minor_version: 1,
-        http2: true,
+        version,
         keep_alive: true,
         ..Request::default()
     };
@@ -181,36 +182,40 @@ const CONNECTION_SPECIFIC: [&str; 5] = [
     "proxy-connection",
 ];
 
-/// What HTTP/2 adds to a head of its own: `:status`, Date, Server,
-/// Strict-Transport-Security and content-length, rendered into a small
+/// What HTTP/2 and HTTP/3 add to a head of their own: `:status`, Date,
+/// Server, Strict-Transport-Security, Alt-Svc and content-length, rendered
+/// into a small
 /// buffer of its own; `fields` lists them with the head's.
 pub struct ResponseFields {
-    buf: [u8; 96],
+    buf: [u8; 128],
     status: Range<usize>,
     date: Range<usize>,
     hsts: Option<Range<usize>>,
+    alt_svc: Option<Range<usize>>,
     length: Option<Range<usize>>,
 }
 
 impl ResponseFields {
     /// None: a status HTTP/2 cannot carry (a CGI script's, over 999).
-    pub fn new(head: &Head, hsts: Option<u64>) -> Option<ResponseFields> {
+    /// `alt_svc`: the UDP port of HTTP/3, for a response over TCP.
+    pub fn new(head: &Head, hsts: Option<u64>, alt_svc: Option<u16>) -> Option<ResponseFields> {
         use std::io::Write;
         let code = head.code();
         if !(100..=999).contains(&code) {
             return None;
         }
         let mut out = ResponseFields {
-            buf: [0; 96],
+            buf: [0; 128],
             status: 0..3,
             date: 3..32,
             hsts: None,
+            alt_svc: None,
             length: None,
         };
         let _ = write!(&mut out.buf[..3], "{code}");
         super::response::with_http_date_now(|d| out.buf[3..32].copy_from_slice(d));
         let mut at = 32;
-        let mut render = |buf: &mut [u8; 96], value: std::fmt::Arguments| {
+        let mut render = |buf: &mut [u8; 128], value: std::fmt::Arguments| {
             let mut rest = &mut buf[at..];
             let room = rest.len();
             let _ = rest.write_fmt(value);
@@ -221,6 +226,11 @@ impl ResponseFields {
         };
         if let Some(max_age) = hsts {
             out.hsts = Some(render(&mut out.buf, format_args!("max-age={max_age}")));
+        }
+        if let Some(port) = alt_svc {
+            let max_age = super::response::ALT_SVC_MAX_AGE;
+            let value = format_args!("h3=\":{port}\"; ma={max_age}");
+            out.alt_svc = Some(render(&mut out.buf, value));
         }
         if let Framing::Length(n) = head.framing {
             out.length = Some(render(&mut out.buf, format_args!("{n}")));
@@ -240,6 +250,7 @@ impl ResponseFields {
             self.hsts
                 .clone()
                 .map(|r| (&b"strict-transport-security"[..], &buf[r])),
+            self.alt_svc.clone().map(|r| (&b"alt-svc"[..], &buf[r])),
         ];
         let text = head.text();
         let theirs = head
@@ -282,13 +293,13 @@ mod tests {
             ("accept-encoding", "br"),
             ("range", "bytes=0-9"),
         ]);
-        let req = request(&f).unwrap();
+        let req = request(&f, HttpVersion::Http2).unwrap();
         assert_eq!(req.method, Method::Head);
         assert_eq!(req.target, "/a/b?c=d");
         assert_eq!(req.host.as_deref(), Some("example.test:8080"));
         assert_eq!(req.accept_encoding.as_deref(), Some("gzip, br"));
         assert_eq!(req.range.as_deref(), Some("bytes=0-9"));
-        assert!(req.http2 && req.keep_alive);
+        assert!(req.version == HttpVersion::Http2 && req.keep_alive);
         let head = String::from_utf8(request_head(&req, &f)).unwrap();
         assert!(head.starts_with("HEAD /a/b?c=d HTTP/1.1\r\nhost: example.test:8080\r\n"));
         assert!(!head.contains(":path"));
@@ -298,9 +309,9 @@ mod tests {
     fn request_refuses_what_http1_refuses() {
         let long = format!("/{}", "a".repeat(MAX_TARGET_BYTES));
         let f = fields(&[(":method", "GET"), (":path", &long)]);
-        assert_eq!(request(&f).err(), Some(ParseError::TargetTooLong));
+        assert_eq!(request(&f, HttpVersion::Http2).err(), Some(ParseError::TargetTooLong));
         let f = fields(&[(":method", "GET"), (":path", "/"), ("host", "a b")]);
-        assert_eq!(request(&f).err(), Some(ParseError::Malformed));
+        assert_eq!(request(&f, HttpVersion::Http2).err(), Some(ParseError::Malformed));
         let mut big = Fields::default();
         let value = "v".repeat(1000);
         let refused = (0..40).any(|_| big.push(b"x-big", value.as_bytes()).is_err());
@@ -315,7 +326,7 @@ mod tests {
             .header("Connection", "close")
             .header("X-Custom", "A")
             .length(3);
-        let extra = ResponseFields::new(&head, Some(600)).unwrap();
+        let extra = ResponseFields::new(&head, Some(600), None).unwrap();
         let list: Vec<(String, String)> = extra
             .fields(&head)
             .map(|(n, v)| {
@@ -340,11 +351,11 @@ mod tests {
         assert!(httpdate::parse_http_date(get("date").unwrap()).is_ok());
         let mut open = Head::with_code(299, "Mine");
         open.framing = Framing::Open;
-        let extra = ResponseFields::new(&open, None).unwrap();
+        let extra = ResponseFields::new(&open, None, None).unwrap();
         let names: Vec<&[u8]> = extra.fields(&open).map(|(n, _)| n).collect();
         assert_eq!(names[0], b":status");
         assert!(!names.contains(&&b"content-length"[..]));
         assert!(!names.contains(&&b"strict-transport-security"[..]));
-        assert!(ResponseFields::new(&Head::with_code(1000, ""), None).is_none());
+        assert!(ResponseFields::new(&Head::with_code(1000, ""), None, None).is_none());
     }
 }

@@ -1,0 +1,215 @@
+//! CGI over HTTP/3: a stream's script runs the same CGI exchange every
+//! connection does (`crate::exchange`), driven in the stream's own task:
+//! the request body from the stream to the script's input, its output out
+//! as DATA frames, each step sent before more output is read (so a slow
+//! client holds the script back, not memory). Nothing about CGI
+//! (environment, statuses, local redirects, limits, timeouts, the log
+//! line) is decided a second time for HTTP/3.
+
+use std::io;
+use std::process::{ChildStdin, ChildStdout};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes};
+use h3::error::Code;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::pipe;
+
+use super::request::{self, Conn, Stream};
+use crate::exchange::{Context, Exchange, Step};
+use crate::pace::Pace;
+use crate::respond::CgiJob;
+use crate::session::{self, Kind, Protocol, Sent};
+
+/// How much script output is read per call.
+const CHUNK: usize = 16 << 10;
+
+/// Runs `job`'s exchange on `stream`; `early`: body bytes that came with
+/// the head.
+pub(super) async fn run(conn: &Conn, job: Box<CgiJob>, mut stream: Stream, early: Vec<u8>) {
+    let shared = &conn.served.shared;
+    let ctx = Context {
+        cfg: &shared.cfg,
+        site: &shared.site,
+        client: &conn.client,
+        sockets: conn.sockets,
+        kind: Kind::Https,
+        protocol: Protocol::Fields,
+    };
+    let mut exchange = Exchange::start(job, &ctx);
+    let mut script = Script {
+        stdin: None,
+        stdout: None,
+        pending: early,
+        body_done: false,
+        out: vec![0; CHUNK],
+        head: None,
+        pace: Pace::new(Instant::now(), shared.cfg.send_timeout, 0),
+        send_timeout: shared.cfg.send_timeout,
+        hsts: session::hsts(&shared.cfg, Kind::Https),
+    };
+    script.drive(&mut exchange, &ctx, conn, &mut stream).await;
+    // What is left of the script is killed and reaped, which may wait a
+    // little: not on the runtime's thread.
+    tokio::task::spawn_blocking(move || drop(exchange));
+}
+
+/// One stream's script and what is on its way.
+struct Script {
+    stdin: Option<pipe::Sender>,
+    stdout: Option<pipe::Receiver>,
+    /// Request body bytes received but not yet taken by the script.
+    pending: Vec<u8>,
+    /// The request body is complete (or no longer wanted).
+    body_done: bool,
+    /// The script's output is read into this.
+    out: Vec<u8>,
+    /// The script's response, once its head went out: its body bytes are
+    /// counted into it, and its drop writes the log line.
+    head: Option<Box<Sent>>,
+    /// A script's output comes as it writes it: no rate, only the timeout
+    /// without progress.
+    pace: Pace,
+    send_timeout: Duration,
+    hsts: Option<u64>,
+}
+
+impl Script {
+    async fn drive(
+        &mut self,
+        exchange: &mut Exchange,
+        ctx: &Context<'_>,
+        conn: &Conn,
+        stream: &mut Stream,
+    ) {
+        loop {
+            let gone = match exchange.step() {
+                Step::Wait => self.wait(exchange, ctx, stream).await.is_err(),
+                Step::Run { stdin, stdout } => self.attach(stdin, stdout).is_err(),
+                // Only ever before a head: `Done` follows.
+                Step::Send(sent) => {
+                    request::send(conn, stream, *sent).await;
+                    return;
+                }
+                Step::Head(sent) => self.head(sent, stream).await.is_err(),
+                Step::Body { bytes, payload } => {
+                    let len = payload.end - payload.start;
+                    self.body(Bytes::from(bytes), len, stream).await.is_err()
+                }
+                Step::Done { complete, .. } => {
+                    if complete {
+                        let _ = stream.finish().await;
+                    } else {
+                        // The client must not take a cut body for whole.
+                        stream.stop_stream(Code::H3_INTERNAL_ERROR);
+                    }
+                    return;
+                }
+            };
+            if gone {
+                exchange.client_gone(ctx);
+            }
+        }
+    }
+
+    async fn head(&mut self, sent: Box<Sent>, stream: &mut Stream) -> Result<(), ()> {
+        let head = request::response_head(&sent, self.hsts).ok_or(())?;
+        self.head = Some(sent);
+        self.pace = Pace::new(Instant::now(), self.send_timeout, 0);
+        stream.send_response(head).await.map_err(|_| ())
+    }
+
+    async fn body(&mut self, bytes: Bytes, payload: u64, stream: &mut Stream) -> Result<(), ()> {
+        let Some(sent) = self.head.as_deref_mut() else {
+            return Err(());
+        };
+        let before = sent.written;
+        request::send_data(stream, bytes, sent, &mut self.pace).await?;
+        // Only the script's own bytes count as body.
+        sent.written = before + payload;
+        Ok(())
+    }
+
+    /// Takes a script's pipes (a local redirect's script replaces the
+    /// last's).
+    fn attach(&mut self, stdin: Option<ChildStdin>, stdout: ChildStdout) -> io::Result<()> {
+        self.stdin = match stdin {
+            Some(stdin) => Some(pipe::Sender::from_owned_fd(stdin.into())?),
+            None => None,
+        };
+        self.stdout = Some(pipe::Receiver::from_owned_fd(stdout.into())?);
+        Ok(())
+    }
+
+    /// Waits for the script's output, the request body or the script's
+    /// room for it, or the deadline, and hands what came to the exchange.
+    /// Err: the stream is gone.
+    async fn wait(
+        &mut self,
+        exchange: &mut Exchange,
+        ctx: &Context<'_>,
+        stream: &mut Stream,
+    ) -> Result<(), ()> {
+        let Some(deadline) = exchange.deadline() else {
+            exchange.client_gone(ctx);
+            return Ok(());
+        };
+        let feeding = self.stdin.is_some();
+        let receiving = !self.body_done && self.pending.is_empty();
+        let reading = self.stdout.is_some();
+        tokio::select! {
+            n = read(&mut self.stdout, &mut self.out), if reading => {
+                let n = n.unwrap_or(0);
+                if n == 0 {
+                    self.stdout = None;
+                    self.stdin = None;
+                }
+                exchange.output(&self.out[..n], n == 0, ctx);
+            }
+            data = stream.recv_data(), if receiving => match data {
+                Ok(Some(mut data)) if feeding => {
+                    self.pending.resize(data.remaining(), 0);
+                    data.copy_to_slice(&mut self.pending);
+                }
+                // No script input (any more): the bytes go nowhere.
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    // The body is complete: the script sees its end.
+                    self.body_done = true;
+                    self.stdin = None;
+                }
+                Err(_) => return Err(()),
+            },
+            written = write(&mut self.stdin, &self.pending), if feeding && !self.pending.is_empty() => {
+                match written {
+                    Ok(n) => {
+                        self.pending.drain(..n);
+                    }
+                    // The script closed its input early: it wants no more.
+                    Err(_) => {
+                        self.pending.clear();
+                        self.stdin = None;
+                    }
+                }
+            }
+            () = tokio::time::sleep_until(deadline.into()) => exchange.timed_out(ctx),
+        }
+        Ok(())
+    }
+}
+
+/// Reads the script's output; never ready without one.
+async fn read(stdout: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> io::Result<usize> {
+    match stdout {
+        Some(stdout) => stdout.read(buf).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Writes to the script's input; never ready without one.
+async fn write(stdin: &mut Option<pipe::Sender>, bytes: &[u8]) -> io::Result<usize> {
+    match stdin {
+        Some(stdin) => stdin.write(bytes).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,406 @@
+//! One HTTP/3 connection and its request streams. A stream's head becomes
+//! `http::fields::Fields`, then the same `parse::Request` HTTP/2's does;
+//! `session::answer` decides it, `session::sent` counts and logs it, and
+//! the head goes out as the same fields HTTP/2 sends (`ResponseFields`).
+//!
+//! 0-RTT: requests that arrive before the handshake completes may be
+//! replays (RFC 9001 §9.2, RFC 8470). Only a GET or HEAD without
+//! credentials is answered at once; any other waits for the handshake,
+//! which a replayed flight never completes, and so never runs a script or
+//! reaches an `--auth` area. A CGI answer waits too, whatever the method.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::{Buf, Bytes, BytesMut};
+use h3::error::Code;
+use h3::server::RequestStream;
+use tokio::sync::Notify;
+
+use super::{Pending, Served};
+use crate::client_name::ClientName;
+use crate::http::fields::{self, Fields, ResponseFields};
+use crate::http::limits::MAX_HEAD_BYTES;
+use crate::http::parse::{BodyFraming, HttpVersion, Method, ParseError};
+use crate::http::response::Chunk;
+use crate::pace::Pace;
+use crate::respond::{self, Answer};
+use crate::session::{self, Kind, Protocol, Sent};
+
+pub(super) type Stream = RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+
+/// How much of a file one DATA frame carries: a few QUIC packets' worth,
+/// read with one pread(2).
+const FILE_BLOCK: usize = 64 << 10;
+
+/// What a connection's streams share.
+pub(super) struct Conn {
+    pub(super) served: Arc<Served>,
+    pub(super) client: ClientName,
+    /// The client's and our socket addresses (CGI's REMOTE_PORT, SERVER_PORT).
+    pub(super) sockets: (Option<SocketAddr>, Option<SocketAddr>),
+    /// The handshake: `PENDING`, `CONFIRMED` (requests are no longer
+    /// 0-RTT) or `FAILED`.
+    handshake: AtomicU8,
+    handshake_over: Notify,
+    /// Streams being answered.
+    busy: AtomicUsize,
+    idle: Notify,
+}
+
+const PENDING: u8 = 0;
+const CONFIRMED: u8 = 1;
+const FAILED: u8 = 2;
+
+impl Conn {
+    fn confirmed(&self) -> bool {
+        self.handshake.load(Ordering::Acquire) == CONFIRMED
+    }
+
+    /// Waits until the handshake is over (at once if it is): true if it
+    /// completed.
+    async fn handshake_done(&self) -> bool {
+        loop {
+            let over = self.handshake_over.notified();
+            match self.handshake.load(Ordering::Acquire) {
+                PENDING => over.await,
+                state => return state == CONFIRMED,
+            }
+        }
+    }
+
+    fn handshake_ended(&self, state: u8) {
+        self.handshake.store(state, Ordering::Release);
+        self.handshake_over.notify_waiters();
+    }
+}
+
+/// Serves one connection: the handshake, then each request stream in a
+/// task of its own, until the client closes, the connection idles out
+/// (`--keepalive-timeout` without a stream open), or a stop has let its
+/// streams finish.
+pub(super) async fn connection(
+    connecting: quinn::Connecting,
+    served: &Arc<Served>,
+    mut pending: Pending,
+    client: ClientName,
+    sockets: (Option<SocketAddr>, Option<SocketAddr>),
+) {
+    let cfg = &served.shared.cfg;
+    // 0-RTT and 0.5-RTT: the connection is usable before the handshake
+    // completes; `confirmed` says when it has.
+    let (quic, zero_rtt) = match connecting.into_0rtt() {
+        Ok((quic, accepted)) => (quic, Some(accepted)),
+        Err(connecting) => match tokio::time::timeout(cfg.read_timeout, connecting).await {
+            Ok(Ok(quic)) => (quic, None),
+            _ => return,
+        },
+    };
+    let conn = Arc::new(Conn {
+        served: Arc::clone(served),
+        client,
+        sockets,
+        handshake: AtomicU8::new(if zero_rtt.is_some() { PENDING } else { CONFIRMED }),
+        handshake_over: Notify::new(),
+        busy: AtomicUsize::new(0),
+        idle: Notify::new(),
+    });
+    if let Some(zero_rtt) = zero_rtt {
+        let conn = Arc::clone(&conn);
+        let read_timeout = cfg.read_timeout;
+        let quic = quic.clone();
+        tokio::spawn(async move {
+            // It resolves when the handshake completes or fails (its value
+            // says whether 0-RTT was accepted, not which).
+            let over = tokio::time::timeout(read_timeout, zero_rtt).await;
+            if over.is_ok() && quic.close_reason().is_none() {
+                conn.handshake_ended(CONFIRMED);
+            } else {
+                // A handshake that never completes (a replayed flight):
+                // its early requests never get past the gate.
+                quic.close(quinn::VarInt::from_u32(super::code::NO_ERROR), b"");
+                conn.handshake_ended(FAILED);
+            }
+        });
+    } else {
+        pending.done();
+    }
+    let h3 = h3::server::builder()
+        .max_field_section_size(MAX_HEAD_BYTES as u64)
+        .build::<_, Bytes>(h3_quinn::Connection::new(quic.clone()))
+        .await;
+    let Ok(mut h3) = h3 else {
+        return;
+    };
+    let mut stop = served.shared.stop.clone();
+    let mut stopping = false;
+    loop {
+        if conn.confirmed() {
+            pending.done();
+        }
+        let idle = conn.idle.notified();
+        let open = conn.busy.load(Ordering::Acquire) > 0;
+        let resolver = tokio::select! {
+            accepted = h3.accept() => match accepted {
+                Ok(Some(resolver)) => resolver,
+                // The client's GOAWAY and its last stream done, or closed.
+                Ok(None) | Err(_) => break,
+            },
+            () = super::stopped(&mut stop), if !stopping => {
+                stopping = true;
+                // GOAWAY: no stream after those already open; h3 then ends
+                // `accept` once they are done.
+                if h3.shutdown(0).await.is_err() {
+                    break;
+                }
+                continue;
+            }
+            () = tokio::time::sleep(cfg.keepalive_timeout), if !open && !stopping => {
+                let _ = h3.shutdown(0).await;
+                break;
+            }
+            () = idle, if open => continue,
+        };
+        conn.busy.fetch_add(1, Ordering::AcqRel);
+        let conn = Arc::clone(&conn);
+        tokio::spawn(async move {
+            if let Ok((head, stream)) = resolver.resolve_request().await {
+                answer(&conn, head, stream).await;
+            }
+            conn.busy.fetch_sub(1, Ordering::AcqRel);
+            conn.idle.notify_waiters();
+        });
+    }
+    // Streams still going get the rest of the grace, then the close.
+    if stopping {
+        let deadline = served.shared.conns.stop_began() + cfg.shutdown_grace;
+        while conn.busy.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+            let idle = conn.idle.notified();
+            let _ = tokio::time::timeout_at(deadline.into(), idle).await;
+        }
+    }
+    quic.close(quinn::VarInt::from_u32(super::code::NO_ERROR), b"");
+}
+
+/// Answers one request stream.
+async fn answer(conn: &Conn, head: http::Request<()>, mut stream: Stream) {
+    let served = &conn.served;
+    let (cfg, site) = (&served.shared.cfg, &served.shared.site);
+    let mut fields = Fields::default();
+    let request = match push_fields(&head, &mut fields) {
+        Ok(()) => fields::request(&fields, HttpVersion::Http3),
+        Err(e) => Err(e),
+    };
+    let mut request = match request {
+        Ok(request) => request,
+        Err(e) => {
+            let sent = session::sent(
+                cfg,
+                Kind::Https,
+                &conn.client,
+                None,
+                respond::refuse(e),
+                Protocol::Fields,
+            );
+            send(conn, &mut stream, sent).await;
+            return;
+        }
+    };
+    // What HTTP/1.1 says with chunked coding: a body of unannounced length
+    // (the CGI exchange reads it so).
+    let (has_body, early) = peek_body(&mut stream);
+    if has_body && request.framing == BodyFraming::None {
+        request.framing = BodyFraming::Chunked;
+    }
+    if !conn.confirmed() && !replay_safe(&request) && !conn.handshake_done().await {
+        return;
+    }
+    let stopping = served.shared.conns.stopping.load(Ordering::Relaxed);
+    match session::answer(Kind::Https, site, &request, stopping) {
+        Answer::Send(response) => {
+            let sent = session::sent(
+                cfg,
+                Kind::Https,
+                &conn.client,
+                Some(&request),
+                response,
+                Protocol::Fields,
+            );
+            if has_body {
+                // Nothing reads it.
+                stream.stop_sending(Code::H3_NO_ERROR);
+            }
+            send(conn, &mut stream, sent).await;
+        }
+        Answer::Cgi(mut job) => {
+            if !conn.handshake_done().await {
+                return;
+            }
+            job.raw_head = fields::request_head(&request, &fields);
+            job.https = true;
+            job.sockets = Some(conn.sockets);
+            super::cgi::run(conn, job, stream, early).await;
+        }
+    }
+}
+
+/// Whether a request may be answered from 0-RTT data: it changes nothing
+/// and carries no credentials (RFC 8470 §3's "safe" requests).
+fn replay_safe(request: &crate::http::parse::Request) -> bool {
+    matches!(request.method, Method::Get | Method::Head)
+        && request.authorization.is_none()
+        && request.framing == BodyFraming::None
+}
+
+/// Whether the request has a body (the stream did not end with its
+/// head), and what of it has arrived with the head. h3 tells only by
+/// reading, so this reads once without waiting: a body not yet ended
+/// counts as one.
+fn peek_body(stream: &mut Stream) -> (bool, Vec<u8>) {
+    use std::task::{Context, Poll, Waker};
+    let mut cx = Context::from_waker(Waker::noop());
+    match stream.poll_recv_data(&mut cx) {
+        Poll::Ready(Ok(None)) => (false, Vec::new()),
+        Poll::Ready(Ok(Some(mut data))) => {
+            let mut early = vec![0; data.remaining()];
+            data.copy_to_slice(&mut early);
+            (true, early)
+        }
+        Poll::Ready(Err(_)) | Poll::Pending => (true, Vec::new()),
+    }
+}
+
+/// The request's pseudo-fields and fields, as HTTP/2's arrive.
+fn push_fields(head: &http::Request<()>, fields: &mut Fields) -> Result<(), ParseError> {
+    let uri = head.uri();
+    fields.push(b":method", head.method().as_str().as_bytes())?;
+    if let Some(scheme) = uri.scheme_str() {
+        fields.push(b":scheme", scheme.as_bytes())?;
+    }
+    if let Some(authority) = uri.authority() {
+        fields.push(b":authority", authority.as_str().as_bytes())?;
+    }
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    fields.push(b":path", path.as_bytes())?;
+    for (name, value) in head.headers() {
+        fields.push(name.as_str().as_bytes(), value.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// The head as h3 takes it: the fields HTTP/2 would send, `:status` as
+/// the status. None: a status HTTP/3 cannot carry (a script's).
+pub(super) fn response_head(sent: &Sent, hsts: Option<u64>) -> Option<http::Response<()>> {
+    let head = &sent.response.head;
+    let extra = ResponseFields::new(head, hsts, None)?;
+    let mut response = http::Response::new(());
+    *response.status_mut() = http::StatusCode::from_u16(head.code()).ok()?;
+    let headers = response.headers_mut();
+    for (name, value) in extra.fields(head) {
+        if name.first() == Some(&b':') {
+            continue;
+        }
+        let name = http::HeaderName::from_bytes(name).ok()?;
+        let value = http::HeaderValue::from_bytes(value).ok()?;
+        headers.append(name, value);
+    }
+    Some(response)
+}
+
+/// Sends a decided response: its head, then its body; `sent.written`
+/// counts the body as it goes, and dropping `sent` writes the log line.
+pub(super) async fn send(conn: &Conn, stream: &mut Stream, mut sent: Sent) {
+    let cfg = &conn.served.shared.cfg;
+    let hsts = session::hsts(cfg, Kind::Https);
+    let Some(head) = response_head(&sent, hsts) else {
+        stream.stop_stream(Code::H3_INTERNAL_ERROR);
+        return;
+    };
+    if stream.send_response(head).await.is_err() {
+        return;
+    }
+    let body = std::mem::take(&mut sent.response.body);
+    let mut pace = Pace::new(Instant::now(), cfg.send_timeout, cfg.min_rate);
+    for chunk in body {
+        if send_chunk(stream, chunk, &mut sent, &mut pace)
+            .await
+            .is_err()
+        {
+            if pace.too_slow() {
+                let rate = cfg.min_rate;
+                let slow = crate::complaint::Complaint::SlowResponse { rate };
+                crate::complaint::complain(&conn.client, slow);
+            }
+            stream.stop_stream(Code::H3_REQUEST_CANCELLED);
+            return;
+        }
+    }
+    let _ = stream.finish().await;
+}
+
+/// One body chunk as DATA frames: memory as it is held (no copy), a file
+/// by blocks read into buffers quinn then owns.
+async fn send_chunk(
+    stream: &mut Stream,
+    chunk: Chunk,
+    sent: &mut Sent,
+    pace: &mut Pace,
+) -> Result<(), ()> {
+    match chunk {
+        Chunk::Bytes(bytes) => send_data(stream, Bytes::from(bytes), sent, pace).await,
+        Chunk::Static(bytes) => send_data(stream, Bytes::from_static(bytes), sent, pace).await,
+        Chunk::Shared { bytes, offset, len } => {
+            let bytes = Bytes::from_owner(bytes).slice(offset..offset + len);
+            send_data(stream, bytes, sent, pace).await
+        }
+        Chunk::File { file, offset, len } => {
+            let mut at = offset;
+            let end = offset + len;
+            while at < end {
+                let want = (end - at).min(FILE_BLOCK as u64) as usize;
+                let mut block = BytesMut::zeroed(want);
+                let n = read_at(&file, &mut block, at).map_err(|_| ())?;
+                if n == 0 {
+                    // The file shrank under us: the body cannot be whole.
+                    return Err(());
+                }
+                block.truncate(n);
+                send_data(stream, block.freeze(), sent, pace).await?;
+                at += n as u64;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn read_at(file: &std::fs::File, buf: &mut [u8], at: u64) -> std::io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    loop {
+        match file.read_at(buf, at) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
+/// One DATA frame, given up on at the pace's deadline: the client's flow
+/// control takes bytes only as its application reads them, so a client
+/// that stops reading stops the stream here.
+pub(super) async fn send_data(
+    stream: &mut Stream,
+    bytes: Bytes,
+    sent: &mut Sent,
+    pace: &mut Pace,
+) -> Result<(), ()> {
+    let n = bytes.remaining() as u64;
+    match tokio::time::timeout_at(pace.deadline().into(), stream.send_data(bytes)).await {
+        Ok(Ok(())) => {
+            sent.written += n;
+            pace.progress(Instant::now(), n);
+            Ok(())
+        }
+        _ => Err(()),
+    }
+}
