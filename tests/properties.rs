@@ -424,6 +424,7 @@ fn wire_bytes(answer: Answer) -> Vec<u8> {
         minor_version: resp.minor_version,
         close: resp.close,
         hsts: None,
+        alt_svc: None,
     };
     let mut out = Vec::new();
     encode(&resp.head, &conn, &mut out);
