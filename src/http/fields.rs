@@ -326,7 +326,7 @@ mod tests {
             .header("Connection", "close")
             .header("X-Custom", "A")
             .length(3);
-        let extra = ResponseFields::new(&head, Some(600), None).unwrap();
+        let extra = ResponseFields::new(&head, Some(600), Some(65535)).unwrap();
         let list: Vec<(String, String)> = extra
             .fields(&head)
             .map(|(n, v)| {
@@ -348,6 +348,7 @@ mod tests {
         assert_eq!(get("content-length"), Some("3"));
         assert_eq!(get("server"), Some("staticd"));
         assert_eq!(get("strict-transport-security"), Some("max-age=600"));
+        assert_eq!(get("alt-svc"), Some("h3=\":65535\"; ma=86400"));
         assert!(httpdate::parse_http_date(get("date").unwrap()).is_ok());
         let mut open = Head::with_code(299, "Mine");
         open.framing = Framing::Open;

@@ -194,7 +194,21 @@ mod tests {
         minor_version: 1,
         close: false,
         hsts: None,
+        alt_svc: None,
     };
+
+    #[test]
+    fn alt_svc_names_the_http3_port() {
+        let mut head = Head::new(Status::Ok);
+        head.length(0);
+        let conn = Http1 {
+            alt_svc: Some(8443),
+            ..KEEP
+        };
+        let text = encoded(&head, conn);
+        assert!(text.contains("\r\nAlt-Svc: h3=\":8443\"; ma=86400\r\n"), "{text}");
+        assert!(!encoded(&head, KEEP).contains("Alt-Svc"));
+    }
 
     #[test]
     fn head_layout() {

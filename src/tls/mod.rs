@@ -128,16 +128,25 @@ impl Acceptor {
     }
 
     /// The configuration QUIC handshakes use: the same certificates (and
-    /// their reloads), ticket keys and session cache as TCP's, with ALPN
-    /// `h3` and 0-RTT allowed; a QUIC server's early-data limit is all or
-    /// nothing (RFC 9001 §4.6.1). What a 0-RTT request may do is decided
-    /// per request (`serve::h3`).
+    /// their reloads) as TCP's, TLS 1.3 only (QUIC has no other), ALPN
+    /// `h3`, and 0-RTT allowed; a QUIC server's early-data limit is all or
+    /// nothing (RFC 9001 §4.6.1). Resumption is stateful, from this
+    /// process's session cache, not by `--tls-ticket-key` tickets: rustls
+    /// accepts early data only so, and each cached session is taken once,
+    /// so a 0-RTT flight replayed to this process finds nothing to resume.
+    /// What a 0-RTT request may do is decided per request (`serve::h3`).
     #[cfg(feature = "http3")]
-    pub fn quic_config(&self) -> ServerConfig {
-        let mut config = (*self.config).clone();
+    pub fn quic_config(&self) -> Result<ServerConfig, String> {
+        let mut config = ServerConfig::builder_with_provider(Arc::clone(&self.provider))
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| format!("QUIC's TLS configuration: {e}"))?
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::clone(&self.resolver) as _);
         config.alpn_protocols = vec![b"h3".to_vec()];
+        config.ignore_client_order = true;
+        config.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE);
         config.max_early_data_size = u32::MAX;
-        config
+        Ok(config)
     }
 
     /// A new connection's TLS state.

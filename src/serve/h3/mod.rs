@@ -143,7 +143,8 @@ fn server_config(shared: &Shared) -> io::Result<quinn::ServerConfig> {
     let Some(tls) = &shared.extras.tls else {
         return Err(io::Error::other("HTTP/3 needs HTTPS"));
     };
-    let crypto = QuicServerConfig::try_from(tls.quic_config())
+    let crypto = tls.quic_config().map_err(io::Error::other)?;
+    let crypto = QuicServerConfig::try_from(crypto)
         .map_err(|e| io::Error::other(format!("QUIC's TLS configuration: {e}")))?;
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     let mut transport = quinn::TransportConfig::default();
@@ -253,10 +254,12 @@ fn admit(incoming: quinn::Incoming, served: &Arc<Served>, local: SocketAddr) {
         Ok(connecting) => connecting,
         Err(_) => return,
     };
+    // Counted now, not in the task: a burst of first packets is admitted
+    // before any task runs.
+    let pending = Pending::new(served, validated);
     let served = Arc::clone(served);
     tokio::spawn(async move {
         let _slot = slot;
-        let pending = Pending::new(&served, validated);
         let client = ClientName::ip(ip);
         request::connection(connecting, &served, pending, client, (Some(peer), Some(local))).await;
     });
