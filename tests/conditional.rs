@@ -212,7 +212,7 @@ fn matching_if_none_match_gives_304_despite_old_if_modified_since(v: Variant) {
     );
 }
 
-matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
+matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     if_match_other_etag_gets_412,
     if_match_current_etag_gets_200,
     if_match_star_gets_200,

@@ -10,8 +10,9 @@
 //!   [`matrix!`] generates a test's cells at compile time (`NAME::standalone::h2_tls`).
 //!   A [`Mode`] alone is its `h1` cell; [`both_modes!`] runs a test taking a `Mode`.
 //! * [`Conn`] is a raw TCP client with a strict little response reader; [`Client`] wraps
-//!   hyper's HTTP/1 or HTTP/2 client connection behind a blocking API
-//!   (HTTP/2 in the HTTP/2 cells).
+//!   hyper's HTTP/1 or HTTP/2 client connection, or an HTTP/3 one (quinn and h3,
+//!   [`H3Conn`]), behind a blocking API (HTTP/2 in the HTTP/2 cells, HTTP/3 in the
+//!   HTTP/3 cell).
 //! * Over TLS: [`Pki`] makes certificates (rcgen) and rustls client configurations;
 //!   [`Stream`] is plain TCP or rustls over TCP, under both [`Conn`] and the helpers
 //!   that hand out connections ([`Server::connect`], [`Server::client`], a
@@ -87,6 +88,7 @@ pub mod h2frames;
 mod multipart;
 mod pebble;
 mod process;
+mod quic;
 mod raw;
 mod server;
 mod site;
@@ -100,6 +102,7 @@ pub use docroot::*;
 pub use multipart::*;
 pub use pebble::*;
 pub use process::*;
+pub use quic::*;
 pub use raw::*;
 pub use server::*;
 pub use site::*;

@@ -50,6 +50,17 @@ impl Response {
     pub fn is_h2(&self) -> bool {
         self.version == "HTTP/2.0"
     }
+
+    /// Whether this came over HTTP/3 ([`Server::exchange`] in the HTTP/3 cell).
+    pub fn is_h3(&self) -> bool {
+        self.version == "HTTP/3.0"
+    }
+
+    /// Over HTTP/2 or HTTP/3, which carry a head as fields: no reason phrase (the
+    /// canonical one stands in), no connection fields, no chunked coding.
+    pub fn is_multiplexed(&self) -> bool {
+        self.is_h2() || self.is_h3()
+    }
 }
 
 /// A raw client connection with a read buffer; every read times out after [`IO_TIMEOUT`].
@@ -459,7 +470,7 @@ pub fn request(method: &str, target: &str, extra: &[&str]) -> String {
 /// charset, matching Content-Length, Date and Server.
 pub fn assert_error(resp: &Response, code: u16) {
     assert_eq!(resp.status, code, "status; response: {resp:#?}");
-    if resp.is_h2() {
+    if resp.is_multiplexed() {
         assert_error_body_h2(&resp.body_str(), code);
     } else {
         let expected = format!("{} {}\n", code, resp.reason);

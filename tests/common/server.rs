@@ -182,6 +182,21 @@ impl Builder {
         self.variant.is_h2() && self.speaks_h2()
     }
 
+    /// Whether the server will speak HTTP/3: standalone on its event loop, with HTTPS
+    /// (the harness's certificate or the test's TLS flags), not `--no-http3`.
+    fn speaks_h3(&self) -> bool {
+        self.mode == Mode::Standalone
+            && !self.uses_io_uring()
+            && self.client_tls().is_some()
+            && !self.args.iter().any(|a| a == "--no-http3")
+    }
+
+    /// Whether the harness's clients speak HTTP/3 to it: in the HTTP/3 cell, to a
+    /// server that speaks it (else they speak HTTP/1.1, over TLS if it has TLS).
+    fn clients_h3(&self) -> bool {
+        self.variant.is_h3() && self.speaks_h3()
+    }
+
     pub fn start(self) -> Server {
         match self.mode {
             Mode::Standalone => self.start_standalone(),
@@ -192,6 +207,7 @@ impl Builder {
     fn start_standalone(self) -> Server {
         let expected = self.binds.len().max(1);
         let tls = self.client_tls();
+        let h3 = self.clients_h3();
         let mut cmd = self.command();
         cmd.stdin(Stdio::null()).stdout(Stdio::null());
         let mut child = ChildGuard::new(cmd.spawn().expect("spawn staticd"));
@@ -204,9 +220,14 @@ impl Builder {
                 .filter(|l| l.starts_with("staticd: listening on "))
                 .count()
         };
+        // HTTP/3 starts after the TCP listeners; its clients wait for its line too.
+        let quic =
+            |lines: &[String]| !h3 || lines.iter().any(|l| l.starts_with("staticd: HTTP/3 on "));
         let deadline = Instant::now() + IO_TIMEOUT;
         loop {
-            let ready = stderr.wait_for(Duration::from_millis(50), |l| listening(l) >= expected);
+            let ready = stderr.wait_for(Duration::from_millis(50), |l| {
+                listening(l) >= expected && quic(l)
+            });
             if ready.is_some() {
                 break;
             }
@@ -221,7 +242,8 @@ impl Builder {
             }
             if Instant::now() >= deadline {
                 panic!(
-                    "staticd printed no `staticd: listening on` line within {IO_TIMEOUT:?}; stderr: {:#?}",
+                    "staticd printed no `staticd: listening on` line (or, in the h3 cell, no \
+                     `staticd: HTTP/3 on` line) within {IO_TIMEOUT:?}; stderr: {:#?}",
                     stderr.snapshot()
                 );
             }
@@ -242,6 +264,7 @@ impl Builder {
             mode: Mode::Standalone,
             addrs,
             h2: self.clients_h2(),
+            h3,
             io_uring: self.uses_io_uring(),
             variant: self.variant,
             tls,
@@ -279,6 +302,7 @@ impl Builder {
             mode: Mode::Inetd,
             addrs: vec![addr],
             h2,
+            h3: false,
             io_uring: false,
             variant,
             tls,
@@ -334,6 +358,9 @@ pub struct Server {
     /// Whether the harness's hyper clients speak HTTP/2 to it (an HTTP/2 cell, and the
     /// server speaks it).
     h2: bool,
+    /// Whether the harness's clients speak HTTP/3 to it (the HTTP/3 cell, and the
+    /// server speaks it).
+    h3: bool,
     /// Whether it runs `--io-uring`.
     io_uring: bool,
     /// The matrix cell it was started for.
@@ -403,6 +430,9 @@ impl Server {
         if self.h2 {
             connector.proto = Proto::Http2;
         }
+        if self.h3 {
+            connector.proto = Proto::Http3;
+        }
         connector
     }
 
@@ -425,12 +455,13 @@ impl Server {
         self.connector().connect_from(source)
     }
 
-    /// A hyper client connection (over TLS to a TLS server); HTTP/2 in an HTTP/2 cell.
+    /// A client connection (over TLS to a TLS server); HTTP/2 in an HTTP/2 cell, HTTP/3
+    /// in the HTTP/3 cell.
     pub fn client(&self) -> Client {
         self.connector().client()
     }
 
-    /// A hyper HTTP/1.1 client connection even in an HTTP/2 cell: for checks of
+    /// A hyper HTTP/1.1 client connection even in an HTTP/2 or HTTP/3 cell: for checks of
     /// what only HTTP/1.1 has (reason phrases, `Connection`, persistence rules). Say why
     /// where it is used.
     pub fn client_http1(&self) -> Client {
@@ -444,11 +475,27 @@ impl Server {
         self.h2
     }
 
+    /// Whether [`Server::client`] (and so [`Server::get`] and [`Server::exchange`]) speaks
+    /// HTTP/3: in the HTTP/3 cell, to a server that speaks it (standalone, HTTPS, not
+    /// `--io-uring`, not `--no-http3`).
+    pub fn is_h3(&self) -> bool {
+        self.h3
+    }
+
+    /// Whether [`Server::client`] speaks HTTP/2 or HTTP/3: heads as fields (no reason
+    /// phrase, no connection fields), many requests at once on one connection.
+    pub fn is_multiplexed(&self) -> bool {
+        self.h2 || self.h3
+    }
+
     /// How the access log names the version of a request from [`Server::client`] or
-    /// [`Server::exchange`]: `HTTP/2.0` in an HTTP/2 cell, else `HTTP/1.1`.
+    /// [`Server::exchange`]: `HTTP/2.0` in an HTTP/2 cell, `HTTP/3.0` in the HTTP/3 cell,
+    /// else `HTTP/1.1`.
     pub fn log_version(&self) -> &'static str {
         if self.is_h2() {
             "HTTP/2.0"
+        } else if self.is_h3() {
+            "HTTP/3.0"
         } else {
             "HTTP/1.1"
         }
@@ -465,12 +512,12 @@ impl Server {
 
     /// One request, written as HTTP/1.1 text (e.g. by [`request`]), on a fresh
     /// connection: for tests of what a request means rather than of HTTP/1.1's framing.
-    /// It goes as those bytes on a raw [`Conn`]; in an HTTP/2 cell an HTTP/1.1
-    /// request goes over HTTP/2 instead ([`to_h2_request`]), and the answer comes back
-    /// as a [`Response`] whose `version` is `HTTP/2.0`.
+    /// It goes as those bytes on a raw [`Conn`]; in an HTTP/2 (HTTP/3) cell an HTTP/1.1
+    /// request goes over HTTP/2 (HTTP/3) instead ([`to_h2_request`]), and the answer
+    /// comes back as a [`Response`] whose `version` is `HTTP/2.0` (`HTTP/3.0`).
     pub fn exchange(&self, raw: impl AsRef<[u8]>) -> Response {
         let raw = raw.as_ref();
-        if self.is_h2() {
+        if self.is_multiplexed() {
             if let Some(req) = to_h2_request(raw) {
                 return self.client().send(req).to_raw();
             }

@@ -193,7 +193,7 @@ pub struct Connector {
     pub addr: SocketAddr,
     pub tls: Option<TlsClient>,
     /// What [`Connector::client`] speaks: HTTP/1.1 unless set (as [`Server::connector`]
-    /// sets it in an HTTP/2 cell).
+    /// sets it in an HTTP/2 or HTTP/3 cell).
     pub proto: Proto,
 }
 
@@ -236,14 +236,19 @@ impl Connector {
         Conn::from_stream(self.wrap(connect_from(source, self.addr)))
     }
 
-    /// A hyper client connection speaking `proto`: HTTP/2 for a server of an HTTP/2 cell
-    /// that speaks it, else HTTP/1.1.
+    /// A client connection speaking `proto`: HTTP/2 (HTTP/3) for a server of an HTTP/2
+    /// (HTTP/3) cell that speaks it, else HTTP/1.1.
     pub fn client(&self) -> Client {
         self.client_proto(self.proto)
     }
 
-    /// A hyper client connection speaking `proto`, whatever the cell.
+    /// A client connection speaking `proto`, whatever the cell. HTTP/3 goes over QUIC
+    /// to the same address (port number) over UDP, and needs TLS.
     pub fn client_proto(&self, proto: Proto) -> Client {
+        if proto == Proto::Http3 {
+            let tls = self.tls.as_ref().expect("HTTP/3 needs a TLS server");
+            return Client::connect_h3(self.addr, tls);
+        }
         Client::connect_proto(self.tcp(), self.tls.as_ref(), proto)
     }
 

@@ -11,6 +11,7 @@
 //! | `tls`    | TLS       | HTTP/1.1                                            | epoll              |
 //! | `h2c`    | cleartext | HTTP/2 with prior knowledge                         | epoll              |
 //! | `h2_tls` | TLS       | HTTP/2 by ALPN `h2`                                 | epoll              |
+//! | `h3`     | TLS       | HTTP/3 over QUIC (UDP, the same port), ALPN `h3`    | epoll (+ QUIC)     |
 //! | `uring`  | cleartext | HTTP/1.1                                            | `--io-uring`       |
 //!
 //! Over TLS every server the harness starts gets the harness's localhost certificate
@@ -18,13 +19,16 @@
 //! chose its own TLS flags (`Builder::tls_files`, `Builder::tls_client`). Raw [`Conn`]s
 //! speak HTTP/1.1 in every cell (they test its framing). The uring cell adds
 //! `--io-uring` to every standalone server; inetd servers have no transport to choose,
-//! so a test gets that cell only in standalone mode.
+//! so a test gets that cell only in standalone mode. The h3 cell is standalone only too:
+//! inetd mode has one TCP connection on stdin and no UDP socket. Its raw `Conn`s speak
+//! HTTP/1.1 over TLS over TCP, as in `h2_tls`.
 //!
 //! Cells are generated only where the build has what they need: `tls`, `h2c`, `h2_tls`
-//! need the cargo features `tls` and `http2` (on by default), `uring` needs
-//! `--features uring`. The variables STATICD_TEST_TLS=0, STATICD_TEST_H2=0 and
-//! STATICD_TEST_IO_URING=0 filter cells out at run time (each such cell prints one
-//! `skipped:` line and passes); unset, or any other value, runs them.
+//! need the cargo features `tls` and `http2` (on by default), `h3` needs `http3` (on by
+//! default), `uring` needs `--features uring`. The variables STATICD_TEST_TLS=0,
+//! STATICD_TEST_H2=0, STATICD_TEST_H3=0 and STATICD_TEST_IO_URING=0 filter cells out at
+//! run time (each such cell prints one `skipped:` line and passes); unset, or any other
+//! value, runs them.
 
 use super::*;
 
@@ -47,8 +51,9 @@ pub enum Transport {
 pub struct Variant {
     pub mode: Mode,
     pub wire: Wire,
-    /// What the harness's hyper clients (and [`Server::exchange`]) speak, when the
-    /// server speaks it (not `--io-uring`, not `--no-http2`).
+    /// What the harness's clients (and [`Server::exchange`]) speak, when the server
+    /// speaks it (not `--io-uring`, not `--no-http2`; HTTP/3: standalone, TLS, not
+    /// `--no-http3`).
     pub http: Proto,
     /// Standalone servers only.
     pub transport: Transport,
@@ -93,6 +98,15 @@ impl Variant {
         }
     }
 
+    /// HTTP/3 over QUIC; the server is the `tls` cell's (HTTPS, which turns HTTP/3 on).
+    pub const fn h3(mode: Mode) -> Variant {
+        Variant {
+            wire: Wire::Tls,
+            http: Proto::Http3,
+            ..Variant::h1(mode)
+        }
+    }
+
     pub const fn uring(mode: Mode) -> Variant {
         Variant {
             transport: Transport::IoUring,
@@ -113,12 +127,21 @@ impl Variant {
         self.http == Proto::Http2
     }
 
+    pub fn is_h3(&self) -> bool {
+        self.http == Proto::Http3
+    }
+
+    /// HTTP/2 or HTTP/3: the cells whose clients send heads as fields.
+    pub fn is_multiplexed(&self) -> bool {
+        self.is_h2() || self.is_h3()
+    }
+
     /// Whether a standalone server of this cell runs `--io-uring` (inetd ones never do).
     pub fn is_io_uring(&self) -> bool {
         self.mode == Mode::Standalone && self.transport == Transport::IoUring
     }
 
-    /// Why STATICD_TEST_TLS/H2/IO_URING=0 leaves this cell out, if one does.
+    /// Why STATICD_TEST_TLS/H2/H3/IO_URING=0 leaves this cell out, if one does.
     pub fn filtered_out(&self) -> Option<&'static str> {
         let off = |var: &str| std::env::var_os(var).is_some_and(|v| v == "0");
         if self.is_tls() && off("STATICD_TEST_TLS") {
@@ -126,6 +149,9 @@ impl Variant {
         }
         if self.is_h2() && off("STATICD_TEST_H2") {
             return Some("STATICD_TEST_H2=0 leaves out the HTTP/2 cells");
+        }
+        if self.is_h3() && off("STATICD_TEST_H3") {
+            return Some("STATICD_TEST_H3=0 leaves out the HTTP/3 cells");
         }
         if self.transport == Transport::IoUring && off("STATICD_TEST_IO_URING") {
             return Some("STATICD_TEST_IO_URING=0 leaves out the io_uring cells");
@@ -150,14 +176,15 @@ impl Variant {
 /// Generates the cells of the protocol matrix for test functions taking a [`Variant`]:
 ///
 /// ```ignore
-/// matrix!([h1, tls, h2c, h2_tls, uring] both_modes: get_is_served, head_has_no_body);
+/// matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes: get_is_served, head_has_no_body);
 /// matrix!([h1, tls, uring] standalone: sigterm_drains);
 /// matrix!([h1, tls] inetd: exits_after_the_connection);
 /// matrix!([h1, tls] both_modes: #[ignore = "server bug: ..."] a_known_failure);
 /// ```
 ///
 /// `both_modes:` makes `NAME::standalone::CELL` and `NAME::inetd::CELL` (no
-/// `inetd::uring`: inetd has no transport to choose); `standalone:` and `inetd:` make
+/// `inetd::uring`: inetd has no transport to choose; no `inetd::h3`: inetd has no UDP
+/// socket); `standalone:` and `inetd:` make
 /// `NAME::CELL` in that mode. The cell list is the suite's: the cells it is meant to hold
 /// in (see `.ci/run` for why a suite has the cells it has). A cell whose cargo features
 /// are off is not generated. Attributes before a name (`#[ignore = ".."]`) go on each of
@@ -222,6 +249,15 @@ macro_rules! matrix {
         $(#[$attr])*
         fn h2_tls() {
             $crate::common::Variant::h2_tls($crate::common::Mode::$mode).run($test)
+        }
+    };
+    (@cell $test:path, Inetd, h3, $attrs:tt) => {};
+    (@cell $test:path, Standalone, h3, [$(#[$attr:meta])*]) => {
+        #[cfg(feature = "http3")]
+        #[test]
+        $(#[$attr])*
+        fn h3() {
+            $crate::common::Variant::h3($crate::common::Mode::Standalone).run($test)
         }
     };
     (@cell $test:path, Inetd, uring, $attrs:tt) => {};
