@@ -397,7 +397,7 @@ fn a_removed_user_is_shut_out_without_a_restart(v: Variant) {
     assert_secret(&get_as(&server, "/private/secret.txt", Some(BOB_OK)));
 }
 
-matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
+matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     no_credentials_get_401_with_a_basic_challenge,
     wrong_credentials_get_401,
     every_supported_hash_lets_its_user_in,

@@ -266,8 +266,8 @@ fn status_field_sets_code_and_reason(v: Variant) {
     let resp = get(&server, "/nope.cgi", &[]);
     assert_eq!(resp.status, 404, "{resp:#?}");
     assert_eq!(resp.body_str(), "not here\n");
-    // HTTP/2 has no reason phrase to carry the script's.
-    if !resp.is_h2() {
+    // HTTP/2 and HTTP/3 have no reason phrase to carry the script's.
+    if !resp.is_multiplexed() {
         assert_eq!(resp.version, "HTTP/1.1");
         assert_eq!(resp.reason, "Nope");
     }
@@ -796,7 +796,7 @@ fn script_requests_are_logged_with_their_status(v: Variant) {
         .wait_line(|l| l.contains(&format!("\"GET /bad.cgi {version}\" 502 ")));
 }
 
-matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
+matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     env_has_the_meta_variables,
     env_inherits_nothing_from_the_server,
     path_info_is_what_follows_the_script,
@@ -840,4 +840,4 @@ matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
 
 // Standalone only: `--cgi-max` bounds scripts across connections of one process, and an
 // inetd process only ever has one connection, whose requests run one at a time.
-matrix!([h1, tls, h2c, h2_tls, uring] standalone: over_cgi_max_concurrent_scripts_get_503);
+matrix!([h1, tls, h2c, h2_tls, h3, uring] standalone: over_cgi_max_concurrent_scripts_get_503);

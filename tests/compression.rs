@@ -378,7 +378,7 @@ fn bad_flag_values_are_refused_at_start() {
     }
 }
 
-matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
+matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     each_coding_decodes_to_the_file,
     preference_and_q_values_choose_the_coding,
     no_accept_encoding_gets_the_file_with_vary,

@@ -208,7 +208,7 @@ fn successes_and_redirects_do_not_change(v: Variant) {
     assert!(!varies_with_accept(&resp), "{resp:#?}");
 }
 
-matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
+matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     a_browser_gets_a_404_page,
     the_page_echoes_nothing_of_the_request,
     other_clients_get_the_text_line,

@@ -871,7 +871,7 @@ mod json {
     }
 }
 
-matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
+matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     symlinks_out_of_the_root_are_not_listed,
     html_listing_is_an_html5_page_with_title,
     html_listing_has_dirs_first_then_files_sorted,

@@ -163,7 +163,7 @@ fn combined_line_without_referer_and_agent_has_dashes(v: Variant) {
     assert_eq!(rest, format!("\"GET /a.txt {version}\" 200 6 \"-\" \"-\""));
 }
 
-matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
+matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     fnord_line_has_the_exact_shape,
     fnord_line_carries_the_referer,
     fnord_line_without_host_has_a_dash,

@@ -351,7 +351,7 @@ fn png_gets_a_webp_sibling(v: Variant) {
     assert_image(&resp, "image/webp", WEBP);
 }
 
-matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
+matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     br_is_preferred_when_all_codings_are_accepted,
     zstd_is_preferred_over_gzip_on_a_tie,
     only_gzip_accepted_gets_gzip,

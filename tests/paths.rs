@@ -365,7 +365,7 @@ fn unreadable_file_gets_403(v: Variant) {
     );
 }
 
-matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
+matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     directory_without_slash_redirects,
     directory_redirect_keeps_query,
     directory_with_slash_serves_index_like_the_file,

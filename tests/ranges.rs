@@ -307,7 +307,7 @@ fn ranges_of_a_large_file_with_no_sendfile_are_exact(v: Variant) {
     assert!(resp.body == content, "the whole file");
 }
 
-matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
+matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     ranges_of_a_large_file_with_no_sendfile_are_exact,
     closed_range_gets_206,
     open_ended_range_gets_206,

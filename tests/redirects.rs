@@ -139,7 +139,7 @@ fn symlink_to_other_scheme_is_not_a_redirect(v: Variant) {
     assert_eq!(resp.header("location"), None);
 }
 
-matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
+matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     vhost_symlink_redirects_to_the_other_site,
     vhost_symlink_redirect_keeps_the_query,
     file_symlink_to_url_redirects_exactly_there,

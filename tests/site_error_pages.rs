@@ -178,7 +178,7 @@ fn each_vhost_has_its_own_404_page(v: Variant) {
     assert_error(&with_host("c.test"), 404);
 }
 
-matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
+matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     a_404_gets_the_sites_page_whatever_the_client,
     head_of_a_404_has_the_pages_headers_and_no_body,
     ranges_and_conditionals_do_not_apply_to_the_page,

@@ -437,7 +437,7 @@ fn a_listing_does_not_show_the_rule_files(v: Variant) {
     assert!(!page.contains("_redirects"), "{page}");
 }
 
-matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
+matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     every_matching_block_applies_and_values_are_joined,
     a_placeholder_matches_one_segment,
     a_splat_may_stand_before_a_suffix,

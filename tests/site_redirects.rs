@@ -377,7 +377,7 @@ fn a_rewrite_to_a_missing_target_is_404(v: Variant) {
     }
 }
 
-matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
+matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     the_default_status_is_301_and_the_query_goes_along,
     each_redirect_status_is_sent,
     placeholders_and_splats_are_substituted,

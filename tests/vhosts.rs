@@ -163,7 +163,7 @@ fn without_vhosts_the_root_is_served_whatever_the_host(v: Variant) {
     );
 }
 
-matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
+matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     host_header_selects_its_site,
     site_files_are_not_visible_from_another_site,
     port_specific_directory_wins,

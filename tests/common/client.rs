@@ -371,6 +371,13 @@ impl Client {
 
     fn absolute(&self, mut req: hyper::Request<Full<Bytes>>) -> hyper::Request<Full<Bytes>> {
         if req.uri().scheme().is_some() {
+            // An absolute-form target's authority wins over Host in HTTP/1.1 (RFC 9112
+            // §3.2.2). hyper's HTTP/2 sends both; HTTP/3 has a request carry no Host
+            // that differs from `:authority` (RFC 9114 §4.3.1) and h3 refuses one, so
+            // over HTTP/3 the Host goes and `:authority` carries the winner.
+            if self.is_h3() {
+                req.headers_mut().remove(hyper::header::HOST);
+            }
             return req;
         }
         let authority = match req.headers_mut().remove(hyper::header::HOST) {

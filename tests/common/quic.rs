@@ -112,11 +112,15 @@ impl From<h3::error::StreamError> for H3Error {
     }
 }
 
+/// The largest request body [`h3_exchange`] sends with the head, before reading the
+/// response: what fits in the head's QUIC packet.
+pub const INLINE_BODY: usize = 1000;
+
 /// One request on a new stream of `sender`: the head (an absolute URI: `:scheme`,
-/// `:authority`, `:path`); without a body, the end of the stream right after it (in the
-/// same packet, as curl and browsers send a GET); with one, the body while the response
-/// is read (the server may answer before reading it, and stop it); then the whole
-/// response.
+/// `:authority`, `:path`); then, as curl and browsers send them, a small body (up to
+/// [`INLINE_BODY`]) and the stream's end at once, in the head's packet; a larger body
+/// while the response is read (the server may answer before reading it, and stop it);
+/// then the whole response.
 pub async fn h3_exchange(
     mut sender: H3Sender,
     req: hyper::Request<Full<Bytes>>,
@@ -129,7 +133,10 @@ pub async fn h3_exchange(
     let mut stream = sender
         .send_request(hyper::Request::from_parts(parts, ()))
         .await?;
-    if body.is_empty() {
+    if body.len() <= INLINE_BODY {
+        if !body.is_empty() {
+            stream.send_data(body).await?;
+        }
         stream.finish().await?;
         return h3_response_of(&mut stream).await;
     }
