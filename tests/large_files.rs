@@ -108,8 +108,12 @@ fn file_over_4_gib_has_exact_length_and_ranges_past_4_gib(v: Variant) {
     assert_eq!(tail.body, [0u8; 16]);
 }
 
+// On raw HTTP/1.1 connections over TCP in every cell: no h3 cell (tests/http3.rs has a
+// file that shrinks under an HTTP/3 response).
 matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
     client_that_stops_reading_is_dropped_after_send_timeout,
     file_shrinking_while_sent_ends_the_response_early,
+);
+matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     file_over_4_gib_has_exact_length_and_ranges_past_4_gib,
 );

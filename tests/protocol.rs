@@ -781,12 +781,20 @@ fn client_closing_mid_response_does_not_hurt_server(v: Variant) {
     server.assert_survived("/a.txt");
 }
 
-matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
+// What a response is, through the harness's client: over HTTP/3 too.
+matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     get_returns_file_contents,
     ok_response_carries_contract_headers,
     html_is_text_html_with_charset,
     unknown_type_is_octet_stream,
     non_text_type_has_no_charset,
+    etag_and_last_modified_change_when_file_changes,
+);
+
+// HTTP/1.1's framing, versions, persistence and timeouts, on raw connections (HTTP/1.1
+// over TCP) in every cell: no h3 cell, which would repeat the tls cell. HEAD, OPTIONS,
+// 405 and 404 over HTTP/3 are in tests/http3.rs.
+matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
     head_has_get_headers_and_no_body,
     options_gets_204_with_allow,
     other_methods_get_405_with_allow,
@@ -830,7 +838,6 @@ matrix!([h1, tls, h2c, h2_tls, uring] both_modes:
     over_100_header_fields_get_431_and_close,
     exactly_100_header_fields_are_accepted,
     not_found_has_error_body,
-    etag_and_last_modified_change_when_file_changes,
     silent_client_is_dropped_after_read_timeout,
     client_stalling_mid_request_is_dropped,
     idle_keep_alive_connection_is_dropped,

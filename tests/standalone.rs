@@ -20,13 +20,19 @@ fn site() -> Docroot {
     root
 }
 
-matrix!([h1, tls, h2c, h2_tls, uring] standalone:
+matrix!([h1, tls, h2c, h2_tls, h3, uring] standalone:
     startup_line_names_the_listening_address,
-    sigterm_lets_the_in_flight_response_finish_and_exits_zero,
     sigint_on_an_idle_server_exits_zero,
-    sigterm_with_an_idle_keep_alive_connection_exits_zero_within_the_grace,
     ipv6_loopback_listener_works,
     every_bind_address_gets_a_listener,
+);
+
+// Raw HTTP/1.1 connections over TCP (a stop with one in flight or idle, descriptors, one
+// event-loop thread, the log line of an HTTP/1.1 request): no h3 cell. tests/http3.rs has
+// HTTP/3's log line and a stop over HTTP/3.
+matrix!([h1, tls, h2c, h2_tls, uring] standalone:
+    sigterm_lets_the_in_flight_response_finish_and_exits_zero,
+    sigterm_with_an_idle_keep_alive_connection_exits_zero_within_the_grace,
     running_out_of_file_descriptors_neither_crashes_nor_spins,
     a_stalled_client_does_not_block_others_on_one_thread,
     access_log_common_format_names_the_peer,
@@ -46,10 +52,21 @@ fn startup_line_names_the_listening_address(v: Variant) {
         0,
         "the line must name the real (ephemeral) port"
     );
-    let lines = server.stderr().snapshot();
+    let mut expected = vec![format!("staticd: listening on 127.0.0.1:{}", addr.port())];
+    // With HTTPS, HTTP/3 on the same port over UDP, said once its endpoint is up (after
+    // the TCP listeners).
+    if server.is_tls() && cfg!(feature = "http3") {
+        expected.push(format!(
+            "staticd: HTTP/3 on 127.0.0.1:{} (UDP)",
+            addr.port()
+        ));
+        server
+            .stderr()
+            .wait_line(|l| l.starts_with("staticd: HTTP/3 on "));
+    }
     assert_eq!(
-        lines,
-        vec![format!("staticd: listening on 127.0.0.1:{}", addr.port())],
+        server.stderr().snapshot(),
+        expected,
         "with --log-format off nothing else is printed at start"
     );
     assert_eq!(server.get("/a.txt").body, b"alpha\n");
@@ -259,6 +276,9 @@ fn every_bind_address_gets_a_listener(v: Variant) {
             b"alpha\n",
             "{addr}"
         );
+        // And the cell's protocol (HTTP/3 on each address's port over UDP in the h3 cell).
+        let mut client = server.connector_to(*addr).client();
+        assert_eq!(client.get("/a.txt").body, b"alpha\n", "{addr}");
     }
 }
 
