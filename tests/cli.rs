@@ -22,8 +22,9 @@ fn site() -> Docroot {
 
 // What a running server does is checked in every cell of the protocol matrix; usage
 // errors and start-up failures (no server to talk to) once.
+matrix!([h1, tls, h2c, h2_tls, h3, uring] standalone: host_name_binds_every_address_it_resolves_to);
+// An address named twice is about TCP listeners; Unix sockets carry no QUIC: no h3 cell.
 matrix!([h1, tls, h2c, h2_tls, uring] standalone:
-    host_name_binds_every_address_it_resolves_to,
     an_address_named_twice_is_bound_once,
     unix_socket_serves_beside_tcp_and_goes_at_exit,
     unix_mode_sets_the_socket_permissions,
@@ -145,6 +146,9 @@ fn host_name_binds_every_address_it_resolves_to(v: Variant) {
     assert_eq!(ips, want, "{:#?}", server.stderr().snapshot());
     for addr in addrs {
         assert_eq!(get_over_tcp(&server, addr).body, b"alpha\n", "{addr}");
+        // And the cell's protocol: HTTP/3 on each address's port over UDP in the h3 cell.
+        let mut client = server.connector_to(addr).client();
+        assert_eq!(client.get("/a.txt").body, b"alpha\n", "{addr}");
     }
 }
 

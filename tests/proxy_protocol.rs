@@ -296,6 +296,8 @@ fn cgi_sees_the_header_client(v: Variant) {
     assert!(env.lines().any(|l| l == "REMOTE_PORT=41234"), "{env}");
 }
 
+// No h3 cell: a PROXY header precedes a TCP connection's bytes; QUIC over UDP has none,
+// and its client is the datagrams' source.
 matrix!([h1, tls, h2c, h2_tls] both_modes:
     v1_header_names_the_client,
     v2_header_names_the_client,

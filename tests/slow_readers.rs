@@ -332,4 +332,5 @@ matrix!([h1, tls, uring] both_modes:
     slow_readers_hold_little_kernel_memory,
 );
 
+// A slow HTTP/3 reader (QUIC flow control, not TCP's window) is in tests/http3_attacks.rs.
 matrix!([h2c, h2_tls] both_modes: h2_reader_of_100_bytes_a_second_is_dropped);
