@@ -17,6 +17,8 @@ Each command prints one JSON object on stdout.
           ticket, a request in 0-RTT whose client never finishes its
           handshake; whether a response came (0.5-RTT) and the first flight,
           replayed from a second socket
+  streams URL N: N request streams at once, past the server's limit
+  stall   URL [--seconds S]: the first bytes of URL, then silence
 """
 
 import argparse
@@ -128,6 +130,10 @@ class Client:
         self.flush(send)
 
     def events(self):
+        # A connection closed by the peer may end without a queued event.
+        close = getattr(self.quic, "_close_event", None)
+        if close is not None and self.closed is None:
+            self.closed = close.error_code
         while True:
             event = self.quic.next_event()
             if event is None:
@@ -188,26 +194,40 @@ def first_flight(args, addr):
 def cmd_flood(args):
     addr = (args.host, args.port)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.settimeout(0.2)
+    # The answers to the first flights arrive while later ones are still
+    # being made: room for them, and read as they come.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    counts = {"retry": 0, "other": 0}
+
+    def receive(deadline):
+        """Counts what has arrived; with a deadline, waits until then."""
+        while True:
+            if deadline is None:
+                sock.setblocking(False)
+            else:
+                left = deadline - time.time()
+                if left <= 0:
+                    return
+                sock.settimeout(left)
+            try:
+                data, _ = sock.recvfrom(65536)
+            except (socket.timeout, BlockingIOError):
+                return
+            # Long header (0x80) of QUIC v1, type bits 0x30: 0x30 is Retry.
+            if data[0] & 0x80 and (data[0] & 0x30) == 0x30:
+                counts["retry"] += 1
+            else:
+                counts["other"] += 1
+
     sent = 0
     for _ in range(args.n):
         client = first_flight(args, addr)
         for d in client.sent_datagrams:
             sock.sendto(d, addr)
             sent += 1
-    retry = other = 0
-    deadline = time.time() + 2
-    while time.time() < deadline:
-        try:
-            data, _ = sock.recvfrom(65536)
-        except socket.timeout:
-            continue
-        # Long header (0x80) of QUIC v1, type bits 0x30: 0x30 is Retry.
-        if data[0] & 0x80 and (data[0] & 0x30) == 0x30:
-            retry += 1
-        else:
-            other += 1
-    print(json.dumps({"sent": sent, "retry": retry, "other": other}))
+        receive(None)
+    receive(time.time() + 2)
+    print(json.dumps({"sent": sent, **counts}))
 
 
 def cmd_amplify(args):
@@ -265,6 +285,35 @@ def cmd_early(args):
     )
 
 
+def cmd_streams(args):
+    """Opens N request streams at once, past the server's stream limit."""
+    addr, _ = addr_of(args.url)
+    client = Client(configuration(args), addr)
+    client.pump(lambda: client.connected or client.closed is not None, time.time() + TIMEOUT)
+    # aioquic keeps to the server's MAX_STREAMS; a hostile client does not.
+    client.quic._remote_max_streams_bidi = 1 << 40
+    ids = [client.request("GET", args.url) for _ in range(args.n)]
+    client.pump(
+        lambda: client.closed is not None or all(client.responses[i]["done"] for i in ids),
+        time.time() + TIMEOUT,
+    )
+    done = sum(1 for i in ids if client.responses[i]["done"])
+    print(json.dumps({"opened": args.n, "done": done, "closed": client.closed}))
+
+
+def cmd_stall(args):
+    """Asks for URL, takes its first bytes, then goes silent: reads nothing,
+    acknowledges nothing, for --seconds."""
+    addr, _ = addr_of(args.url)
+    client = Client(configuration(args), addr)
+    client.pump(lambda: client.connected or client.closed is not None, time.time() + TIMEOUT)
+    sid = client.request("GET", args.url)
+    client.pump(lambda: len(client.responses[sid]["body"]) > 0, time.time() + TIMEOUT)
+    got = len(client.responses[sid]["body"])
+    time.sleep(args.seconds)
+    print(json.dumps({"status": client.responses[sid]["status"], "received": got}))
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -293,8 +342,26 @@ def main():
     e.add_argument("--method", default="GET")
     e.add_argument("--data")
     e.add_argument("--seconds", type=float, default=1.5)
+    st = sub.add_parser("streams")
+    st.add_argument("url")
+    st.add_argument("n", type=int)
+    st.add_argument("--ca")
+    st.add_argument("--name")
+    sl = sub.add_parser("stall")
+    sl.add_argument("url")
+    sl.add_argument("--ca")
+    sl.add_argument("--name")
+    sl.add_argument("--seconds", type=float, default=5.0)
     args = p.parse_args()
-    {"get": cmd_get, "flood": cmd_flood, "amplify": cmd_amplify, "early": cmd_early}[args.cmd](args)
+    commands = {
+        "get": cmd_get,
+        "flood": cmd_flood,
+        "amplify": cmd_amplify,
+        "early": cmd_early,
+        "streams": cmd_streams,
+        "stall": cmd_stall,
+    }
+    commands[args.cmd](args)
 
 
 if __name__ == "__main__":
