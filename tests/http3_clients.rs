@@ -248,3 +248,39 @@ fn chromium_loads_the_demo_site_over_h3() {
         "Chromium used only HTTP/3: {lines:#?}"
     );
 }
+
+#[test]
+fn sigterm_lets_an_h3_stream_in_flight_finish_and_exits_zero() {
+    // Small enough for aioquic (pure Python) to take within the 10 s grace
+    // on a loaded machine.
+    const BIG: u64 = 4 << 20;
+    let Some(aioquic) = aioquic() else { return };
+    let root = Docroot::new();
+    write_pattern_file(&root.join("big.bin"), BIG);
+    let mut server = https_server(root.path());
+    let url = format!("https://localhost:{}/big.bin", server.addr().port());
+    let ca = Pki::shared().root_file().display().to_string();
+    let (json, status) = std::thread::scope(|s| {
+        let download = s.spawn(|| h3py(&aioquic, &["get", "--ca", &ca, &url]));
+        // The request in flight: its stream is open when the stop comes.
+        std::thread::sleep(std::time::Duration::from_millis(800));
+        let logged = server.stderr().snapshot();
+        assert!(
+            !logged.iter().any(|l| l.contains("/big.bin")),
+            "the download ended before the stop: the test proves nothing"
+        );
+        server.process().signal(rustix::process::Signal::TERM);
+        let (json, _) = download.join().unwrap();
+        let status = server
+            .process()
+            .wait_timeout(std::time::Duration::from_secs(20))
+            .expect("staticd still running 20 s after SIGTERM");
+        (json, status)
+    });
+    assert_eq!(json["responses"][0]["status"], 200, "{json}");
+    assert_eq!(
+        json["responses"][0]["length"], BIG,
+        "the stream in flight was cut short"
+    );
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}
