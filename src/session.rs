@@ -406,7 +406,12 @@ pub fn sent(
     let mut wire = Vec::new();
     if protocol == Protocol::Http1 {
         wire = pool::take(&pool::HEADS);
-        encode_http1(&mut response, hsts(cfg, kind), alt_svc(cfg, kind), &mut wire);
+        encode_http1(
+            &mut response,
+            hsts(cfg, kind),
+            alt_svc(cfg, kind),
+            &mut wire,
+        );
     }
     // The body ends the bytes written: after `wire`, in which a small
     // body may ride.

@@ -324,9 +324,14 @@ impl Connection {
                     request.framing = BodyFraming::Chunked;
                 }
                 match session::answer(kind, &served.site, &request, stopping) {
-                    Answer::Send(response) => {
-                        session::sent(cfg, kind, client, Some(&request), response, Protocol::Fields)
-                    }
+                    Answer::Send(response) => session::sent(
+                        cfg,
+                        kind,
+                        client,
+                        Some(&request),
+                        response,
+                        Protocol::Fields,
+                    ),
                     Answer::Cgi(mut job) => {
                         job.raw_head = fields::request_head(&request, &head);
                         job.https = kind == Kind::Https;
@@ -342,7 +347,14 @@ impl Connection {
                     }
                 }
             }
-            Err(e) => session::sent(cfg, kind, client, None, respond::refuse(e), Protocol::Fields),
+            Err(e) => session::sent(
+                cfg,
+                kind,
+                client,
+                None,
+                respond::refuse(e),
+                Protocol::Fields,
+            ),
         };
         if !early.is_empty() {
             // Nothing reads it: its window goes back.

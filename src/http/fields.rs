@@ -309,9 +309,15 @@ mod tests {
     fn request_refuses_what_http1_refuses() {
         let long = format!("/{}", "a".repeat(MAX_TARGET_BYTES));
         let f = fields(&[(":method", "GET"), (":path", &long)]);
-        assert_eq!(request(&f, HttpVersion::Http2).err(), Some(ParseError::TargetTooLong));
+        assert_eq!(
+            request(&f, HttpVersion::Http2).err(),
+            Some(ParseError::TargetTooLong)
+        );
         let f = fields(&[(":method", "GET"), (":path", "/"), ("host", "a b")]);
-        assert_eq!(request(&f, HttpVersion::Http2).err(), Some(ParseError::Malformed));
+        assert_eq!(
+            request(&f, HttpVersion::Http2).err(),
+            Some(ParseError::Malformed)
+        );
         let mut big = Fields::default();
         let value = "v".repeat(1000);
         let refused = (0..40).any(|_| big.push(b"x-big", value.as_bytes()).is_err());

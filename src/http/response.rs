@@ -206,7 +206,10 @@ mod tests {
             ..KEEP
         };
         let text = encoded(&head, conn);
-        assert!(text.contains("\r\nAlt-Svc: h3=\":8443\"; ma=86400\r\n"), "{text}");
+        assert!(
+            text.contains("\r\nAlt-Svc: h3=\":8443\"; ma=86400\r\n"),
+            "{text}"
+        );
         assert!(!encoded(&head, KEEP).contains("Alt-Svc"));
     }
 

@@ -98,7 +98,15 @@ fn start_http3(shared: &Shared) -> Option<std::thread::JoinHandle<()>> {
             eprintln!("staticd: HTTP/3 on {addr} (UDP)");
         }
     }
-    match super::h3::start(shared.clone(), sockets) {
+    let tls = shared.extras.tls.clone()?;
+    let h3 = super::h3::Shared {
+        cfg: Arc::clone(&shared.cfg),
+        site: Arc::clone(&shared.site),
+        stop: shared.stop.clone(),
+        conns: Arc::clone(&shared.conns),
+        tls,
+    };
+    match super::h3::start(h3, sockets) {
         Ok(handle) => Some(handle),
         Err(e) => {
             log::diagnostic(&format!("staticd: no HTTP/3: {}\n", describe(&e)));

@@ -7,6 +7,7 @@
 //! line) is decided a second time for HTTP/3.
 
 use std::io;
+use std::net::SocketAddr;
 use std::process::{ChildStdin, ChildStdout};
 use std::time::{Duration, Instant};
 
@@ -15,7 +16,8 @@ use h3::error::Code;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 
-use super::request::{self, Conn, Stream};
+use super::send::{self, Stream};
+use super::Served;
 use crate::exchange::{Context, Exchange, Step};
 use crate::pace::Pace;
 use crate::respond::CgiJob;
@@ -26,13 +28,20 @@ const CHUNK: usize = 16 << 10;
 
 /// Runs `job`'s exchange on `stream`; `early`: body bytes that came with
 /// the head.
-pub(super) async fn run(conn: &Conn, job: Box<CgiJob>, mut stream: Stream, early: Vec<u8>) {
-    let shared = &conn.served.shared;
+pub(super) async fn run(
+    served: &Served,
+    client: &str,
+    sockets: (Option<SocketAddr>, Option<SocketAddr>),
+    job: Box<CgiJob>,
+    mut stream: Stream,
+    early: Vec<u8>,
+) {
+    let shared = &served.shared;
     let ctx = Context {
         cfg: &shared.cfg,
         site: &shared.site,
-        client: &conn.client,
-        sockets: conn.sockets,
+        client,
+        sockets,
         kind: Kind::Https,
         protocol: Protocol::Fields,
     };
@@ -48,7 +57,7 @@ pub(super) async fn run(conn: &Conn, job: Box<CgiJob>, mut stream: Stream, early
         send_timeout: shared.cfg.send_timeout,
         hsts: session::hsts(&shared.cfg, Kind::Https),
     };
-    script.drive(&mut exchange, &ctx, conn, &mut stream).await;
+    script.drive(&mut exchange, &ctx, &mut stream).await;
     // What is left of the script is killed and reaped, which may wait a
     // little: not on the runtime's thread.
     tokio::task::spawn_blocking(move || drop(exchange));
@@ -75,20 +84,14 @@ struct Script {
 }
 
 impl Script {
-    async fn drive(
-        &mut self,
-        exchange: &mut Exchange,
-        ctx: &Context<'_>,
-        conn: &Conn,
-        stream: &mut Stream,
-    ) {
+    async fn drive(&mut self, exchange: &mut Exchange, ctx: &Context<'_>, stream: &mut Stream) {
         loop {
             let gone = match exchange.step() {
                 Step::Wait => self.wait(exchange, ctx, stream).await.is_err(),
                 Step::Run { stdin, stdout } => self.attach(stdin, stdout).is_err(),
                 // Only ever before a head: `Done` follows.
                 Step::Send(sent) => {
-                    request::send(conn, stream, *sent).await;
+                    send::send(ctx.cfg, ctx.client, stream, *sent).await;
                     return;
                 }
                 Step::Head(sent) => self.head(sent, stream).await.is_err(),
@@ -113,7 +116,7 @@ impl Script {
     }
 
     async fn head(&mut self, sent: Box<Sent>, stream: &mut Stream) -> Result<(), ()> {
-        let head = request::response_head(&sent, self.hsts).ok_or(())?;
+        let head = send::response_head(&sent, self.hsts).ok_or(())?;
         self.head = Some(sent);
         self.pace = Pace::new(Instant::now(), self.send_timeout, 0);
         stream.send_response(head).await.map_err(|_| ())
@@ -124,7 +127,7 @@ impl Script {
             return Err(());
         };
         let before = sent.written;
-        request::send_data(stream, bytes, sent, &mut self.pace).await?;
+        send::send_data(stream, bytes, sent, &mut self.pace).await?;
         // Only the script's own bytes count as body.
         sent.written = before + payload;
         Ok(())

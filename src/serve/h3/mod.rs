@@ -22,6 +22,7 @@
 
 mod cgi;
 mod request;
+mod send;
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
@@ -31,9 +32,13 @@ use std::time::Duration;
 
 use quinn::crypto::rustls::QuicServerConfig;
 
-use super::workers::Shared;
+use tokio::sync::watch;
+
+use super::limits::Connections;
 use crate::client_name::ClientName;
+use crate::config::Config;
 use crate::log;
+use crate::site::Site;
 use crate::sys::describe;
 
 /// Handshakes in progress from addresses not yet validated above which new
@@ -106,6 +111,18 @@ fn bind_one(addr: SocketAddr) -> io::Result<(UdpSocket, usize)> {
     Ok((UdpSocket::from(fd), recv.min(send)))
 }
 
+/// What HTTP/3 is served with: what every connection of the process
+/// shares (the transport frame's, `workers::Shared`), and the TLS
+/// configuration its handshakes start from.
+pub(crate) struct Shared {
+    pub(crate) cfg: Arc<Config>,
+    pub(crate) site: Arc<Site>,
+    /// True once a graceful stop has begun.
+    pub(crate) stop: watch::Receiver<bool>,
+    pub(crate) conns: Arc<Connections>,
+    pub(crate) tls: Arc<crate::tls::Acceptor>,
+}
+
 /// What every HTTP/3 connection of the process shares.
 struct Served {
     shared: Shared,
@@ -115,7 +132,10 @@ struct Served {
 
 /// Serves HTTP/3 on `sockets` in a thread of its own until the stop and
 /// its grace are over; the handle to join.
-pub(crate) fn start(shared: Shared, sockets: Vec<UdpSocket>) -> io::Result<std::thread::JoinHandle<()>> {
+pub(crate) fn start(
+    shared: Shared,
+    sockets: Vec<UdpSocket>,
+) -> io::Result<std::thread::JoinHandle<()>> {
     let threads = shared.cfg.threads.max(1);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
@@ -140,15 +160,14 @@ pub(crate) fn start(shared: Shared, sockets: Vec<UdpSocket>) -> io::Result<std::
 /// transport limits from the flags.
 fn server_config(shared: &Shared) -> io::Result<quinn::ServerConfig> {
     let cfg = &shared.cfg;
-    let Some(tls) = &shared.extras.tls else {
-        return Err(io::Error::other("HTTP/3 needs HTTPS"));
-    };
-    let crypto = tls.quic_config().map_err(io::Error::other)?;
+    let crypto = shared.tls.quic_config().map_err(io::Error::other)?;
     let crypto = QuicServerConfig::try_from(crypto)
         .map_err(|e| io::Error::other(format!("QUIC's TLS configuration: {e}")))?;
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     let mut transport = quinn::TransportConfig::default();
-    let streams = cfg.http2.map_or(crate::config::H2_MAX_STREAMS, |h| h.max_streams);
+    let streams = cfg
+        .http2
+        .map_or(crate::config::H2_MAX_STREAMS, |h| h.max_streams);
     transport.max_concurrent_bidi_streams(streams.into());
     // The client's control stream and QPACK's two, with room for the
     // streams of unknown types a client may open (RFC 9114 §6.2.3).
@@ -261,7 +280,14 @@ fn admit(incoming: quinn::Incoming, served: &Arc<Served>, local: SocketAddr) {
     tokio::spawn(async move {
         let _slot = slot;
         let client = ClientName::ip(ip);
-        request::connection(connecting, &served, pending, client, (Some(peer), Some(local))).await;
+        request::connection(
+            connecting,
+            &served,
+            pending,
+            client,
+            (Some(peer), Some(local)),
+        )
+        .await;
     });
 }
 

@@ -14,26 +14,18 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 use h3::error::Code;
-use h3::server::RequestStream;
 use tokio::sync::Notify;
 
+use super::send::{send, Stream};
 use super::{Pending, Served};
 use crate::client_name::ClientName;
-use crate::http::fields::{self, Fields, ResponseFields};
+use crate::http::fields::{self, Fields};
 use crate::http::limits::MAX_HEAD_BYTES;
 use crate::http::parse::{BodyFraming, HttpVersion, Method, ParseError};
-use crate::http::response::Chunk;
-use crate::pace::Pace;
 use crate::respond::{self, Answer};
-use crate::session::{self, Kind, Protocol, Sent};
-
-pub(super) type Stream = RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
-
-/// How much of a file one DATA frame carries: a few QUIC packets' worth,
-/// read with one pread(2).
-const FILE_BLOCK: usize = 64 << 10;
+use crate::session::{self, Kind, Protocol};
 
 /// What a connection's streams share.
 pub(super) struct Conn {
@@ -102,7 +94,11 @@ pub(super) async fn connection(
         served: Arc::clone(served),
         client,
         sockets,
-        handshake: AtomicU8::new(if zero_rtt.is_some() { PENDING } else { CONFIRMED }),
+        handshake: AtomicU8::new(if zero_rtt.is_some() {
+            PENDING
+        } else {
+            CONFIRMED
+        }),
         handshake_over: Notify::new(),
         busy: AtomicUsize::new(0),
         idle: Notify::new(),
@@ -204,7 +200,7 @@ async fn answer(conn: &Conn, head: http::Request<()>, mut stream: Stream) {
                 respond::refuse(e),
                 Protocol::Fields,
             );
-            send(conn, &mut stream, sent).await;
+            send(cfg, &conn.client, &mut stream, sent).await;
             return;
         }
     };
@@ -232,7 +228,7 @@ async fn answer(conn: &Conn, head: http::Request<()>, mut stream: Stream) {
                 // Nothing reads it.
                 stream.stop_sending(Code::H3_NO_ERROR);
             }
-            send(conn, &mut stream, sent).await;
+            send(cfg, &conn.client, &mut stream, sent).await;
         }
         Answer::Cgi(mut job) => {
             if !conn.handshake_done().await {
@@ -241,7 +237,8 @@ async fn answer(conn: &Conn, head: http::Request<()>, mut stream: Stream) {
             job.raw_head = fields::request_head(&request, &fields);
             job.https = true;
             job.sockets = Some(conn.sockets);
-            super::cgi::run(conn, job, stream, early).await;
+            let served = &conn.served;
+            super::cgi::run(served, &conn.client, conn.sockets, job, stream, early).await;
         }
     }
 }
@@ -288,119 +285,4 @@ fn push_fields(head: &http::Request<()>, fields: &mut Fields) -> Result<(), Pars
         fields.push(name.as_str().as_bytes(), value.as_bytes())?;
     }
     Ok(())
-}
-
-/// The head as h3 takes it: the fields HTTP/2 would send, `:status` as
-/// the status. None: a status HTTP/3 cannot carry (a script's).
-pub(super) fn response_head(sent: &Sent, hsts: Option<u64>) -> Option<http::Response<()>> {
-    let head = &sent.response.head;
-    let extra = ResponseFields::new(head, hsts, None)?;
-    let mut response = http::Response::new(());
-    *response.status_mut() = http::StatusCode::from_u16(head.code()).ok()?;
-    let headers = response.headers_mut();
-    for (name, value) in extra.fields(head) {
-        if name.first() == Some(&b':') {
-            continue;
-        }
-        let name = http::HeaderName::from_bytes(name).ok()?;
-        let value = http::HeaderValue::from_bytes(value).ok()?;
-        headers.append(name, value);
-    }
-    Some(response)
-}
-
-/// Sends a decided response: its head, then its body; `sent.written`
-/// counts the body as it goes, and dropping `sent` writes the log line.
-pub(super) async fn send(conn: &Conn, stream: &mut Stream, mut sent: Sent) {
-    let cfg = &conn.served.shared.cfg;
-    let hsts = session::hsts(cfg, Kind::Https);
-    let Some(head) = response_head(&sent, hsts) else {
-        stream.stop_stream(Code::H3_INTERNAL_ERROR);
-        return;
-    };
-    if stream.send_response(head).await.is_err() {
-        return;
-    }
-    let body = std::mem::take(&mut sent.response.body);
-    let mut pace = Pace::new(Instant::now(), cfg.send_timeout, cfg.min_rate);
-    for chunk in body {
-        if send_chunk(stream, chunk, &mut sent, &mut pace)
-            .await
-            .is_err()
-        {
-            if pace.too_slow() {
-                let rate = cfg.min_rate;
-                let slow = crate::complaint::Complaint::SlowResponse { rate };
-                crate::complaint::complain(&conn.client, slow);
-            }
-            stream.stop_stream(Code::H3_REQUEST_CANCELLED);
-            return;
-        }
-    }
-    let _ = stream.finish().await;
-}
-
-/// One body chunk as DATA frames: memory as it is held (no copy), a file
-/// by blocks read into buffers quinn then owns.
-async fn send_chunk(
-    stream: &mut Stream,
-    chunk: Chunk,
-    sent: &mut Sent,
-    pace: &mut Pace,
-) -> Result<(), ()> {
-    match chunk {
-        Chunk::Bytes(bytes) => send_data(stream, Bytes::from(bytes), sent, pace).await,
-        Chunk::Static(bytes) => send_data(stream, Bytes::from_static(bytes), sent, pace).await,
-        Chunk::Shared { bytes, offset, len } => {
-            let bytes = Bytes::from_owner(bytes).slice(offset..offset + len);
-            send_data(stream, bytes, sent, pace).await
-        }
-        Chunk::File { file, offset, len } => {
-            let mut at = offset;
-            let end = offset + len;
-            while at < end {
-                let want = (end - at).min(FILE_BLOCK as u64) as usize;
-                let mut block = BytesMut::zeroed(want);
-                let n = read_at(&file, &mut block, at).map_err(|_| ())?;
-                if n == 0 {
-                    // The file shrank under us: the body cannot be whole.
-                    return Err(());
-                }
-                block.truncate(n);
-                send_data(stream, block.freeze(), sent, pace).await?;
-                at += n as u64;
-            }
-            Ok(())
-        }
-    }
-}
-
-fn read_at(file: &std::fs::File, buf: &mut [u8], at: u64) -> std::io::Result<usize> {
-    use std::os::unix::fs::FileExt;
-    loop {
-        match file.read_at(buf, at) {
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            other => return other,
-        }
-    }
-}
-
-/// One DATA frame, given up on at the pace's deadline: the client's flow
-/// control takes bytes only as its application reads them, so a client
-/// that stops reading stops the stream here.
-pub(super) async fn send_data(
-    stream: &mut Stream,
-    bytes: Bytes,
-    sent: &mut Sent,
-    pace: &mut Pace,
-) -> Result<(), ()> {
-    let n = bytes.remaining() as u64;
-    match tokio::time::timeout_at(pace.deadline().into(), stream.send_data(bytes)).await {
-        Ok(Ok(())) => {
-            sent.written += n;
-            pace.progress(Instant::now(), n);
-            Ok(())
-        }
-        _ => Err(()),
-    }
 }
