@@ -30,6 +30,7 @@ fn answer(site: &Site, raw: &[u8]) -> (usize, u16) {
                 minor_version: response.minor_version,
                 close: response.close,
                 hsts: None,
+                alt_svc: None,
             };
             let mut wire = Vec::with_capacity(512);
             encode(&response.head, &conn, &mut wire);
