@@ -206,7 +206,15 @@ async fn answer(conn: &Conn, head: http::Request<()>, mut stream: Stream) {
     };
     // What HTTP/1.1 says with chunked coding: a body of unannounced length
     // (the CGI exchange reads it so).
-    let (has_body, early) = peek_body(&mut stream);
+    let (has_body, early) = match peek_body(&mut stream) {
+        // No length, and the stream's end not here yet: wait for it, or
+        // for body bytes, rather than take a GET for a chunked upload.
+        None if request.framing == BodyFraming::None => {
+            await_body(&mut stream, cfg.read_timeout).await
+        }
+        None => (true, Vec::new()),
+        Some(peeked) => peeked,
+    };
     if has_body && request.framing == BodyFraming::None {
         request.framing = BodyFraming::Chunked;
     }
@@ -252,21 +260,34 @@ fn replay_safe(request: &crate::http::parse::Request) -> bool {
 }
 
 /// Whether the request has a body (the stream did not end with its
-/// head), and what of it has arrived with the head. h3 tells only by
-/// reading, so this reads once without waiting: a body not yet ended
-/// counts as one.
-fn peek_body(stream: &mut Stream) -> (bool, Vec<u8>) {
+/// head), and what of it has arrived with the head; None if neither has
+/// arrived yet. h3 tells only by reading, so this reads once without
+/// waiting.
+fn peek_body(stream: &mut Stream) -> Option<(bool, Vec<u8>)> {
     use std::task::{Context, Poll, Waker};
     let mut cx = Context::from_waker(Waker::noop());
     match stream.poll_recv_data(&mut cx) {
-        Poll::Ready(Ok(None)) => (false, Vec::new()),
-        Poll::Ready(Ok(Some(mut data))) => {
-            let mut early = vec![0; data.remaining()];
-            data.copy_to_slice(&mut early);
-            (true, early)
-        }
-        Poll::Ready(Err(_)) | Poll::Pending => (true, Vec::new()),
+        Poll::Ready(Ok(None)) => Some((false, Vec::new())),
+        Poll::Ready(Ok(Some(data))) => Some((true, copied(data))),
+        Poll::Ready(Err(_)) => Some((true, Vec::new())),
+        Poll::Pending => None,
     }
+}
+
+/// As `peek_body`, waiting up to `limit` for the stream's end or its
+/// first body bytes.
+async fn await_body(stream: &mut Stream, limit: std::time::Duration) -> (bool, Vec<u8>) {
+    match tokio::time::timeout(limit, stream.recv_data()).await {
+        Ok(Ok(None)) => (false, Vec::new()),
+        Ok(Ok(Some(data))) => (true, copied(data)),
+        _ => (true, Vec::new()),
+    }
+}
+
+fn copied(mut data: impl Buf) -> Vec<u8> {
+    let mut bytes = vec![0; data.remaining()];
+    data.copy_to_slice(&mut bytes);
+    bytes
 }
 
 /// The request's pseudo-fields and fields, as HTTP/2's arrive.
