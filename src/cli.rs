@@ -642,6 +642,9 @@ mod tests {
         if let Some(h2) = parsed.http2.take() {
             assert_eq!(h2, config::Http2::default());
         }
+        // HTTP/3 is on (for when HTTPS is) in a build that has it.
+        assert_eq!(parsed.http3, cfg!(feature = "http3"));
+        parsed.http3 = default.http3;
         parsed.threads = default.threads;
         parsed.max_connections = default.max_connections;
         assert_eq!(format!("{parsed:?}"), format!("{default:?}"));

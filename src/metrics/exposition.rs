@@ -25,6 +25,7 @@ pub fn features() -> String {
     let built = [
         ("tls", cfg!(feature = "tls")),
         ("http2", cfg!(feature = "http2")),
+        ("http3", cfg!(feature = "http3")),
         ("auth", cfg!(feature = "auth")),
         ("compress", cfg!(feature = "compress")),
         ("acme", cfg!(feature = "acme")),
@@ -251,6 +252,6 @@ mod tests {
             .lines()
             .filter(|l| l.starts_with("staticd_requests_total{"))
             .count();
-        assert_eq!(cube, 5 * 4 * 3 * 2);
+        assert_eq!(cube, 5 * 4 * 4 * 2);
     }
 }
