@@ -361,6 +361,14 @@ fn by_hand<T>(server: &Server, work: impl AsyncFnOnce(&mut H3Conn) -> Result<T, 
     })
 }
 
+/// [`by_hand`] for work whose error is an answer: its result as it is.
+fn by_hand_result<T>(
+    server: &Server,
+    work: impl AsyncFnOnce(&mut H3Conn) -> Result<T, H3Error>,
+) -> Result<T, H3Error> {
+    by_hand(server, async move |conn| Ok(work(conn).await))
+}
+
 /// A request stream's head, the authority the server's address.
 fn head(server: &Server, method: &str, path: &str) -> hyper::Request<()> {
     hyper::Request::builder()
@@ -418,6 +426,42 @@ fn a_request_whose_end_comes_after_its_head_is_answered(v: Variant) {
     });
     assert_eq!(status, 405);
     server.assert_survived("/small.txt");
+}
+
+/// Connection-specific fields make an HTTP/3 request malformed (RFC 9114 §4.2), as they
+/// do an HTTP/2 one (nghttp2 resets such a stream): a 400 or a reset stream, never the
+/// file. `TE: trailers` is the one such field allowed.
+fn connection_specific_fields_make_a_request_malformed(v: Variant) {
+    let (root, _) = site();
+    let server = server(v, &root);
+    for (name, value) in [
+        ("connection", "keep-alive"),
+        ("keep-alive", "timeout=5"),
+        ("proxy-connection", "keep-alive"),
+        ("transfer-encoding", "chunked"),
+        ("upgrade", "h2c"),
+        ("te", "gzip"),
+    ] {
+        let mut req = build("GET", "/small.txt", &[(name, value)]);
+        req.headers_mut().remove("host");
+        *req.uri_mut() = format!("https://{}/small.txt", server.addr())
+            .parse()
+            .unwrap();
+        let answer = by_hand_result(&server, async move |conn| {
+            h3_exchange(conn.sender.clone(), req).await
+        });
+        match answer {
+            Ok((parts, body)) => assert_eq!(
+                parts.status.as_u16(),
+                400,
+                "{name}: {value} was served: {:?}",
+                String::from_utf8_lossy(&body)
+            ),
+            Err(e) => eprintln!("{name}: {value}: {e} (refused, as it may be)"),
+        }
+    }
+    let trailers = server.request("GET", "/small.txt", &[("te", "trailers")]);
+    assert_eq!(trailers.status, 200);
 }
 
 /// A file cut short while it is sent ends the HTTP/3 response with an error (the stream
@@ -551,6 +595,7 @@ matrix!([h3] standalone:
     a_hundred_concurrent_streams_on_one_connection,
     cgi_script_sees_http3,
     a_request_whose_end_comes_after_its_head_is_answered,
+    connection_specific_fields_make_a_request_malformed,
     a_file_that_shrinks_mid_response_ends_it_with_an_error,
     idle_connection_is_closed_after_the_keepalive_timeout,
     sigterm_lets_an_http3_response_in_flight_finish,
