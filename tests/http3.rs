@@ -285,6 +285,21 @@ fn a_hundred_concurrent_streams_on_one_connection(v: Variant) {
     assert_eq!(h3.get("/small.txt").body, SMALL);
 }
 
+/// `--h2-max-streams` bounds HTTP/3's concurrent streams too: more requests than that
+/// at once all get answered (the client opens a stream as the server grants one).
+fn more_requests_than_the_stream_limit_all_get_answered(v: Variant) {
+    let (root, _) = site();
+    let server = Server::builder(v, root.path())
+        .args(["--h2-max-streams", "3"])
+        .start();
+    let mut h3 = server.client();
+    let answers = h3.send_all((0..20).map(|_| build("GET", "/small.txt", &[])).collect());
+    assert!(
+        answers.iter().all(|a| a.status == 200 && a.body == SMALL),
+        "{answers:#?}"
+    );
+}
+
 fn cgi_script_sees_http3(v: Variant) {
     let root = Docroot::new();
     let script = root.file(
@@ -593,6 +608,7 @@ matrix!([h3] standalone:
     missing_file_is_404_with_the_error_page,
     options_and_unsupported_methods,
     a_hundred_concurrent_streams_on_one_connection,
+    more_requests_than_the_stream_limit_all_get_answered,
     cgi_script_sees_http3,
     a_request_whose_end_comes_after_its_head_is_answered,
     connection_specific_fields_make_a_request_malformed,
