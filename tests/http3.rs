@@ -479,6 +479,41 @@ fn connection_specific_fields_make_a_request_malformed(v: Variant) {
     assert_eq!(trailers.status, 200);
 }
 
+/// A body that is not as long as its Content-Length makes an HTTP/3 request malformed
+/// (RFC 9114 §4.1.2), as nghttp2 treats an HTTP/2 one (HTTP/1.1 cannot say it: the
+/// length frames the body): a 400 or a reset stream; a script never gets a body that
+/// contradicts its CONTENT_LENGTH.
+fn a_body_that_is_not_its_content_length_makes_a_request_malformed(v: Variant) {
+    let root = Docroot::new();
+    let echo = root.file(
+        "echo.cgi",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\nexec cat\n",
+    );
+    fs::set_permissions(&echo, fs::Permissions::from_mode(0o755)).unwrap();
+    let server = Server::builder(v, root.path()).arg("--cgi").start();
+    for (length, body) in [("10", &b"abc"[..]), ("2", &b"abcdef"[..])] {
+        let req = hyper::Request::builder()
+            .method("POST")
+            .uri(format!("https://{}/echo.cgi", server.addr()))
+            .header("content-length", length)
+            .body(Full::new(Bytes::from_static(body)))
+            .unwrap();
+        let answer = by_hand_result(&server, async move |conn| {
+            h3_exchange(conn.sender.clone(), req).await
+        });
+        match answer {
+            Ok((parts, got)) => assert_eq!(
+                parts.status.as_u16(),
+                400,
+                "Content-Length {length} with {} bytes: the script got {:?}",
+                body.len(),
+                String::from_utf8_lossy(&got)
+            ),
+            Err(e) => eprintln!("Content-Length {length}: {e} (refused, as it may be)"),
+        }
+    }
+}
+
 /// A file cut short while it is sent ends the HTTP/3 response with an error (the stream
 /// reset), never padded or cleanly ended short; the server goes on serving.
 fn a_file_that_shrinks_mid_response_ends_it_with_an_error(v: Variant) {
@@ -612,6 +647,7 @@ matrix!([h3] standalone:
     cgi_script_sees_http3,
     a_request_whose_end_comes_after_its_head_is_answered,
     connection_specific_fields_make_a_request_malformed,
+    a_body_that_is_not_its_content_length_makes_a_request_malformed,
     a_file_that_shrinks_mid_response_ends_it_with_an_error,
     idle_connection_is_closed_after_the_keepalive_timeout,
     sigterm_lets_an_http3_response_in_flight_finish,
