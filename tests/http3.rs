@@ -139,6 +139,26 @@ fn bodies_and_fields_are_http1s(v: Variant) {
     assert!(part.body == large[1000..300_000]);
 }
 
+/// `--hsts` over HTTP/3 as over HTTPS on TCP: the connection's kind, not its protocol.
+fn hsts_is_sent_over_http3(v: Variant) {
+    let (root, _) = site();
+    let server = Server::builder(v, root.path())
+        .args(["--hsts", "600"])
+        .start();
+    let over_h3 = server.get("/small.txt");
+    assert_eq!(over_h3.version, hyper::Version::HTTP_3);
+    assert_eq!(
+        over_h3.header("strict-transport-security"),
+        Some("max-age=600"),
+        "{over_h3:#?}"
+    );
+    let over_h1 = server.client_http1().get("/small.txt");
+    assert_eq!(
+        over_h1.header("strict-transport-security"),
+        over_h3.header("strict-transport-security")
+    );
+}
+
 fn the_access_log_says_http_3_0(v: Variant) {
     let (root, _) = site();
     let server = server(v, &root);
@@ -637,6 +657,7 @@ fn sigterm_with_an_idle_http3_connection_exits_zero(v: Variant) {
 
 matrix!([h3] standalone:
     bodies_and_fields_are_http1s,
+    hsts_is_sent_over_http3,
     the_access_log_says_http_3_0,
     harness_clients_follow_the_cell,
     head_has_the_fields_and_no_body,
