@@ -1,9 +1,11 @@
 //! HTTP/3 itself, through the harness's quinn + h3 client (tests/common/quic.rs). What
 //! HTTP/3 shares with HTTP/1.1 is tested by the other files' `h3` cells
 //! (tests/common/variant.rs); this file tests what is HTTP/3's own: Alt-Svc on HTTPS
-//! over TCP, the same bodies as HTTP/1.1, the protocol in the log and CGI, HEAD and
-//! errors as fields, many streams on one connection, a request whose end comes after its
-//! head, a stop and the idle timeout, a file that shrinks mid-response. Attacks and the
+//! over TCP, the same bodies and fields as HTTP/1.1 (HSTS too), the protocol in the log
+//! and CGI, HEAD and errors as fields, many streams on one connection and the stream
+//! limit, a request whose end comes after its head, malformed requests (connection
+//! fields, a body that is not its Content-Length), a stop and the idle timeout, a file
+//! that shrinks mid-response. Attacks and the
 //! real clients (aioquic, ngtcp2, Chromium) are tests/http3_attacks.rs and
 //! tests/http3_clients.rs.
 
