@@ -21,6 +21,8 @@ pub(crate) mod pacing;
 pub(crate) mod park;
 pub(crate) mod prelude;
 pub(crate) mod proxy_header;
+#[cfg(any(feature = "http2", feature = "http3"))]
+pub(crate) mod script_pipes;
 pub(crate) mod socket;
 pub mod stdio;
 pub(crate) mod stop;

@@ -16,13 +16,13 @@ use std::io;
 use std::process::{ChildStdin, ChildStdout};
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::exchange::{Context, Exchange, Step};
 use crate::h2session::{Connection, Event, Served, CGI_QUEUE};
 use crate::respond::CgiJob;
+use crate::serve::script_pipes;
 use crate::session::{Protocol, Sent};
 
 /// How much script output is read per call.
@@ -236,11 +236,9 @@ impl Task {
     /// Takes a script's pipes (a local redirect's script replaces the
     /// last's).
     fn attach(&mut self, stdin: Option<ChildStdin>, stdout: ChildStdout) -> io::Result<()> {
-        self.stdin = match stdin {
-            Some(stdin) => Some(pipe::Sender::from_owned_fd(stdin.into())?),
-            None => None,
-        };
-        self.stdout = Some(pipe::Receiver::from_owned_fd(stdout.into())?);
+        let (stdin, stdout) = script_pipes::attach(stdin, stdout)?;
+        self.stdin = stdin;
+        self.stdout = Some(stdout);
         Ok(())
     }
 
@@ -264,7 +262,7 @@ impl Task {
                 permit.forget();
                 self.held = true;
             }
-            n = read(&mut self.stdout, &mut self.out), if reading && self.held => {
+            n = script_pipes::read(&mut self.stdout, &mut self.out), if reading && self.held => {
                 let n = n.unwrap_or(0);
                 // Credit is what the connection may come to hold: give
                 // back what the read did not use.
@@ -289,7 +287,7 @@ impl Task {
                     self.stdin = None;
                 }
             },
-            written = write(&mut self.stdin, &self.pending), if feeding && !self.pending.is_empty() => {
+            written = script_pipes::write(&mut self.stdin, &self.pending), if feeding && !self.pending.is_empty() => {
                 match written {
                     Ok(n) => {
                         self.pending.drain(..n);
@@ -306,21 +304,5 @@ impl Task {
             () = tokio::time::sleep_until(deadline.into()) => exchange.timed_out(ctx),
         }
         Ok(())
-    }
-}
-
-/// Reads the script's output; never ready without one.
-async fn read(stdout: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> io::Result<usize> {
-    match stdout {
-        Some(stdout) => stdout.read(buf).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Writes to the script's input; never ready without one.
-async fn write(stdin: &mut Option<pipe::Sender>, bytes: &[u8]) -> io::Result<usize> {
-    match stdin {
-        Some(stdin) => stdin.write(bytes).await,
-        None => std::future::pending().await,
     }
 }

@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
 use h3::error::Code;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 
 use super::send::{self, Stream};
@@ -21,6 +20,7 @@ use super::Served;
 use crate::exchange::{Context, Exchange, Step};
 use crate::pace::Pace;
 use crate::respond::CgiJob;
+use crate::serve::script_pipes;
 use crate::session::{self, Kind, Protocol, Sent};
 
 /// How much script output is read per call.
@@ -136,11 +136,9 @@ impl Script {
     /// Takes a script's pipes (a local redirect's script replaces the
     /// last's).
     fn attach(&mut self, stdin: Option<ChildStdin>, stdout: ChildStdout) -> io::Result<()> {
-        self.stdin = match stdin {
-            Some(stdin) => Some(pipe::Sender::from_owned_fd(stdin.into())?),
-            None => None,
-        };
-        self.stdout = Some(pipe::Receiver::from_owned_fd(stdout.into())?);
+        let (stdin, stdout) = script_pipes::attach(stdin, stdout)?;
+        self.stdin = stdin;
+        self.stdout = Some(stdout);
         Ok(())
     }
 
@@ -161,7 +159,7 @@ impl Script {
         let receiving = !self.body_done && self.pending.is_empty();
         let reading = self.stdout.is_some();
         tokio::select! {
-            n = read(&mut self.stdout, &mut self.out), if reading => {
+            n = script_pipes::read(&mut self.stdout, &mut self.out), if reading => {
                 let n = n.unwrap_or(0);
                 if n == 0 {
                     self.stdout = None;
@@ -183,7 +181,7 @@ impl Script {
                 }
                 Err(_) => return Err(()),
             },
-            written = write(&mut self.stdin, &self.pending), if feeding && !self.pending.is_empty() => {
+            written = script_pipes::write(&mut self.stdin, &self.pending), if feeding && !self.pending.is_empty() => {
                 match written {
                     Ok(n) => {
                         self.pending.drain(..n);
@@ -198,21 +196,5 @@ impl Script {
             () = tokio::time::sleep_until(deadline.into()) => exchange.timed_out(ctx),
         }
         Ok(())
-    }
-}
-
-/// Reads the script's output; never ready without one.
-async fn read(stdout: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> io::Result<usize> {
-    match stdout {
-        Some(stdout) => stdout.read(buf).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Writes to the script's input; never ready without one.
-async fn write(stdin: &mut Option<pipe::Sender>, bytes: &[u8]) -> io::Result<usize> {
-    match stdin {
-        Some(stdin) => stdin.write(bytes).await,
-        None => std::future::pending().await,
     }
 }
