@@ -232,6 +232,7 @@ fn cell_name((tool, mode, conns, proto, streams): Block) -> String {
         Tool::Ab => "ab",
         Tool::Resume => "resumed handshakes",
         Tool::H2load => "h2load",
+        Tool::Oha => "oha",
     };
     match proto {
         Proto::H2 => format!("h2 (TLS): {tool}, {conns} connections x {streams} streams"),

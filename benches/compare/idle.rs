@@ -307,3 +307,169 @@ pub fn measure(server: &mut Server, size: u64, n: u32) -> IdleMemory {
     server.settle(Duration::from_secs(2));
     r
 }
+
+/// The idle QUIC client (python3 with aioquic): opens `n` connections one
+/// after another, each a handshake (ALPN h3, certificate not verified) and
+/// one GET over HTTP/3 read to its end, keeps them, prints `opened K SECS`
+/// (K: connections answered with a 200), waits for a line on stdin, prints
+/// `open M` (M: those the server has not closed), closes them all and
+/// exits. aioquic sends no PINGs of its own: an idle connection is idle.
+const H3_CLIENT: &str = r#"
+import asyncio, ssl, sys, time
+from contextlib import AsyncExitStack
+from aioquic.asyncio import connect
+from aioquic.asyncio.protocol import QuicConnectionProtocol
+from aioquic.h3.connection import H3_ALPN, H3Connection
+from aioquic.h3.events import DataReceived, HeadersReceived
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.events import ConnectionTerminated
+
+class Client(QuicConnectionProtocol):
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.h3 = H3Connection(self._quic)
+        self.done = asyncio.get_running_loop().create_future()
+        self.status = None
+        self.body = 0
+        self.gone = False
+
+    def quic_event_received(self, event):
+        if isinstance(event, ConnectionTerminated):
+            self.gone = True
+            if not self.done.done():
+                self.done.set_exception(ConnectionError(event.reason_phrase or "closed"))
+        for e in self.h3.handle_event(event):
+            if isinstance(e, HeadersReceived):
+                for k, v in e.headers:
+                    if k == b":status":
+                        self.status = int(v)
+            elif isinstance(e, DataReceived):
+                self.body += len(e.data)
+            if getattr(e, "stream_ended", False) and not self.done.done():
+                self.done.set_result(self.status)
+
+    async def get(self, authority, path):
+        sid = self._quic.get_next_available_stream_id()
+        self.h3.send_headers(sid, [(b":method", b"GET"), (b":scheme", b"https"),
+                                   (b":authority", authority), (b":path", path)], end_stream=True)
+        self.transmit()
+        return await asyncio.wait_for(self.done, 10)
+
+async def main(host, port, path, n):
+    config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, verify_mode=ssl.CERT_NONE,
+                               idle_timeout=120.0)
+    conns = []
+    start = time.monotonic()
+    async with AsyncExitStack() as stack:
+        for i in range(n):
+            try:
+                c = await stack.enter_async_context(
+                    connect(host, port, configuration=config, create_protocol=Client))
+                status = await c.get(f"{host}:{port}".encode(), path.encode())
+                if status != 200:
+                    print(f"error connection {i + 1}: status {status}", flush=True)
+                    break
+                conns.append(c)
+            except Exception as e:
+                print(f"error connection {i + 1}: {type(e).__name__} {e}", flush=True)
+                break
+        print(f"opened {len(conns)} {time.monotonic() - start:.3f}", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        print(f"open {sum(1 for c in conns if not c.gone)}", flush=True)
+
+host, port, path, n = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+asyncio.run(main(host, port, path, n))
+"#;
+
+/// Memory per idle HTTP/3 connection: as `measure`, with the connections
+/// opened over QUIC by the aioquic client above (python3), on the
+/// instance's port over UDP.
+pub fn measure_h3(server: &mut Server, size: u64, n: u32) -> IdleMemory {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let mut r = IdleMemory::new(server, n);
+    let url = server.url(size);
+    let path = &url[url.find("://").map_or(0, |i| i + 3)..];
+    let path = &path[path.find('/').unwrap_or(0)..];
+    let port = server.addr().port();
+    server.settle(Duration::from_secs(2));
+    let pid = server.pid();
+    (r.rss_before_kib, r.pss_before_kib) = steady_memory(pid);
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c")
+        .arg(H3_CLIENT)
+        .arg("127.0.0.1")
+        .arg(port.to_string())
+        .arg(path)
+        .arg(n.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    crate::reaper::die_with_parent(&mut cmd);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            r.error = Some(format!("python3: {e}"));
+            return r;
+        }
+    };
+    let started = Instant::now();
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let mut lines = io::BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+    let mut errors = Vec::new();
+    let mut opened = None;
+    for line in lines.by_ref().map_while(Result::ok) {
+        if let Some(rest) = line.strip_prefix("opened ") {
+            let mut it = rest.split_whitespace();
+            opened = it.next().and_then(|k| k.parse::<u32>().ok());
+            r.open_seconds = it
+                .next()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_else(|| started.elapsed().as_secs_f64());
+            break;
+        }
+        errors.push(line);
+    }
+    let Some(opened) = opened else {
+        let mut err = String::new();
+        let _ = child.kill();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        let _ = child.wait();
+        r.error = Some(format!(
+            "aioquic client: {} {}",
+            errors.join("; "),
+            err.lines().last().unwrap_or("")
+        ));
+        return r;
+    };
+    r.answered = opened;
+    if !errors.is_empty() {
+        r.error = Some(errors.join("; "));
+    }
+    thread::sleep(IDLE_WAIT);
+    (r.rss_after_kib, r.pss_after_kib) = steady_memory(pid);
+    let _ = writeln!(stdin, "check");
+    let _ = stdin.flush();
+    for line in lines.by_ref().map_while(Result::ok) {
+        if let Some(k) = line.strip_prefix("open ") {
+            r.still_open = k.trim().parse().unwrap_or(0);
+            break;
+        }
+    }
+    drop(stdin);
+    // It closes them all (CONNECTION_CLOSE) and exits; give it a while.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    r.divide();
+    server.settle(Duration::from_secs(2));
+    r
+}

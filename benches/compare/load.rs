@@ -1,6 +1,6 @@
-//! The load clients: wrk (the matrix), ab (the classic method) and h2load
-//! (HTTP/2), run as child processes and read back from their printed
-//! summaries.
+//! The load clients: wrk (the matrix), ab (the classic method), h2load
+//! (HTTP/2) and oha (HTTP/3), run as child processes and read back from
+//! their printed summaries (oha's JSON).
 
 use std::io::{self, BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
@@ -35,6 +35,8 @@ pub enum Tool {
     Resume,
     /// nghttp2's HTTP/2 load client.
     H2load,
+    /// oha built with `--features http3`: the HTTP/3 cells.
+    Oha,
 }
 
 /// What one load run reported.
@@ -111,7 +113,8 @@ pub struct Run<'a> {
     pub duration: Duration,
     /// wrk threads (ab has one), h2load threads.
     pub threads: u32,
-    /// h2load: concurrent streams per connection (-m).
+    /// h2load: concurrent streams per connection (-m); oha: -p, which
+    /// its HTTP/3 client also honours (streams per QUIC connection).
     pub streams: u32,
 }
 
@@ -586,4 +589,191 @@ pub fn available(tool: &str) -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok()
+}
+
+/// Where `cargo install oha --features http3 --root /opt/oha` puts it,
+/// looked at after PATH (and the directories `servers::which` knows).
+pub const OHA_FALLBACK: &str = "/opt/oha/bin/oha";
+
+/// oha, if installed: on PATH, in ~/.cargo/bin, or at OHA_FALLBACK. Whether
+/// it was built with HTTP/3 shows in its first request (oha_probe).
+pub fn oha_path() -> Option<std::path::PathBuf> {
+    static PATH: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        crate::servers::which("oha").or_else(|| {
+            let p = std::path::PathBuf::from(OHA_FALLBACK);
+            p.is_file().then_some(p)
+        })
+    })
+    .clone()
+}
+
+/// oha's version line ("oha 1.16.0"), for the machine record.
+pub fn oha_version() -> Option<String> {
+    let out = Command::new(oha_path()?)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    let v = String::from_utf8_lossy(&out.stdout);
+    v.lines().next().map(|l| l.trim().to_string())
+}
+
+/// oha over HTTP/3: `-c` connections, `-p` streams on each, for `-z`
+/// (milliseconds), certificate not verified (`--insecure`: the harness's
+/// own certificate), JSON on stdout, no TUI.
+fn oha_command(run: &Run, duration: Option<Duration>) -> Result<Command, String> {
+    let program = oha_path().ok_or("oha is not installed")?;
+    let mut cmd = Command::new(program);
+    cmd.args([
+        "--no-tui",
+        "--output-format",
+        "json",
+        "--http-version",
+        "3",
+        "--insecure",
+    ]);
+    match duration {
+        Some(d) => {
+            cmd.arg("-c")
+                .arg(run.connections.to_string())
+                .arg("-p")
+                .arg(run.streams.max(1).to_string())
+                .arg("-z")
+                .arg(format!("{}ms", d.as_millis().max(1)));
+        }
+        None => {
+            cmd.args(["-n", "1", "-c", "1"]);
+        }
+    }
+    cmd.arg(run.url);
+    Ok(cmd)
+}
+
+/// How long oha may take past `-z`: at the deadline its HTTP/3 client
+/// waits for the requests in flight to end (and then counts them as
+/// aborted), which at 50 x 10 streams of 1 MB takes seconds.
+const OHA_DRAIN_LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs oha to its end (it stops by itself after `-z`), or kills it past
+/// `limit`; its stdout, or why not.
+fn oha_output(mut cmd: Command, limit: Duration) -> Result<String, String> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    crate::reaper::die_with_parent(&mut cmd);
+    let mut guard = ClientGuard(cmd.spawn().map_err(|e| format!("oha: {e}"))?);
+    let mut stdout = guard.0.stdout.take().expect("piped stdout");
+    let mut stderr = guard.0.stderr.take().expect("piped stderr");
+    let reader = thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let err_reader = thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    loop {
+        match guard.0.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) => {}
+            Err(e) => return Err(format!("oha: {e}")),
+        }
+        if start.elapsed() > limit {
+            let _ = guard.0.kill();
+            return Err("oha: did not stop".into());
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    let out = reader.join().unwrap_or_default();
+    let err = err_reader.join().unwrap_or_default();
+    if out.trim().is_empty() {
+        return Err(format!("oha: no output; stderr: {}", err.trim()));
+    }
+    Ok(out)
+}
+
+/// Load for `run.duration` whose results nobody reads (the warm-up).
+pub fn oha_warm_up(run: &Run) -> Result<(), String> {
+    let cmd = oha_command(run, Some(run.duration))?;
+    oha_output(cmd, run.duration + OHA_DRAIN_LIMIT).map(|_| ())
+}
+
+/// The measured oha run.
+pub fn oha(run: &Run) -> Result<Outcome, String> {
+    let cmd = oha_command(run, Some(run.duration))?;
+    let out = oha_output(cmd, run.duration + OHA_DRAIN_LIMIT)?;
+    parse_oha(&out).ok_or_else(|| format!("oha: unreadable output:\n{out}"))
+}
+
+/// One GET over HTTP/3 (a QUIC connection of its own): Ok if the answer
+/// was a 200 of `size` bytes.
+pub fn oha_probe(url: &str, size: u64) -> Result<(), String> {
+    let run = Run {
+        url,
+        connections: 1,
+        mode: Mode::KeepAlive,
+        duration: Duration::from_secs(1),
+        threads: 1,
+        streams: 1,
+    };
+    let out = oha_output(oha_command(&run, None)?, Duration::from_secs(10))
+        .map_err(|e| format!("{e} (no answer to one GET in 10 s)"))?;
+    let o = parse_oha(&out).ok_or_else(|| format!("oha: unreadable output:\n{out}"))?;
+    let v: serde_json::Value = serde_json::from_str(&out).map_err(|e| e.to_string())?;
+    let per = v["summary"]["sizePerRequest"].as_u64();
+    if o.requests != 1 || o.error_count() > 0 {
+        return Err(format!(
+            "oha: {} response(s), errors {}: {}",
+            o.requests,
+            o.describe_errors(),
+            v["errorDistribution"]
+        ));
+    }
+    if per != Some(size) {
+        return Err(format!("oha: {per:?} body bytes, want {size}"));
+    }
+    Ok(())
+}
+
+/// oha's JSON: the responses are `statusCodeDistribution` (any status;
+/// other than 2xx/3xx counted as non-2xx/3xx), failed requests are
+/// `errorDistribution` but for the requests cut off at the deadline
+/// ("aborted due to deadline": in flight when `-z` ran out, as wrk's
+/// unfinished requests at SIGINT, which wrk does not count either);
+/// requests/s is responses over `summary.total` (the whole run, QUIC
+/// handshakes included); p50 and p99 from `latencyPercentiles` (seconds).
+fn parse_oha(out: &str) -> Option<Outcome> {
+    let v: serde_json::Value = serde_json::from_str(out.trim()).ok()?;
+    let seconds = v["summary"]["total"].as_f64()?;
+    let mut o = Outcome {
+        seconds,
+        negotiated: Some("h3".into()),
+        ..Outcome::default()
+    };
+    for (status, n) in v["statusCodeDistribution"].as_object()? {
+        let n = n.as_u64().unwrap_or(0);
+        o.requests += n;
+        if !(status.starts_with('2') || status.starts_with('3')) {
+            o.non_2xx += n;
+        }
+    }
+    if let Some(errors) = v["errorDistribution"].as_object() {
+        for (what, n) in errors {
+            if what != "aborted due to deadline" {
+                o.failed += n.as_u64().unwrap_or(0);
+            }
+        }
+    }
+    if seconds > 0.0 {
+        o.requests_per_second = o.requests as f64 / seconds;
+    }
+    o.bytes_per_second = v["summary"]["sizePerSec"].as_f64();
+    let p = &v["latencyPercentiles"];
+    o.p50_us = p["p50"].as_f64().map(|s| s * 1e6);
+    o.p99_us = p["p99"].as_f64().map(|s| s * 1e6);
+    Some(o)
 }

@@ -78,7 +78,7 @@ pub fn host() -> Host {
 
 /// `args`: the harness's arguments (after the program name).
 pub fn software(args: &[String]) -> Software {
-    let tools = [("wrk", "-v"), ("ab", "-V"), ("h2load", "--version")]
+    let mut tools: Vec<ToolVersion> = [("wrk", "-v"), ("ab", "-V"), ("h2load", "--version")]
         .into_iter()
         .filter(|(name, _)| crate::load::available(name))
         .map(|(name, flag)| ToolVersion {
@@ -86,6 +86,13 @@ pub fn software(args: &[String]) -> Software {
             version: version_of(Path::new(name), flag),
         })
         .collect();
+    // The HTTP/3 load client, wherever it was found (load::oha_path).
+    if let (Some(path), Some(version)) = (crate::load::oha_path(), crate::load::oha_version()) {
+        tools.push(ToolVersion {
+            name: "oha".into(),
+            version: format!("{version} ({}, --features http3)", path.display()),
+        });
+    }
     let dir = env!("CARGO_MANIFEST_DIR");
     let staticd_commit = git(dir, &["rev-parse", "--short", "HEAD"]);
     let staticd_dirty = staticd_commit

@@ -103,6 +103,24 @@ static-web-server, which has no h2c): 50 connections with 10 streams each at
   --h2-open-streams N     streams each of them holds open (default 10; 0:
                           the connection alone)
 
+HTTP/3 (oha built with --features http3, on PATH or at /opt/oha/bin/oha;
+staticd's default HTTPS, h3 on the same port over UDP, and Caddy with
+`protocols h1 h2 h3`; the other peers have no HTTP/3 here: n/a): 50
+connections with 10 streams each and with 1, at 1 KB and 1 MB; then memory
+per idle QUIC connection (an aioquic client, python3).
+  --no-h3                 no HTTP/3 servers or cells
+  --h3-only               only the HTTP/3 cells, plus staticd's own (no
+                          peers) HTTPS keep-alive (wrk) and h2 (h2load)
+                          cells at the same sizes and its idle TLS memory,
+                          which issue 30's ratios compare with (about 5
+                          minutes in 3 rounds)
+  --h3-streams LIST       streams per connection of the oha cells (default
+                          10,1)
+  --h3-idle-connections N idle QUIC connections for the memory measurement
+                          (default 500; 0: skip it); with --h3-only the
+                          idle TLS measurement uses as many unless
+                          --idle-connections is given
+
 Outputs: table.txt (also printed), results.json (every round, per-cell
 summaries, the machine) and chart-{http1-keepalive,http1-close,https,h2}.svg.
 
@@ -135,23 +153,46 @@ struct Options {
     h2_streams: Vec<u32>,
     h2_connections: u32,
     h2_open_streams: u32,
+    h3: bool,
+    h3_only: bool,
+    h3_streams: Vec<u32>,
+    h3_idle_connections: u32,
+    idle_connections_given: bool,
 }
 
 impl Options {
     /// Whether the HTTP/1.1 cleartext part runs (its cells, idle memory
     /// and start-up series): unless an `--*-only` flag names another part.
     fn cleartext(&self) -> bool {
-        !self.https_only && !self.h2_only
+        !self.https_only && !self.h2_only && !self.h3_only
     }
 
-    /// Whether the HTTPS (HTTP/1.1 over TLS) part runs.
+    /// Whether the HTTPS (HTTP/1.1 over TLS) part runs (with --h3-only
+    /// alone: staticd's instance only, for the ratios).
     fn https_part(&self) -> bool {
-        self.https && (self.https_only || !self.h2_only)
+        self.https && (self.https_only || self.h3_only || !self.h2_only)
     }
 
-    /// Whether the HTTP/2 part runs.
+    /// Whether the HTTP/2 part runs (with --h3-only alone: staticd's h2
+    /// instance only).
     fn h2_part(&self) -> bool {
-        self.h2 && (self.h2_only || !self.https_only)
+        self.h2 && (self.h2_only || self.h3_only || !self.https_only)
+    }
+
+    /// Whether the HTTP/3 part runs.
+    fn h3_part(&self) -> bool {
+        self.h3 && (self.h3_only || (!self.https_only && !self.h2_only))
+    }
+
+    /// With --h3-only (and not that part's own --*-only flag): an HTTPS or
+    /// HTTP/2 instance is staticd's alone, and h2c has none.
+    fn companion_only(&self, proto: Proto) -> bool {
+        self.h3_only
+            && match proto {
+                Proto::Https => !self.https_only,
+                Proto::H2 | Proto::H2c => !self.h2_only,
+                _ => false,
+            }
     }
 }
 
@@ -199,6 +240,11 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
         h2_streams: vec![H2_STREAMS],
         h2_connections: 1000,
         h2_open_streams: 10,
+        h3: true,
+        h3_only: false,
+        h3_streams: H3_STREAMS.to_vec(),
+        h3_idle_connections: H3_IDLE_CONNECTIONS,
+        idle_connections_given: false,
     };
     let mut i = 0;
     while i < args.len() {
@@ -223,6 +269,8 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
             "--h2-connections",
             "--h2-open-streams",
             "--h2-streams",
+            "--h3-streams",
+            "--h3-idle-connections",
             "--rounds",
         ]
         .contains(&flag.as_str());
@@ -280,7 +328,8 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
                     .parse()
                     .ok()
                     .filter(|&n| n <= 15_000)
-                    .ok_or("--idle-connections: a number, at most 15000")?
+                    .ok_or("--idle-connections: a number, at most 15000")?;
+                o.idle_connections_given = true;
             }
             "--startup-runs" => {
                 o.startup_runs = value
@@ -369,6 +418,22 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
                     .filter(|&n| n <= 100)
                     .ok_or("--h2-open-streams: a number, at most 100")?
             }
+            "--no-h3" => o.h3 = false,
+            "--h3-only" => o.h3_only = true,
+            "--h3-streams" => {
+                o.h3_streams = list(&value)
+                    .iter()
+                    .map(|s| s.parse::<u32>().ok().filter(|&n| (1..=100).contains(&n)))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| format!("--h3-streams: not a list of 1..100: {value}"))?;
+            }
+            "--h3-idle-connections" => {
+                o.h3_idle_connections = value
+                    .parse()
+                    .ok()
+                    .filter(|&n| n <= 5000)
+                    .ok_or("--h3-idle-connections: a number, at most 5000")?
+            }
             "--bench" => {}
             other => eprintln!("compare: ignoring argument {other}"),
         }
@@ -386,6 +451,21 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
     }
     if o.h2_only && !o.h2 {
         return Err("--h2-only and --no-h2: nothing to measure".into());
+    }
+    if o.h3_only && !o.h3 {
+        return Err("--h3-only and --no-h3: nothing to measure".into());
+    }
+    if o.h3_streams.is_empty() {
+        return Err("nothing to measure: empty --h3-streams".into());
+    }
+    // The idle TLS connections are compared with the idle QUIC ones: as
+    // many of each.
+    if o.h3_only && !o.idle_connections_given {
+        o.idle_connections = o.h3_idle_connections;
+    }
+    // Only the HTTP/3 part: its two sizes (the docroot, the checks).
+    if o.h3_only && !o.sizes_given {
+        o.sizes = H3_SIZES.to_vec();
     }
     Ok(o)
 }
@@ -506,6 +586,25 @@ const H2_CONNECTIONS: u32 = 50;
 /// handshakes too): at least this long, so that a 1 MB cell with 500
 /// streams in flight is past its first responses before it is measured.
 const H2_WARMUP: Duration = Duration::from_millis(500);
+/// The HTTP/3 cells: oha at 50 connections with these streams each (-p;
+/// others with --h3-streams), at these sizes.
+const H3_STREAMS: [u32; 2] = [10, 1];
+const H3_SIZES: [u64; 2] = [1_000, 1_000_000];
+const H3_CONNECTIONS: u32 = 50;
+/// Idle QUIC connections for the memory measurement: each a Python
+/// aioquic handshake of several milliseconds, and all must be open within
+/// staticd's 15 s idle timeout (`--keepalive-timeout`) on a loaded machine.
+const H3_IDLE_CONNECTIONS: u32 = 500;
+/// What an oha run costs beyond its warm-up and measured time: starting
+/// it, 50 QUIC handshakes, the settle (and at 1 MB with many streams, the
+/// wait for the responses in flight at the deadline, H3_LARGE_PER_RUN_MS).
+const OHA_PER_RUN_MS: u64 = 400;
+const H3_LARGE_PER_RUN_MS: u64 = 10_000;
+/// The h3 cells at 1 MB with more than one stream per connection run this
+/// many times the cell time: at about 100 MB/s over h3 here (2026-12-02),
+/// 50 x 10 responses of 1 MB in flight take about 5 s each, so a 3 s cell
+/// would end before the first of them.
+const H3_LARGE_SCALE: f64 = 4.0;
 /// The memory measurement: the file the streams held open fetch (if the
 /// run has it; otherwise its largest file above the client's 64 KiB
 /// window).
@@ -549,7 +648,7 @@ fn measure(
         tool: cell.tool,
         https: cell.proto.tls(),
         proto: cell.proto,
-        streams: cell.proto.http2().then_some(cell.streams),
+        streams: cell.proto.multiplexed().then_some(cell.streams),
         cpu_window_seconds: None,
         server: server.name().to_string(),
         size: cell.size,
@@ -625,6 +724,7 @@ fn measure(
     if let Some(w) = cell.warmup {
         let warm = match &resuming {
             Some(config) => resume::run(&url, cell.connections, w, config).map(|_| ()),
+            None if cell.tool == Tool::Oha => load::oha_warm_up(&run(w)),
             None => load::warm_up(&run(w)),
         };
         server.settle(SETTLE_LIMIT);
@@ -641,6 +741,7 @@ fn measure(
     let result = match (cell.tool, &resuming) {
         (Tool::Resume, Some(config)) => resume::run(&url, cell.connections, cell.duration, config),
         (Tool::Ab, _) => load::ab(&run(cell.duration)),
+        (Tool::Oha, _) => load::oha(&run(cell.duration)),
         _ => load::wrk(&run(cell.duration)),
     };
     m.rss_kib = sampler.finish();
@@ -691,10 +792,14 @@ fn estimate(opts: &Options, cells: &[Cell], running: &[Server]) -> Duration {
             HUGE_PER_RUN_MS
         } else if c.tool == Tool::H2load && c.size >= 100_000 {
             H2_LARGE_PER_RUN_MS
+        } else if c.tool == Tool::Oha && c.size >= 100_000 && c.streams > 1 {
+            H3_LARGE_PER_RUN_MS * 2
+        } else if c.tool == Tool::Oha {
+            OHA_PER_RUN_MS
         } else {
             PER_RUN_MS
         };
-        let drain = if c.tool == Tool::H2load {
+        let drain = if matches!(c.tool, Tool::H2load | Tool::Oha) {
             Duration::ZERO
         } else {
             let bytes = f64::from(c.connections) * c.size as f64;
@@ -734,8 +839,18 @@ fn estimate(opts: &Options, cells: &[Cell], running: &[Server]) -> Duration {
             estimate += Duration::from_micros(u64::from(n) * each_us) + Duration::from_secs(2);
         }
     }
+    if opts.h3_idle_connections > 0 {
+        // aioquic: a few milliseconds a handshake, in Python.
+        let n = running.iter().filter(|s| s.proto == Proto::H3).count() as u32;
+        estimate += (Duration::from_micros(u64::from(opts.h3_idle_connections) * 6000)
+            + Duration::from_secs(3))
+            * n;
+    }
     if opts.idle_connections > 0 {
-        for s in running.iter().filter(|s| !s.proto.http2()) {
+        for s in running
+            .iter()
+            .filter(|s| !s.proto.http2() && s.proto != Proto::H3)
+        {
             let (n, each_us) = match (s.kind, s.https()) {
                 (Kind::StaticdInetd, false) => {
                     (opts.idle_connections.min(idle::INETD_CONNECTIONS), 3000)
@@ -818,7 +933,7 @@ fn run(opts: &Options) -> Result<(), String> {
             "compare: open-file limit {fd_limit} is too low for {max_connections} connections; expect errors"
         );
     }
-    let tls_files = if opts.https_part() || opts.h2_part() {
+    let tls_files = if opts.https_part() || opts.h2_part() || opts.h3_part() {
         Some(tls::write_files(&docroot.scratch().join("tls"))?)
     } else {
         None
@@ -856,16 +971,48 @@ fn run(opts: &Options) -> Result<(), String> {
     if opts.h2_part() {
         parts.extend([Proto::H2, Proto::H2c]);
     }
+    let mut skipped = Vec::new();
+    let h3 = opts.h3_part() && load::oha_path().is_some();
+    if opts.h3_part() && !h3 {
+        let reason = format!(
+            "oha is not installed (not on PATH, not at {}; cargo install oha --features http3 --locked --root /opt/oha)",
+            load::OHA_FALLBACK
+        );
+        println!("skipped: HTTP/3 cells: {reason}");
+        skipped.push(Skipped {
+            server: "HTTP/3 cells".into(),
+            reason,
+        });
+    }
+    if h3 {
+        parts.push(Proto::H3);
+        // The peers without HTTP/3 here: one line each, n/a in the table.
+        for &k in servers::ALL.iter().filter(|k| k.is_peer()) {
+            if let Err(why) = k.speaks(Proto::H3) {
+                if opts
+                    .servers
+                    .as_ref()
+                    .is_none_or(|only| only.iter().any(|n| n == k.name()))
+                {
+                    skipped.push(Skipped {
+                        server: format!("{}{}", k.name(), Proto::H3.suffix()),
+                        reason: why.into(),
+                    });
+                }
+            }
+        }
+    }
     for proto in parts {
         instances.extend(
             servers::ALL
                 .iter()
                 .filter(|k| k.speaks(proto).is_ok())
+                .filter(|&&k| !opts.companion_only(proto) || k == Kind::Staticd)
+                .filter(|_| !(opts.companion_only(proto) && proto == Proto::H2c))
                 .map(|&k| (k, proto)),
         );
     }
     let h2load = opts.h2_part() && load::available("h2load");
-    let mut skipped = Vec::new();
     if opts.h2_part() && !h2load {
         let reason = "h2load is not installed (apt-get install nghttp2-client)".to_string();
         println!("compare: {reason}: no HTTP/2 cells (the memory measurement still runs)");
@@ -996,7 +1143,11 @@ fn run(opts: &Options) -> Result<(), String> {
                 cells.push(cell(Tool::Wrk, size, Mode::KeepAlive));
             }
         }
-        if opts.modes.contains(&Mode::Close) && opts.sizes.contains(&IDLE_SIZE) {
+        // --h3-only compares with staticd's keep-alive cells alone.
+        if opts.modes.contains(&Mode::Close)
+            && opts.sizes.contains(&IDLE_SIZE)
+            && !opts.companion_only(Proto::Https)
+        {
             cells.push(cell(Tool::Wrk, IDLE_SIZE, Mode::Close));
             cells.push(cell(Tool::Resume, IDLE_SIZE, Mode::Close));
         }
@@ -1005,6 +1156,9 @@ fn run(opts: &Options) -> Result<(), String> {
         for proto in [Proto::H2, Proto::H2c] {
             for &m in &opts.h2_streams {
                 for &size in H2_SIZES.iter().filter(|s| opts.sizes.contains(s)) {
+                    if opts.companion_only(proto) && proto == Proto::H2c {
+                        continue;
+                    }
                     cells.push(Cell {
                         tool: Tool::H2load,
                         size,
@@ -1016,6 +1170,32 @@ fn run(opts: &Options) -> Result<(), String> {
                         streams: m,
                     });
                 }
+            }
+        }
+    }
+    if h3 && opts.matrix && opts.modes.contains(&Mode::KeepAlive) {
+        for &p in &opts.h3_streams {
+            for &size in H3_SIZES.iter().filter(|s| opts.sizes.contains(s)) {
+                // 500 responses of 1 MB in flight at once take seconds
+                // each to finish: a cell of the usual length would see
+                // hardly any end (see H3_LARGE_SCALE).
+                let scale = if size >= 1_000_000 && p > 1 {
+                    H3_LARGE_SCALE
+                } else {
+                    1.0
+                };
+                cells.push(Cell {
+                    tool: Tool::Oha,
+                    size,
+                    connections: H3_CONNECTIONS,
+                    mode: Mode::KeepAlive,
+                    duration: opts
+                        .duration
+                        .mul_f64(duration_scale(H3_CONNECTIONS) * scale),
+                    warmup: Some(opts.warmup),
+                    proto: Proto::H3,
+                    streams: p,
+                });
             }
         }
     }
@@ -1058,7 +1238,12 @@ fn run(opts: &Options) -> Result<(), String> {
         if STOP.load(Ordering::SeqCst) {
             break;
         }
-        let r = if server.proto.http2() {
+        let r = if server.proto == Proto::H3 {
+            if opts.h3_idle_connections == 0 {
+                continue;
+            }
+            idle::measure_h3(server, small, opts.h3_idle_connections)
+        } else if server.proto.http2() {
             if !h2_said && opts.h2_connections > 0 {
                 h2_said = true;
                 match h2_memory_size {
@@ -1177,9 +1362,11 @@ fn run(opts: &Options) -> Result<(), String> {
                 Tool::Ab => "ab",
                 Tool::Resume => "tls-resume",
                 Tool::H2load => "h2load",
+                Tool::Oha => "oha",
             },
             match (cell.proto, cell.tool) {
                 (Proto::Https, Tool::Wrk) => " https".to_string(),
+                (Proto::H3, _) => format!(" h3 p={}", cell.streams),
                 (Proto::H2 | Proto::H2c, _) => format!(
                     " {} m={}",
                     if cell.proto == Proto::H2 { "h2" } else { "h2c" },
@@ -1299,6 +1486,10 @@ fn run(opts: &Options) -> Result<(), String> {
             h2_streams: opts.h2_streams.clone(),
             h2_connections: opts.h2_connections,
             h2_open_streams: opts.h2_open_streams,
+            h3,
+            h3_only: opts.h3_only,
+            h3_streams: opts.h3_streams.clone(),
+            h3_idle_connections: opts.h3_idle_connections,
             certificate: tls_files.as_ref().map(|t| t.about.clone()),
         },
         servers: descriptions,

@@ -94,6 +94,14 @@ pub struct Settings {
     /// Streams each of them holds open (at most; fewer if a server allows
     /// fewer at once).
     pub h2_open_streams: u32,
+    /// HTTP/3 servers and cells (oha) were run, and only those (with the
+    /// HTTPS and h2 cells of staticd they are compared with).
+    pub h3: bool,
+    pub h3_only: bool,
+    /// Streams per connection of the oha cells (-p).
+    pub h3_streams: Vec<u32>,
+    /// Connections for the idle HTTP/3 memory measurement.
+    pub h3_idle_connections: u32,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -245,7 +253,7 @@ pub(crate) type Block = (Tool, Mode, u32, Proto, u32);
 /// The instance a record is of (`proto` says only which HTTP/2 one).
 fn instance(proto: Proto, https: bool) -> Proto {
     match (proto, https) {
-        (Proto::H2 | Proto::H2c, _) => proto,
+        (Proto::H2 | Proto::H2c | Proto::H3, _) => proto,
         (_, true) => Proto::Https,
         (_, false) => Proto::Http,
     }
@@ -286,7 +294,7 @@ impl Report {
     pub(crate) fn blocks(&self) -> Vec<Block> {
         let mut out: Vec<Block> = Vec::new();
         for proto in PROTOS {
-            for tool in [Tool::Wrk, Tool::Ab, Tool::Resume, Tool::H2load] {
+            for tool in [Tool::Wrk, Tool::Ab, Tool::Resume, Tool::H2load, Tool::Oha] {
                 for &mode in &[Mode::KeepAlive, Mode::Close] {
                     let mut keys: Vec<(u32, u32)> = self
                         .summaries
@@ -326,7 +334,7 @@ impl Report {
             .into_iter()
             .filter(|n| match block.3 {
                 Proto::Http => true,
-                Proto::Https => self
+                Proto::Https | Proto::H3 => self
                     .summaries
                     .iter()
                     .any(|m| m.block() == block && &m.server == n),
@@ -460,10 +468,9 @@ impl Report {
                     out,
                     "  {}{}: {}",
                     d.name,
-                    if d.proto == Proto::H2 {
-                        Proto::H2.suffix()
-                    } else {
-                        Proto::Https.suffix()
+                    match d.proto {
+                        Proto::H2 | Proto::H3 => d.proto.suffix(),
+                        _ => Proto::Https.suffix(),
                     },
                     d.tls.as_deref().unwrap_or("?")
                 );
@@ -698,7 +705,7 @@ impl Report {
                 .idle_memory
                 .iter()
                 .filter(|r| match r.proto {
-                    Proto::H2 | Proto::H2c => r.proto == proto,
+                    Proto::H2 | Proto::H2c | Proto::H3 => r.proto == proto,
                     _ => proto == if r.https { Proto::Https } else { Proto::Http },
                 })
                 .collect();
@@ -710,6 +717,7 @@ impl Report {
                 Proto::Https => "idle TLS connections (HTTPS): server memory each, KiB = (after - before) / connections still open, each after a full handshake and one request; RSS (and PSS), kernel socket memory not included; goal for staticd: no more than nginx",
                 Proto::H2 => "HTTP/2 over TLS (h2) connections with open streams: server memory each, KiB = (after - before) / connections still open, each with `streams` GETs of a large file in flight, unread (64 KiB windows); RSS (and PSS), kernel socket memory not included; goal for staticd: no more than h2o",
                 Proto::H2c => "HTTP/2 in the clear (h2c) connections with open streams: as for h2, without TLS; goal for staticd: no more than h2o",
+                Proto::H3 => "idle HTTP/3 connections (QUIC): server memory each, KiB = (after - before) / connections still open, each after a handshake (aioquic) and one GET over h3; RSS (and PSS), kernel socket memory not included; goal for staticd: no more than 2x its idle TLS connection",
             };
             let _ = writeln!(out, "\n== {title} ==");
             idle_rows(out, &records);
@@ -963,8 +971,12 @@ pub(crate) fn block_title((tool, mode, conns, proto, streams): Block) -> String 
         Tool::Ab => "ab (classic)",
         Tool::Resume => "resumed TLS 1.3 handshakes (harness client)",
         Tool::H2load => "h2load",
+        Tool::Oha => "oha",
     };
     match proto {
+        Proto::H3 => {
+            format!("h3 (QUIC, UDP): {tool_name}, {conns} connection(s) x {streams} stream(s)")
+        }
         Proto::H2 | Proto::H2c => format!(
             "{}: {tool_name}, {conns} connection(s) x {streams} stream(s)",
             if proto == Proto::H2 {

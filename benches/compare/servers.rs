@@ -140,6 +140,19 @@ impl Kind {
                 Kind::Ceiling => Err("HTTP/1.1 only"),
                 _ => Ok(()),
             },
+            // Issue 30's peers for HTTP/3: Caddy (`protocols h1 h2 h3`)
+            // and staticd's default HTTPS (h3 on the same port over UDP).
+            Proto::H3 => match self {
+                Kind::Staticd | Kind::Caddy => Ok(()),
+                Kind::StaticdUring => Err("--io-uring serves HTTP/1.1 only"),
+                Kind::StaticdInetd => Err("inetd mode cannot carry QUIC"),
+                Kind::Nginx => Err("n/a: Debian 12's nginx-light has no HTTP/3 module"),
+                Kind::H2o => Err("n/a: Debian 12's h2o 2.2.5 has no HTTP/3"),
+                Kind::Lighttpd => Err("n/a: lighttpd has no HTTP/3"),
+                Kind::Apache2 => Err("n/a: apache2 has no HTTP/3"),
+                Kind::Sws => Err("n/a: static-web-server has no HTTP/3"),
+                Kind::Ceiling => Err("HTTP/1.1 only"),
+            },
         }
     }
 }
@@ -157,25 +170,33 @@ pub enum Proto {
     H2,
     /// HTTP/2 in the clear, with prior knowledge.
     H2c,
+    /// HTTP/3 over QUIC, on the instance's port number over UDP (its TCP
+    /// side serves HTTPS, which the harness checks the files over).
+    H3,
 }
 
 /// Every protocol, in table order.
-pub const PROTOS: [Proto; 4] = [Proto::Http, Proto::Https, Proto::H2, Proto::H2c];
+pub const PROTOS: [Proto; 5] = [Proto::Http, Proto::Https, Proto::H2, Proto::H2c, Proto::H3];
 
 impl Proto {
     /// Over TLS.
     pub fn tls(self) -> bool {
-        matches!(self, Proto::Https | Proto::H2)
+        matches!(self, Proto::Https | Proto::H2 | Proto::H3)
     }
 
     pub fn http2(self) -> bool {
         matches!(self, Proto::H2 | Proto::H2c)
     }
 
+    /// HTTP/2 or HTTP/3: streams per connection are part of a cell.
+    pub fn multiplexed(self) -> bool {
+        matches!(self, Proto::H2 | Proto::H2c | Proto::H3)
+    }
+
     /// For serde: the HTTP/1.1 records keep the fields they had (`https`
     /// says which of the two).
     pub fn is_http1(&self) -> bool {
-        !self.http2()
+        matches!(self, Proto::Http | Proto::Https)
     }
 
     /// What follows a server's name in labels: "", " (https)", " (h2)".
@@ -185,6 +206,7 @@ impl Proto {
             Proto::Https => " (https)",
             Proto::H2 => " (h2)",
             Proto::H2c => " (h2c)",
+            Proto::H3 => " (h3)",
         }
     }
 
@@ -195,6 +217,7 @@ impl Proto {
             Proto::Https => "-https",
             Proto::H2 => "-h2",
             Proto::H2c => "-h2c",
+            Proto::H3 => "-h3",
         }
     }
 }
@@ -425,7 +448,10 @@ impl Ports {
         while self.next < self.end {
             let port = self.next;
             self.next += 1;
-            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            // Free over UDP too: the h3 instances listen on both.
+            if TcpListener::bind(("127.0.0.1", port)).is_ok()
+                && std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok()
+            {
                 return Ok(port);
             }
         }
@@ -823,8 +849,22 @@ pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports, proto: Proto) -> Resu
             expected.as_deref(),
         )
         .map_err(|e| format!("serves {} wrongly: {e}", docroot::label(size)))?;
+        if proto == Proto::H3 {
+            // Over HTTP/3 itself: oha's own request, status and length.
+            crate::load::oha_probe(&server.url(size), size)
+                .map_err(|e| format!("HTTP/3, {}: {e}", docroot::label(size)))?;
+        }
     }
-    if h2 {
+    if proto == Proto::H3 {
+        if let Some(config) = server.tls_client.clone() {
+            let addr: SocketAddr = format!("127.0.0.1:{port}")
+                .parse()
+                .map_err(|e| format!("{e}"))?;
+            let probe = tls::connect(&addr, &config, Duration::from_secs(5))
+                .map_err(|e| format!("TLS handshake: {e}"))?;
+            server.about.tls = Some(format!("{}; h3 over QUIC by oha", tls::negotiated(&probe)));
+        }
+    } else if h2 {
         // What the harness's client negotiated: TLS and ALPN, or h2c.
         let (_, negotiated) =
             crate::h2::get(&server.url(setup.sizes[0]), server.tls_client.as_ref())
@@ -1321,7 +1361,8 @@ hosts:
 /// br). `servers { protocols }` per instance: h1 for HTTP/1.1 in the clear
 /// and over TLS (ALPN http/1.1 only, as the other peers' HTTPS
 /// instances), h1 h2 for h2, h1 h2c for h2c (Go's h2c needs h1 beside
-/// it); never h3, which would open a UDP port. Over TLS: the harness's
+/// it); h3 (with h1 h2, as Caddy's default) only for the h3 instance, the
+/// one that opens a UDP port. Over TLS: the harness's
 /// certificate, TLS 1.2 and 1.3, the same AEAD ECDSA suites; Go's session
 /// tickets are on by default. Go's runtime uses every core.
 fn caddyfile(root: &Path, port: u16, tls: Option<&TlsFiles>, proto: Proto) -> String {
@@ -1329,6 +1370,8 @@ fn caddyfile(root: &Path, port: u16, tls: Option<&TlsFiles>, proto: Proto) -> St
         Proto::Http | Proto::Https => "h1",
         Proto::H2 => "h1 h2",
         Proto::H2c => "h1 h2c",
+        // UDP on the same port number, the same certificate.
+        Proto::H3 => "h1 h2 h3",
     };
     let (scheme, tls) = match tls {
         None => ("http", String::new()),

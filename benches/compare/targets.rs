@@ -13,7 +13,12 @@
 //! - p99 at 2,000 and 10,000 connections (keep-alive): no higher than the
 //!   best peer's (the lowest p99 of the peers without errors);
 //! - inetd start (inetd-spawn, p50) within 0.25 ms of /bin/true's;
-//! - idle keep-alive connections: 0.5 KiB or less each.
+//! - idle keep-alive connections: 0.5 KiB or less each;
+//! - HTTP/3 (issue 30): x1.50 or more of Caddy in every h3 cell; CPU per
+//!   1 KB h3 request no more than 1.5x staticd's own over h2 (h2load, the
+//!   same connections and streams); 1 MB requests/s over h3 at least 0.5x
+//!   staticd's own over HTTPS on TCP (wrk keep-alive, 50 connections);
+//!   memory per idle h3 connection no more than 2x an idle TLS one.
 //!
 //! Cells without a target (HTTP/2, 10,000 connections' requests/s, ab,
 //! other connection counts) are listed with their ratio and "-".
@@ -63,6 +68,7 @@ fn rps_target(block: Block, size: u64) -> Option<(f64, bool, &'static str)> {
         (Tool::Wrk, Mode::Close, Proto::Http) => Some((1.0, false, ">= x1.00")),
         (Tool::Wrk, Mode::Close, Proto::Https) => Some((1.5, false, ">= x1.50")),
         (Tool::Resume, _, Proto::Https) => Some((1.5, false, ">= x1.50")),
+        (Tool::Oha, _, Proto::H3) => Some((1.5, false, ">= x1.50")),
         _ => None,
     }
 }
@@ -71,6 +77,7 @@ fn cell_name((tool, mode, conns, proto, streams): Block, size: u64) -> String {
     let what = match (tool, proto) {
         (Tool::H2load, Proto::H2) => format!("h2 c={conns} x {streams}"),
         (Tool::H2load, _) => format!("h2c c={conns} x {streams}"),
+        (Tool::Oha, _) => format!("h3 c={conns} x {streams}"),
         (Tool::Resume, _) => format!("HTTPS c={conns}, resumed handshakes"),
         (Tool::Wrk, Proto::Https) if mode == Mode::Close => {
             format!("HTTPS close c={conns}, full handshakes")
@@ -127,7 +134,137 @@ pub fn rows(r: &Report) -> Vec<Target> {
     p99_rows(r, &mut out);
     startup_row(r, &mut out);
     idle_row(r, &mut out);
+    h3_rows(r, &mut out);
     out
+}
+
+/// CPU per 1 KB h3 request over staticd's own h2 may be at most this.
+const H3_CPU_OVER_H2: f64 = 1.5;
+/// 1 MB requests/s over h3 over staticd's own HTTPS on TCP: at least this.
+const H3_1MB_OVER_HTTPS: f64 = 0.5;
+/// Memory per idle h3 connection over an idle TLS one: at most this.
+const H3_IDLE_OVER_TLS: f64 = 2.0;
+
+/// Issue 30's ratios of staticd to itself: h3 against h2 (CPU per 1 KB
+/// request), against HTTPS over TCP (1 MB requests/s) and against an idle
+/// TLS connection (memory).
+fn h3_rows(r: &Report, out: &mut Vec<Target>) {
+    let staticd = Kind::Staticd.name();
+    let h3_blocks: Vec<Block> = r
+        .blocks()
+        .into_iter()
+        .filter(|b| b.0 == Tool::Oha && b.3 == Proto::H3)
+        .collect();
+    let h2_blocks: Vec<Block> = r
+        .blocks()
+        .into_iter()
+        .filter(|b| b.0 == Tool::H2load && b.3 == Proto::H2)
+        .collect();
+    for &block in &h3_blocks {
+        let (_, _, conns, _, streams) = block;
+        // The h2 cell with as many connections and streams; else the one
+        // with the most streams, shown without a target.
+        let same = h2_blocks
+            .iter()
+            .find(|b| b.2 == conns && b.4 == streams)
+            .copied();
+        let h2 = same.or_else(|| h2_blocks.iter().max_by_key(|b| b.4).copied());
+        let (Some(mine), Some(h2)) = (r.find(block, 1_000, staticd), h2) else {
+            continue;
+        };
+        let h3_cpu = cpu(Some(mine));
+        let h2_cpu = cpu(r.find(h2, 1_000, staticd));
+        let ratio = match (h3_cpu, h2_cpu) {
+            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+            _ => None,
+        };
+        out.push(Target {
+            cell: format!("h3 c={conns} x {streams} 1 KB: CPU/req over staticd's h2"),
+            staticd: h3_cpu.map_or("-".into(), |u| format!("{u:.1} us/req")),
+            best_peer: Some(format!(
+                "staticd h2 c={} x {} {}",
+                h2.2,
+                h2.4,
+                h2_cpu.map_or("-".into(), |u| format!("{u:.1} us/req"))
+            )),
+            ratio,
+            cpu_us_per_request: Some((h3_cpu, h2_cpu)),
+            target: if same.is_some() {
+                format!("<= x{H3_CPU_OVER_H2:.2}")
+            } else {
+                "-".into()
+            },
+            met: same.and(ratio).map(|x| x <= H3_CPU_OVER_H2),
+        });
+    }
+    let https = r
+        .blocks()
+        .into_iter()
+        .find(|b| b.0 == Tool::Wrk && b.1 == Mode::KeepAlive && b.2 == 50 && b.3 == Proto::Https);
+    for &block in &h3_blocks {
+        let (_, _, conns, _, streams) = block;
+        let (Some(mine), Some(https)) = (r.find(block, 1_000_000, staticd), https) else {
+            continue;
+        };
+        let tcp = r.find(https, 1_000_000, staticd).and_then(Summary::rps);
+        let rps = mine.rps();
+        let ratio = match (rps, tcp) {
+            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+            _ => None,
+        };
+        out.push(Target {
+            cell: format!("h3 c={conns} x {streams} 1 MB: req/s over staticd's HTTPS (TCP)"),
+            staticd: rps.map_or("failed".into(), |v| format!("{v:.0} req/s")),
+            best_peer: Some(format!(
+                "staticd HTTPS keep-alive c=50 {}",
+                tcp.map_or("-".into(), |v| format!("{v:.0}"))
+            )),
+            ratio,
+            cpu_us_per_request: Some((cpu(Some(mine)), cpu(r.find(https, 1_000_000, staticd)))),
+            // Judged like for like: one request in flight per connection,
+            // as wrk's; more streams are shown without a target.
+            target: if streams == 1 {
+                format!(">= x{H3_1MB_OVER_HTTPS:.2}")
+            } else {
+                "-".into()
+            },
+            met: ratio
+                .filter(|_| streams == 1)
+                .map(|x| x >= H3_1MB_OVER_HTTPS),
+        });
+    }
+    let idle = |h3: bool| {
+        r.idle_memory
+            .iter()
+            .find(|m| {
+                m.server == staticd
+                    && if h3 {
+                        m.proto == Proto::H3
+                    } else {
+                        m.https && m.proto == Proto::Https
+                    }
+            })
+            .and_then(|m| m.kib_per_connection)
+    };
+    if let Some(quic) = idle(true) {
+        let tls = idle(false);
+        let ratio = match tls {
+            Some(t) if t > 0.0 => Some(quic / t),
+            _ => None,
+        };
+        out.push(Target {
+            cell: "idle h3 connection, memory each, over an idle TLS one".into(),
+            staticd: format!("{quic:.2} KiB"),
+            best_peer: Some(format!(
+                "staticd idle TLS {}",
+                tls.map_or("-".into(), |t| format!("{t:.2} KiB"))
+            )),
+            ratio,
+            cpu_us_per_request: None,
+            target: format!("<= x{H3_IDLE_OVER_TLS:.2}"),
+            met: ratio.map(|x| x <= H3_IDLE_OVER_TLS),
+        });
+    }
 }
 
 /// p99 at 2,000 and 10,000 connections, keep-alive (in the clear or over
