@@ -182,6 +182,18 @@ const CONNECTION_SPECIFIC: [&str; 5] = [
     "proxy-connection",
 ];
 
+/// Whether a request field is one HTTP/2 and HTTP/3 forbid (RFC 9113
+/// §8.2.2, RFC 9114 §4.2): HTTP/1.1's connection fields, and `te` other
+/// than `trailers`. nghttp2 checks this for HTTP/2; h3 does not.
+pub fn connection_specific(name: &[u8], value: &[u8]) -> bool {
+    if name.eq_ignore_ascii_case(b"te") {
+        return !value.eq_ignore_ascii_case(b"trailers");
+    }
+    CONNECTION_SPECIFIC
+        .iter()
+        .any(|c| c.as_bytes().eq_ignore_ascii_case(name))
+}
+
 /// What HTTP/2 and HTTP/3 add to a head of their own: `:status`, Date,
 /// Server, Strict-Transport-Security, Alt-Svc and content-length, rendered
 /// into a small
@@ -322,6 +334,22 @@ mod tests {
         let value = "v".repeat(1000);
         let refused = (0..40).any(|_| big.push(b"x-big", value.as_bytes()).is_err());
         assert!(refused, "a head over the HTTP/1.1 limit is refused");
+    }
+
+    #[test]
+    fn connection_fields_are_forbidden_and_te_only_as_trailers() {
+        for name in [
+            "connection",
+            "Keep-Alive",
+            "transfer-encoding",
+            "upgrade",
+            "proxy-connection",
+        ] {
+            assert!(connection_specific(name.as_bytes(), b"x"), "{name}");
+        }
+        assert!(connection_specific(b"te", b"gzip"));
+        assert!(!connection_specific(b"te", b"trailers"));
+        assert!(!connection_specific(b"accept", b"*/*"));
     }
 
     #[test]

@@ -18,6 +18,7 @@ use tokio::net::unix::pipe;
 use super::send::{self, Stream};
 use super::Served;
 use crate::exchange::{Context, Exchange, Step};
+use crate::http::parse::BodyFraming;
 use crate::pace::Pace;
 use crate::respond::CgiJob;
 use crate::serve::script_pipes;
@@ -45,8 +46,16 @@ pub(super) async fn run(
         kind: Kind::Https,
         protocol: Protocol::Fields,
     };
+    // RFC 9114 §4.1.2: a body longer or shorter than its Content-Length
+    // makes the request malformed (nghttp2 checks this for HTTP/2).
+    let length = match job.request.framing {
+        BodyFraming::Length(n) => Some(n),
+        _ => None,
+    };
     let mut exchange = Exchange::start(job, &ctx);
     let mut script = Script {
+        received: early.len() as u64,
+        length,
         stdin: None,
         stdout: None,
         pending: early,
@@ -57,7 +66,13 @@ pub(super) async fn run(
         send_timeout: shared.cfg.send_timeout,
         hsts: session::hsts(&shared.cfg, Kind::Https),
     };
-    script.drive(&mut exchange, &ctx, &mut stream).await;
+    if script.length.is_some_and(|n| script.received > n) {
+        // The body that came with the head is already too long.
+        stream.stop_stream(Code::H3_MESSAGE_ERROR);
+        exchange.client_gone(&ctx);
+    } else {
+        script.drive(&mut exchange, &ctx, &mut stream).await;
+    }
     // What is left of the script is killed and reaped, which may wait a
     // little: not on the runtime's thread.
     tokio::task::spawn_blocking(move || drop(exchange));
@@ -65,6 +80,9 @@ pub(super) async fn run(
 
 /// One stream's script and what is on its way.
 struct Script {
+    /// Request body bytes received so far, and what Content-Length said.
+    received: u64,
+    length: Option<u64>,
     stdin: Option<pipe::Sender>,
     stdout: Option<pipe::Receiver>,
     /// Request body bytes received but not yet taken by the script.
@@ -133,6 +151,13 @@ impl Script {
         Ok(())
     }
 
+    /// Counts `n` more body bytes: whether the body is now longer than
+    /// its Content-Length.
+    fn overruns(&mut self, n: usize) -> bool {
+        self.received += n as u64;
+        self.length.is_some_and(|length| self.received > length)
+    }
+
     /// Takes a script's pipes (a local redirect's script replaces the
     /// last's).
     fn attach(&mut self, stdin: Option<ChildStdin>, stdout: ChildStdout) -> io::Result<()> {
@@ -168,12 +193,20 @@ impl Script {
                 exchange.output(&self.out[..n], n == 0, ctx);
             }
             data = stream.recv_data(), if receiving => match data {
+                Ok(Some(data)) if self.overruns(data.remaining()) => {
+                    stream.stop_stream(Code::H3_MESSAGE_ERROR);
+                    return Err(());
+                }
                 Ok(Some(mut data)) if feeding => {
                     self.pending.resize(data.remaining(), 0);
                     data.copy_to_slice(&mut self.pending);
                 }
                 // No script input (any more): the bytes go nowhere.
                 Ok(Some(_)) => {}
+                Ok(None) if self.length.is_some_and(|n| self.received < n) => {
+                    stream.stop_stream(Code::H3_MESSAGE_ERROR);
+                    return Err(());
+                }
                 Ok(None) => {
                     // The body is complete: the script sees its end.
                     self.body_done = true;

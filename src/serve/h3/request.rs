@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::{Buf, Bytes};
-use h3::error::Code;
 use tokio::sync::Notify;
 
 use super::send::{send, Stream};
@@ -232,10 +231,9 @@ async fn answer(conn: &Conn, head: http::Request<()>, mut stream: Stream) {
                 response,
                 Protocol::Fields,
             );
-            if has_body {
-                // Nothing reads it.
-                stream.stop_sending(Code::H3_NO_ERROR);
-            }
+            // A body nothing reads is left unread: quinn asks the client to
+            // stop sending it when the stream is dropped. (h3-quinn cannot
+            // stop a stream a read is pending on, as `peek_body`'s may be.)
             send(cfg, &conn.client, &mut stream, sent).await;
         }
         Answer::Cgi(mut job) => {
@@ -303,7 +301,11 @@ fn push_fields(head: &http::Request<()>, fields: &mut Fields) -> Result<(), Pars
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
     fields.push(b":path", path.as_bytes())?;
     for (name, value) in head.headers() {
-        fields.push(name.as_str().as_bytes(), value.as_bytes())?;
+        let (name, value) = (name.as_str().as_bytes(), value.as_bytes());
+        if fields::connection_specific(name, value) {
+            return Err(ParseError::Malformed);
+        }
+        fields.push(name, value)?;
     }
     Ok(())
 }
