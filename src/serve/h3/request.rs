@@ -75,7 +75,7 @@ impl Conn {
 pub(super) async fn connection(
     connecting: quinn::Connecting,
     served: &Arc<Served>,
-    mut pending: Pending,
+    pending: Pending,
     client: ClientName,
     sockets: (Option<SocketAddr>, Option<SocketAddr>),
 ) {
@@ -107,6 +107,8 @@ pub(super) async fn connection(
         let read_timeout = cfg.read_timeout;
         let quic = quic.clone();
         tokio::spawn(async move {
+            // Counted as a handshake in progress until it is over.
+            let _pending = pending;
             // It resolves when the handshake completes or fails (its value
             // says whether 0-RTT was accepted, not which).
             let over = tokio::time::timeout(read_timeout, zero_rtt).await;
@@ -120,7 +122,7 @@ pub(super) async fn connection(
             }
         });
     } else {
-        pending.done();
+        drop(pending);
     }
     let h3 = h3::server::builder()
         .max_field_section_size(MAX_HEAD_BYTES as u64)
@@ -132,9 +134,6 @@ pub(super) async fn connection(
     let mut stop = served.shared.stop.clone();
     let mut stopping = false;
     loop {
-        if conn.confirmed() {
-            pending.done();
-        }
         let idle = conn.idle.notified();
         let open = conn.busy.load(Ordering::Acquire) > 0;
         let resolver = tokio::select! {
