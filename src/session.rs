@@ -425,8 +425,13 @@ pub fn sent(
         status,
         user: response.user.as_deref(),
         body,
+        tls: kind == Kind::Https,
     };
-    let log_line = log::format(cfg.log_format, &entry, SystemTime::now());
+    let format = match response.unlogged {
+        true => crate::config::LogFormat::Off,
+        false => cfg.log_format,
+    };
+    let log_line = log::format(format, &entry, SystemTime::now());
     Sent {
         body: entry.body,
         response,

@@ -38,6 +38,7 @@ pub(crate) fn run_workers(
     let conns = Arc::new(Connections::new(&cfg));
     // Announced only when everything is ready: tests and scripts wait for it.
     let mut names = Vec::new();
+    let mut addrs = Vec::new();
     for l in listeners.first().into_iter().flatten() {
         let name = l.name()?;
         match l {
@@ -45,6 +46,12 @@ pub(crate) fn run_workers(
             _ => eprintln!("staticd: listening on {name}"),
         }
         names.push(name);
+        if let Listener::Tcp(l) = l {
+            addrs.push(l.local_addr()?);
+        }
+    }
+    if let Some(line) = super::announce::serving_line(&cfg.root, &addrs, cfg.https.is_some()) {
+        eprintln!("{line}");
     }
     // From here on, log lines go through the log writer's queue: a
     // blocked log output never holds up a worker (see `log::queue`).
@@ -72,6 +79,7 @@ pub(crate) fn run_workers(
     super::notify::ready(&format!("listening on {}", names.join(", ")));
     signals.block_on(stop_signals.recv());
     conns.stop_begins();
+    crate::respond::draining_begins();
     log::abandon_after(grace);
     super::notify::stopping();
     let _ = stop_tx.send(true);
