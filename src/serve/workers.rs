@@ -37,8 +37,18 @@ pub(crate) fn run_workers(
     let (stop_tx, stop_rx) = watch::channel(false);
     let conns = Arc::new(Connections::new(&cfg));
     // Announced only when everything is ready: tests and scripts wait for it.
-    let mut names = Vec::new();
+    // The line for people first, then the lines scripts and tests wait
+    // for: once they see those, this one is there too.
     let mut addrs = Vec::new();
+    for l in listeners.first().into_iter().flatten() {
+        if let Listener::Tcp(l) = l {
+            addrs.push(l.local_addr()?);
+        }
+    }
+    if let Some(line) = super::announce::serving_line(&cfg.root, &addrs, cfg.https.is_some()) {
+        eprintln!("{line}");
+    }
+    let mut names = Vec::new();
     for l in listeners.first().into_iter().flatten() {
         let name = l.name()?;
         match l {
@@ -46,12 +56,6 @@ pub(crate) fn run_workers(
             _ => eprintln!("staticd: listening on {name}"),
         }
         names.push(name);
-        if let Listener::Tcp(l) = l {
-            addrs.push(l.local_addr()?);
-        }
-    }
-    if let Some(line) = super::announce::serving_line(&cfg.root, &addrs, cfg.https.is_some()) {
-        eprintln!("{line}");
     }
     // From here on, log lines go through the log writer's queue: a
     // blocked log output never holds up a worker (see `log::queue`).
