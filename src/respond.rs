@@ -319,7 +319,20 @@ impl Reply<'_> {
                 _ => self.error(Status::NotFound),
             });
         }
-        self.resolved(ctx, req, resolved, post, force_close)
+        // The `_headers` of the file served, not of the URL asked for: with
+        // the usual single-page app (`/* /index.html 200`, `/assets/*`
+        // immutable for a year), a missing /assets/app.js would otherwise
+        // be the HTML page cached as that script for a year, by browsers
+        // and CDNs. (root_files warns of the overlap when it loads them.)
+        let served = SiteCtx {
+            path: Some(url),
+            ..*ctx
+        };
+        let reply = Reply {
+            site: Some(served),
+            ..*self
+        };
+        reply.resolved(&served, req, resolved, post, force_close)
     }
 
     /// The answer for what a path resolved to.
@@ -612,6 +625,7 @@ fn host_without_port(value: &str) -> Option<&str> {
 }
 
 /// How to finish a response to one request.
+#[derive(Clone, Copy)]
 struct Reply<'a> {
     persistence: Persistence,
     head_only: bool,
