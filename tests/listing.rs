@@ -239,7 +239,9 @@ fn html_listing_fits_phones_and_needs_nothing_else(v: Variant) {
     // On a phone the headings wrap as the rows do: the name's on a line of its own,
     // size and date over their columns (headless Chromium at 360 px showed them
     // side by side, the size heading over the dates, before).
-    let phone = &page[page.find("@media (max-width: 32rem)").expect("a phone layout")..];
+    let phone = &page[page
+        .find("@media (max-width: 32rem)")
+        .expect("a phone layout")..];
     assert!(phone.contains(".name { flex: 1 0 100%; }"), "{phone}");
     assert!(phone.contains(".size { min-width: 4.5rem; }"), "{phone}");
 }
