@@ -306,7 +306,7 @@ impl Cli {
 /// that open with the HTTP/2 preface (h2c with prior knowledge).
 #[cfg(feature = "http2")]
 #[derive(clap::Args, Debug)]
-#[command(next_help_heading = "HTTP/2")]
+#[command(next_help_heading = "HTTP/2 and HTTP/3")]
 #[group(skip)]
 struct Http2Args {
     /// Speak HTTP/1.x only: no ALPN h2, and no h2c.
@@ -331,13 +331,13 @@ impl Http2Args {
 /// HTTP/3: on by default with HTTPS, over UDP on the HTTPS port numbers.
 #[cfg(feature = "http3")]
 #[derive(clap::Args, Debug)]
-#[command(next_help_heading = "HTTP/3")]
+#[command(next_help_heading = "HTTP/2 and HTTP/3")]
 #[group(skip)]
 struct Http3Args {
     /// No HTTP/3: with HTTPS, staticd otherwise also answers HTTP/3 (QUIC)
     /// on the same port numbers over UDP and advertises it with Alt-Svc.
     /// Standalone only: --inetd mode has no UDP socket to carry QUIC.
-    #[arg(long)]
+    #[arg(long, env = "STATICD_NO_HTTP3", value_parser = switch)]
     no_http3: bool,
 }
 

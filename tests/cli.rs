@@ -108,7 +108,7 @@ fn help_groups_the_flags_and_ends_with_examples() {
         headings.push("HTTPS:");
     }
     if cfg!(feature = "http2") {
-        headings.push("HTTP/2:");
+        headings.push("HTTP/2 and HTTP/3:");
     }
     for needle in headings.iter().chain(&[
         "-r, --root <DIR>",
