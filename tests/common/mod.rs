@@ -72,9 +72,9 @@ pub fn staticd_bin() -> &'static str {
     })
 }
 
-/// Whether every user may exec `path`: it and every directory above it
-/// have the x bit for others.
-fn reachable_by_all(path: &Path) -> bool {
+/// Whether every user may exec (or enter) `path`: it and every directory
+/// above it have the x bit for others.
+pub fn reachable_by_all(path: &Path) -> bool {
     path.ancestors().all(|p| {
         p.as_os_str().is_empty()
             || fs::metadata(p).is_ok_and(|m| m.permissions().mode() & 0o001 != 0)
