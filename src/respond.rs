@@ -131,8 +131,10 @@ pub fn draining_begins() {
 /// `_redirects` rule, virtual host or file can shadow it, and never cached.
 /// Not logged: a balancer asks every few seconds, and a line per probe
 /// would bury the requests (the metrics still count them). Other methods
-/// than GET and HEAD go on like any path's.
-fn health(site: &Site, req: &Request, force_close: bool) -> Option<Response> {
+/// than GET and HEAD go on like any path's. Also answered on a
+/// `--redirect-http` port (session::answer), where probes that cannot
+/// speak TLS to a certificate chosen by SNI come in cleartext.
+pub fn health(site: &Site, req: &Request, force_close: bool) -> Option<Response> {
     let wanted = site.health_path()?;
     let path = req.target.split_once('?').map_or(&*req.target, |(p, _)| p);
     if path != wanted || !matches!(req.method, Method::Get | Method::Head) {

@@ -383,9 +383,10 @@ pub fn answer(kind: Kind, site: &Site, request: &parse::Request, stopping: bool)
         Kind::ClearOnHttpsPort => {
             Answer::Send(respond::https_required(request.method == Method::Head))
         }
-        Kind::RedirectToHttps { port } => {
-            Answer::Send(respond::redirect_to_https(request, site, port, stopping))
-        }
+        Kind::RedirectToHttps { port } => Answer::Send(
+            respond::health(site, request, stopping)
+                .unwrap_or_else(|| respond::redirect_to_https(request, site, port, stopping)),
+        ),
     }
 }
 

@@ -90,3 +90,35 @@ fn health_is_503_once_a_stop_begins(mode: Mode) {
     assert_eq!(probe.status, 503, "{probe:?}");
     assert_eq!(probe.body, b"stopping\n");
 }
+
+/// Probes that cannot speak TLS to a certificate chosen by SNI (kubelet's) come to
+/// the `--redirect-http` port: the health path is answered there, every other path
+/// redirected.
+#[cfg(feature = "tls")]
+#[test]
+fn health_is_answered_on_the_redirect_port() {
+    let root = site();
+    let port = free_port();
+    let server = Server::builder(Mode::Standalone, root.path())
+        .tls_files(&Pki::shared().localhost().1)
+        .args([
+            "--health-path",
+            "/healthz",
+            "--redirect-http",
+            &port.to_string(),
+        ])
+        .start();
+    let line = server
+        .stderr()
+        .wait_line(|l| l.starts_with("staticd: redirecting to https on "));
+    let addr: std::net::SocketAddr = line
+        .trim_start_matches("staticd: redirecting to https on ")
+        .trim()
+        .parse()
+        .unwrap();
+    let connect = || Conn::new(std::net::TcpStream::connect_timeout(&addr, IO_TIMEOUT).unwrap());
+    let probe = connect().roundtrip(request("GET", "/healthz", &[]));
+    assert_eq!((probe.status, probe.body.as_slice()), (200, &b"ok\n"[..]));
+    let other = connect().roundtrip(request("GET", "/a.txt", &[]));
+    assert_eq!(other.status, 308);
+}
