@@ -240,6 +240,60 @@ fn round_robin_and_the_real_client_in_each_log() {
     }
 }
 
+/// What one request through HAProxy got, and when.
+type Outcome = (Instant, Result<(u16, String), String>);
+
+/// Two clients fetching through HAProxy in a loop until `finish`; every outcome kept.
+struct Load {
+    stop: Arc<AtomicBool>,
+    outcomes: Arc<Mutex<Vec<Outcome>>>,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(addr: SocketAddr) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let outcomes: Arc<Mutex<Vec<Outcome>>> = Arc::default();
+        let threads = (0..2)
+            .map(|_| {
+                let (stop, outcomes) = (stop.clone(), outcomes.clone());
+                thread::spawn(move || {
+                    while !stop.load(Ordering::SeqCst) {
+                        let result = fetch(addr).map_err(|e| e.to_string());
+                        outcomes.lock().unwrap().push((Instant::now(), result));
+                    }
+                })
+            })
+            .collect();
+        Load {
+            stop,
+            outcomes,
+            threads,
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.outcomes.lock().unwrap().len()
+    }
+
+    /// Waits (bounded) until there are `n` outcomes.
+    fn wait_for(&self, n: usize) {
+        let deadline = Instant::now() + IO_TIMEOUT;
+        while self.count() < n && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Stops the clients: every outcome, in order.
+    fn finish(self) -> Vec<Outcome> {
+        self.stop.store(true, Ordering::SeqCst);
+        for thread in self.threads {
+            thread.join().unwrap();
+        }
+        std::mem::take(&mut *self.outcomes.lock().unwrap())
+    }
+}
+
 #[test]
 fn stopping_an_instance_fails_no_request_once_marked_down() {
     let Some(haproxy) = tool("haproxy", "haproxy") else {
@@ -249,44 +303,19 @@ fn stopping_an_instance_fails_no_request_once_marked_down() {
     let (_r2, mut s2) = instance("two");
     let proxy = Haproxy::start(&haproxy, &[s1.addr(), s2.addr()]);
 
-    // Two clients in a loop until told to stop; every outcome is kept with its time.
-    let stop = Arc::new(AtomicBool::new(false));
-    type Outcome = (Instant, Result<(u16, String), String>);
-    let outcomes: Arc<Mutex<Vec<Outcome>>> = Arc::default();
-    let load: Vec<_> = (0..2)
-        .map(|_| {
-            let (stop, outcomes, addr) = (stop.clone(), outcomes.clone(), proxy.addr);
-            thread::spawn(move || {
-                while !stop.load(Ordering::SeqCst) {
-                    let result = fetch(addr).map_err(|e| e.to_string());
-                    outcomes.lock().unwrap().push((Instant::now(), result));
-                }
-            })
-        })
-        .collect();
-    let count = || outcomes.lock().unwrap().len();
-    let deadline = Instant::now() + IO_TIMEOUT;
-    while count() < 50 && Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(10));
-    }
+    let load = Load::start(proxy.addr);
+    load.wait_for(50);
     // SIGTERM: staticd lets the responses in flight finish, and exits.
     s2.process().signal(rustix::process::Signal::TERM);
     proxy.wait_stat("s2", "status", "DOWN");
     let down = Instant::now();
-    let before = count();
-    while count() < before + 200 && Instant::now() < down + IO_TIMEOUT {
-        thread::sleep(Duration::from_millis(10));
-    }
-    stop.store(true, Ordering::SeqCst);
-    for thread in load {
-        thread.join().unwrap();
-    }
+    load.wait_for(load.count() + 200);
+    let outcomes = load.finish();
     assert!(
         s2.process().wait_timeout(IO_TIMEOUT).is_some(),
         "s2 did not exit"
     );
 
-    let outcomes = outcomes.lock().unwrap();
     let failed: Vec<&Outcome> = outcomes
         .iter()
         .filter(|(_, r)| !matches!(r, Ok((200, _))))
@@ -366,27 +395,8 @@ fn a_rolling_restart_checked_by_the_health_path_fails_no_request() {
     let s2 = SocketAddr::from(([127, 0, 0, 1], port));
     let proxy = Haproxy::checking(&haproxy, &[s1, s2], "/healthz");
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let outcomes: Arc<Mutex<Vec<Result<(u16, String), String>>>> = Arc::default();
-    let load: Vec<_> = (0..2)
-        .map(|_| {
-            let (stop, outcomes, addr) = (stop.clone(), outcomes.clone(), proxy.addr);
-            thread::spawn(move || {
-                while !stop.load(Ordering::SeqCst) {
-                    let result = fetch(addr).map_err(|e| e.to_string());
-                    outcomes.lock().unwrap().push(result);
-                }
-            })
-        })
-        .collect();
-    let count = || outcomes.lock().unwrap().len();
-    let wait_for = |n: usize| {
-        let deadline = Instant::now() + IO_TIMEOUT;
-        while count() < n && Instant::now() < deadline {
-            thread::sleep(Duration::from_millis(10));
-        }
-    };
-    wait_for(50);
+    let load = Load::start(proxy.addr);
+    load.wait_for(50);
     let new_root = Docroot::new();
     new_root.file("who.txt", "three");
     let (_new, new_stderr) = restartable(&new_root, port);
@@ -395,27 +405,23 @@ fn a_rolling_restart_checked_by_the_health_path_fails_no_request() {
         .wait_timeout(IO_TIMEOUT)
         .expect("the old s2 did not exit");
     assert_eq!(exited.code(), Some(0), "{}", describe(exited));
-    let after_exit = count();
+    let after_exit = load.count();
     let deadline = Instant::now() + IO_TIMEOUT;
     // Until the new process has served some (HAProxy's checks see it up).
     while Instant::now() < deadline {
-        let served_new = outcomes.lock().unwrap()[after_exit..]
+        let served_new = load.outcomes.lock().unwrap()[after_exit..]
             .iter()
-            .filter(|r| matches!(r, Ok((200, b)) if b == "three"))
+            .filter(|(_, r)| matches!(r, Ok((200, b)) if b == "three"))
             .count();
         if served_new >= 20 {
             break;
         }
         thread::sleep(Duration::from_millis(10));
     }
-    stop.store(true, Ordering::SeqCst);
-    for thread in load {
-        thread.join().unwrap();
-    }
-    let outcomes = outcomes.lock().unwrap();
+    let outcomes = load.finish();
     let failed: Vec<_> = outcomes
         .iter()
-        .filter(|r| !matches!(r, Ok((200, _))))
+        .filter(|(_, r)| !matches!(r, Ok((200, _))))
         .collect();
     assert!(
         failed.is_empty(),
@@ -425,7 +431,7 @@ fn a_rolling_restart_checked_by_the_health_path_fails_no_request() {
     );
     let bodies: Vec<&str> = outcomes
         .iter()
-        .filter_map(|r| r.as_ref().ok().map(|(_, b)| b.as_str()))
+        .filter_map(|(_, r)| r.as_ref().ok().map(|(_, b)| b.as_str()))
         .collect();
     for who in ["one", "two", "three"] {
         assert!(bodies.contains(&who), "no answer from {who}");
