@@ -16,14 +16,19 @@ use crate::site;
 /// its environment variable (shown beside it); a flag wins over one.
 const EXAMPLES: &str = "\
 Examples:
-  staticd -r www -p 8080 --listing      serve ./www on port 8080, with listings
-  staticd -r /srv/www -b 127.0.0.1      only on loopback, port 8080
-  staticd -r /srv/www --tls-cert cert.pem --tls-key key.pem --redirect-http 80 -p 443
-  STATICD_ROOT=/srv/www STATICD_PORT=8080 staticd   the same settings from the environment
-  tcpserver 0 8080 staticd --inetd -r www   one process per connection
+  # ./www on port 8080, with listings for directories without an index
+  staticd -r www -p 8080 --listing
+  # the same, from the environment (a container, a systemd unit)
+  STATICD_ROOT=www STATICD_PORT=8080 STATICD_LISTING=1 staticd
+  # on loopback only, JSON access log, a health path for a balancer
+  staticd -r /srv/www -b 127.0.0.1 --log-format json --health-path /healthz
+  # HTTPS on 443, with http:// on 80 redirected to it
+  staticd -r /srv/www -p 443 --tls-cert cert.pem --tls-key key.pem --redirect-http 80
+  # one process per connection, under tcpserver
+  tcpserver 0 8080 staticd --inetd -r www
 
-A flag on the command line wins over its STATICD_* variable. Boolean variables
-take 1/0, true/false, yes/no or on/off.";
+A flag on the command line wins over its STATICD_* variable. On/off variables
+take 1/0, true/false, yes/no or on/off; empty is off.";
 
 /// A small, very fast static-file web server: standalone, or one connection
 /// on stdin/stdout under tcpserver, tcpsvd, inetd or systemd.
