@@ -12,10 +12,28 @@ use clap::{CommandFactory, FromArgMatches, Parser};
 use crate::config::{self, Bind, Config, LogFormat, Privileges};
 use crate::site;
 
+/// The end of `--help`: what most people run. Every flag can also be set by
+/// its environment variable (shown beside it); a flag wins over one.
+const EXAMPLES: &str = "\
+Examples:
+  # ./www on port 8080, with listings for directories without an index
+  staticd -r www -p 8080 --listing
+  # the same, from the environment (a container, a systemd unit)
+  STATICD_ROOT=www STATICD_PORT=8080 STATICD_LISTING=1 staticd
+  # on loopback only, JSON access log, a health path for a balancer
+  staticd -r /srv/www -b 127.0.0.1 --log-format json --health-path /healthz
+  # HTTPS on 443, with http:// on 80 redirected to it
+  staticd -r /srv/www -p 443 --tls-cert cert.pem --tls-key key.pem --redirect-http 80
+  # one process per connection, under tcpserver
+  tcpserver 0 8080 staticd --inetd -r www
+
+A flag on the command line wins over its STATICD_* variable. On/off variables
+take 1/0, true/false, yes/no or on/off; empty is off.";
+
 /// A small, very fast static-file web server: standalone, or one connection
 /// on stdin/stdout under tcpserver, tcpsvd, inetd or systemd.
 #[derive(Parser, Debug)]
-#[command(name = "staticd", version, about)]
+#[command(name = "staticd", version, about, after_help = EXAMPLES)]
 #[cfg_attr(
     feature = "tls",
     command(group(clap::ArgGroup::new("certificates").multiple(true)))
@@ -26,137 +44,159 @@ use crate::site;
 )]
 pub struct Cli {
     /// Document root to serve.
-    #[arg(long, value_name = "DIR", default_value = config::ROOT)]
+    #[arg(long, short = 'r', env = "STATICD_ROOT", help_heading = "Serving", value_name = "DIR", default_value = config::ROOT)]
     root: PathBuf,
 
     /// Port to listen on in standalone mode (0 picks a free port).
-    #[arg(long, value_name = "N", default_value_t = config::PORT)]
+    #[arg(long, short = 'p', env = "STATICD_PORT", help_heading = "Serving", value_name = "N", default_value_t = config::PORT)]
     port: u16,
 
     /// Where to listen: an IP address, a host name (every address it
     /// resolves to) or unix:PATH (a Unix-domain socket); repeat for several.
     /// Default: all IPv4 and IPv6 addresses.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(
+        long,
+        short = 'b',
+        env = "STATICD_BIND",
+        help_heading = "Serving",
+        value_name = "ADDR"
+    )]
     bind: Vec<Bind>,
 
     /// Permissions of the --bind unix: socket files, in octal.
-    #[arg(long, value_name = "MODE", default_value = config::UNIX_MODE, value_parser = config::parse_mode)]
+    #[arg(long, env = "STATICD_UNIX_MODE", help_heading = "Serving", value_name = "MODE", default_value = config::UNIX_MODE, value_parser = config::parse_mode)]
     unix_mode: u32,
 
     /// Share the --bind addresses with a staticd already listening there
     /// (SO_REUSEPORT), to take over from it for a restart without a refused
     /// connection (README: Zero-downtime restart). Without it, an address
     /// in use is an error.
-    #[arg(long, conflicts_with = "inetd")]
+    #[arg(long, env = "STATICD_REUSE_PORT", help_heading = "Production", value_parser = switch, conflicts_with = "inetd")]
     reuse_port: bool,
 
     /// Worker threads in standalone mode. Default: the number of cores.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    #[arg(long, env = "STATICD_THREADS", help_heading = "Limits", value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: Option<u16>,
 
     /// Most connections open at once (standalone); at the bound the oldest
     /// idle one is closed to make room, and with none idle new clients wait
     /// in the listen queue. Default: what the descriptor limit leaves room for.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, env = "STATICD_MAX_CONNECTIONS", help_heading = "Limits", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: Option<u32>,
 
     /// Most connections open at once from one client address (standalone;
     /// IPv6 by --ipv6-prefix); more are refused (503, or closed). 0: no bound.
-    #[arg(long, value_name = "N", default_value_t = config::MAX_CONNECTIONS_PER_IP)]
+    #[arg(long, env = "STATICD_MAX_CONNECTIONS_PER_IP", help_heading = "Limits", value_name = "N", default_value_t = config::MAX_CONNECTIONS_PER_IP)]
     max_connections_per_ip: u32,
 
     /// IPv6 clients are counted for --max-connections-per-ip by this
     /// prefix of their address (one host usually holds a whole /64).
-    #[arg(long, value_name = "BITS", default_value_t = config::IPV6_PREFIX, value_parser = clap::value_parser!(u32).range(1..=128))]
+    #[arg(long, env = "STATICD_IPV6_PREFIX", help_heading = "Limits", value_name = "BITS", default_value_t = config::IPV6_PREFIX, value_parser = clap::value_parser!(u32).range(1..=128))]
     ipv6_prefix: u32,
 
     /// Bytes per second a request body must arrive at, and a response be
     /// taken at, on average (after the first --read-timeout / --send-timeout);
     /// slower clients are closed. 0: only the timeouts.
-    #[arg(long, value_name = "BYTES_PER_SEC", default_value_t = config::MIN_RATE)]
+    #[arg(long, env = "STATICD_MIN_RATE", help_heading = "Limits", value_name = "BYTES_PER_SEC", default_value_t = config::MIN_RATE)]
     min_rate: u64,
 
     /// Serve one connection on stdin/stdout, then exit (for tcpserver, tcpsvd, inetd, systemd).
-    #[arg(long)]
+    #[arg(long, env = "STATICD_INETD", help_heading = "Serving", value_parser = switch)]
     inetd: bool,
 
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics, on a listener
     /// of their own (standalone; an IP address and port, e.g. 127.0.0.1:9180).
-    #[arg(long, value_name = "ADDR:PORT", conflicts_with = "inetd")]
+    #[arg(
+        long,
+        env = "STATICD_METRICS",
+        help_heading = "Production",
+        value_name = "ADDR:PORT",
+        conflicts_with = "inetd"
+    )]
     metrics: Option<std::net::SocketAddr>,
 
     /// Standalone mode on io_uring instead of epoll (builds with --features uring).
-    #[arg(long, conflicts_with = "inetd")]
+    #[arg(long, env = "STATICD_IO_URING", help_heading = "Production", value_parser = switch, conflicts_with = "inetd")]
     io_uring: bool,
 
     /// Files served for a directory request ending in `/`: the first of
     /// these comma-separated names that exists.
-    #[arg(long, value_name = "NAMES", default_value = config::INDEX, value_delimiter = ',',
+    #[arg(long, env = "STATICD_INDEX", help_heading = "Serving", value_name = "NAMES", default_value = config::INDEX, value_delimiter = ',',
           value_parser = parse_index_name)]
     index: Vec<String>,
 
     /// Virtual hosts: serve ROOT/<host>[:<port>] by the Host header, else ROOT/default.
-    #[arg(long)]
+    #[arg(long, env = "STATICD_VHOSTS", help_heading = "Serving", value_parser = switch)]
     vhosts: bool,
 
     /// Generate an HTML (or JSON) index for directories without an index file.
-    #[arg(long)]
+    #[arg(long, env = "STATICD_LISTING", help_heading = "Serving", value_parser = switch)]
     listing: bool,
 
     /// Switch to this user (name or uid) after binding the port.
-    #[arg(long, value_name = "NAME", value_parser = NonEmptyStringValueParser::new())]
+    #[arg(long, env = "STATICD_USER", help_heading = "Production", value_name = "NAME", value_parser = NonEmptyStringValueParser::new())]
     user: Option<String>,
 
     /// Switch to this group (name or gid); default: the user's primary group.
-    #[arg(long, value_name = "NAME", requires = "user",
+    #[arg(long, env = "STATICD_GROUP", help_heading = "Production", value_name = "NAME", requires = "user",
           value_parser = NonEmptyStringValueParser::new())]
     group: Option<String>,
 
     /// chroot(2) here after binding; --root is then inside it.
-    #[arg(long, value_name = "DIR")]
+    #[arg(
+        long,
+        env = "STATICD_CHROOT",
+        help_heading = "Production",
+        value_name = "DIR"
+    )]
     chroot: Option<PathBuf>,
 
     /// Run executable *.cgi files as CGI/1.1 scripts (GET, HEAD, POST).
-    #[arg(long)]
+    #[arg(long, env = "STATICD_CGI", help_heading = "Serving", value_parser = switch)]
     cgi: bool,
 
     /// Seconds a CGI script may run before it is killed with its process group.
-    #[arg(long, value_name = "SECS", default_value_t = config::CGI_TIMEOUT, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    #[arg(long, env = "STATICD_CGI_TIMEOUT", help_heading = "Serving", value_name = "SECS", default_value_t = config::CGI_TIMEOUT, value_parser = clap::value_parser!(u64).range(1..=86400))]
     cgi_timeout: u64,
 
     /// Most CGI scripts running at once; more get 503.
-    #[arg(long, value_name = "N", default_value_t = config::CGI_MAX, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(long, env = "STATICD_CGI_MAX", help_heading = "Serving", value_name = "N", default_value_t = config::CGI_MAX, value_parser = clap::value_parser!(u32).range(1..=4096))]
     cgi_max: u32,
 
     /// Append the access log to this file instead of stderr; SIGHUP reopens it.
-    #[arg(long, value_name = "PATH")]
+    #[arg(
+        long,
+        env = "STATICD_LOG_FILE",
+        help_heading = "Logging",
+        value_name = "PATH"
+    )]
     log_file: Option<PathBuf>,
 
     /// Access-log format, written to stderr (or --log-file).
-    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = config::LOG_FORMAT)]
+    #[arg(long, env = "STATICD_LOG_FORMAT", help_heading = "Logging", value_name = "FORMAT", value_enum, default_value_t = config::LOG_FORMAT)]
     log_format: LogFormat,
 
     /// Seconds a client may take to send a whole request head, or pause in a body.
-    #[arg(long, value_name = "SECS", default_value_t = config::READ_TIMEOUT, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    #[arg(long, env = "STATICD_READ_TIMEOUT", help_heading = "Limits", value_name = "SECS", default_value_t = config::READ_TIMEOUT, value_parser = clap::value_parser!(u64).range(1..=86400))]
     read_timeout: u64,
 
     /// Seconds an idle keep-alive connection is kept open.
-    #[arg(long, value_name = "SECS", default_value_t = config::KEEPALIVE_TIMEOUT, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    #[arg(long, env = "STATICD_KEEPALIVE_TIMEOUT", help_heading = "Limits", value_name = "SECS", default_value_t = config::KEEPALIVE_TIMEOUT, value_parser = clap::value_parser!(u64).range(1..=86400))]
     keepalive_timeout: u64,
 
     /// Seconds a client may go without accepting any response bytes (see also --min-rate).
-    #[arg(long, value_name = "SECS", default_value_t = config::SEND_TIMEOUT, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    #[arg(long, env = "STATICD_SEND_TIMEOUT", help_heading = "Limits", value_name = "SECS", default_value_t = config::SEND_TIMEOUT, value_parser = clap::value_parser!(u64).range(1..=86400))]
     send_timeout: u64,
 
     /// Seconds a graceful stop (SIGTERM, SIGINT) gives responses in flight,
     /// and log lines waiting for a blocked log output (standalone).
-    #[arg(long, value_name = "SECS", default_value_t = config::SHUTDOWN_GRACE, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    #[arg(long, env = "STATICD_SHUTDOWN_GRACE", help_heading = "Production", value_name = "SECS", default_value_t = config::SHUTDOWN_GRACE, value_parser = clap::value_parser!(u64).range(0..=3600))]
     shutdown_grace: u64,
 
     /// Copy file bytes through a buffer instead of sendfile(2): slower for
     /// large files, but a file truncated while it is sent can only end the
     /// response early, never put other bytes on the wire (see SECURITY.md).
-    #[arg(long)]
+    #[arg(long, env = "STATICD_NO_SENDFILE", help_heading = "Serving", value_parser = switch)]
     no_sendfile: bool,
 
     /// Paths under PREFIX need a user and password from the htpasswd file HTPASSWD; repeatable.
@@ -166,20 +206,30 @@ pub struct Cli {
     /// Apache htpasswd file of bcrypt (htpasswd -B), SHA-crypt or apr1
     /// hashes, read again when it changes.
     #[cfg(feature = "auth")]
-    #[arg(long, value_name = "PREFIX=HTPASSWD")]
+    #[arg(
+        long,
+        env = "STATICD_AUTH",
+        help_heading = "Serving",
+        value_name = "PREFIX=HTPASSWD"
+    )]
     auth: Vec<config::AuthArea>,
 
     /// Every connection (each listener's, or stdin's in --inetd mode) opens
     /// with a PROXY protocol header, v1 or v2, naming its client; one
     /// without a valid header within --read-timeout is closed.
-    #[arg(long)]
+    #[arg(long, env = "STATICD_PROXY_PROTOCOL", help_heading = "Production", value_parser = switch)]
     proxy_protocol: bool,
 
     /// Believe the Forwarded (for=) or else X-Forwarded-For header of
     /// clients in this range (CIDR, an address, or unix: for Unix-socket
     /// clients): the log and CGI name the rightmost address that is not
     /// itself trusted. Repeatable.
-    #[arg(long, value_name = "CIDR")]
+    #[arg(
+        long,
+        env = "STATICD_TRUSTED_PROXY",
+        help_heading = "Production",
+        value_name = "CIDR"
+    )]
     trusted_proxy: Vec<config::TrustedProxy>,
 
     #[cfg(feature = "tls")]
@@ -202,6 +252,13 @@ pub struct Cli {
     #[command(flatten)]
     compress: CompressArgs,
 
+    /// Answer GET and HEAD of this path with 200 while serving and 503
+    /// once a graceful stop begins, for load balancers and probes (e.g.
+    /// /healthz); never logged, never behind --auth or _redirects.
+    #[arg(long, env = "STATICD_HEALTH_PATH", help_heading = "Serving", value_name = "PATH",
+          value_parser = parse_health_path)]
+    health_path: Option<String>,
+
     /// Whether --bind or --port was on the command line.
     #[arg(skip)]
     bind_given: bool,
@@ -216,18 +273,18 @@ pub struct Cli {
 #[group(skip)]
 struct CompressArgs {
     /// Send files as they are (precompressed siblings are still sent).
-    #[arg(long)]
+    #[arg(long, env = "STATICD_NO_COMPRESS", value_parser = switch)]
     no_compress: bool,
 
     /// Megabytes of compressed files kept in memory, shared by all threads;
     /// the least recently used go first.
-    #[arg(long, value_name = "MB", default_value_t = config::COMPRESS_CACHE, conflicts_with = "no_compress",
+    #[arg(long, env = "STATICD_COMPRESS_CACHE", value_name = "MB", default_value_t = config::COMPRESS_CACHE, conflicts_with = "no_compress",
           value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
     compress_cache: u32,
 
     /// Larger files are sent as they are: bytes, or with K or M (4M).
     /// Files under 256 bytes are too.
-    #[arg(long, value_name = "BYTES", default_value = config::COMPRESS_MAX, conflicts_with = "no_compress",
+    #[arg(long, env = "STATICD_COMPRESS_MAX", value_name = "BYTES", default_value = config::COMPRESS_MAX, conflicts_with = "no_compress",
           value_parser = config::parse_size)]
     compress_max: u64,
 }
@@ -254,15 +311,15 @@ impl Cli {
 /// that open with the HTTP/2 preface (h2c with prior knowledge).
 #[cfg(feature = "http2")]
 #[derive(clap::Args, Debug)]
-#[command(next_help_heading = "HTTP/2")]
+#[command(next_help_heading = "HTTP/2 and HTTP/3")]
 #[group(skip)]
 struct Http2Args {
     /// Speak HTTP/1.x only: no ALPN h2, and no h2c.
-    #[arg(long)]
+    #[arg(long, env = "STATICD_NO_HTTP2", value_parser = switch)]
     no_http2: bool,
 
     /// Streams a client may have open at once on one HTTP/2 connection.
-    #[arg(long, value_name = "N", default_value_t = config::H2_MAX_STREAMS, conflicts_with = "no_http2",
+    #[arg(long, env = "STATICD_H2_MAX_STREAMS", value_name = "N", default_value_t = config::H2_MAX_STREAMS, conflicts_with = "no_http2",
           value_parser = clap::value_parser!(u32).range(1..=65536))]
     h2_max_streams: u32,
 }
@@ -279,13 +336,13 @@ impl Http2Args {
 /// HTTP/3: on by default with HTTPS, over UDP on the HTTPS port numbers.
 #[cfg(feature = "http3")]
 #[derive(clap::Args, Debug)]
-#[command(next_help_heading = "HTTP/3")]
+#[command(next_help_heading = "HTTP/2 and HTTP/3")]
 #[group(skip)]
 struct Http3Args {
     /// No HTTP/3: with HTTPS, staticd otherwise also answers HTTP/3 (QUIC)
     /// on the same port numbers over UDP and advertises it with Alt-Svc.
     /// Standalone only: --inetd mode has no UDP socket to carry QUIC.
-    #[arg(long)]
+    #[arg(long, env = "STATICD_NO_HTTP3", value_parser = switch)]
     no_http3: bool,
 }
 
@@ -299,6 +356,7 @@ struct HttpsArgs {
     /// PEM certificate chain (the server's certificate first).
     #[arg(
         long,
+        env = "STATICD_TLS_CERT",
         value_name = "FILE",
         requires = "tls_key",
         group = "certificates"
@@ -306,25 +364,41 @@ struct HttpsArgs {
     tls_cert: Option<PathBuf>,
 
     /// PEM private key of --tls-cert (PKCS#8, SEC1 or PKCS#1; not encrypted).
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    #[arg(
+        long,
+        env = "STATICD_TLS_KEY",
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
     tls_key: Option<PathBuf>,
 
     /// One certificate per host, chosen by SNI: DIR/<name>/fullchain.pem and
     /// privkey.pem (certbot's layout, e.g. /etc/letsencrypt/live). Names no
     /// certificate there holds get --tls-cert's.
-    #[arg(long, value_name = "DIR", group = "certificates")]
+    #[arg(
+        long,
+        env = "STATICD_TLS_DIR",
+        value_name = "DIR",
+        group = "certificates"
+    )]
     tls_dir: Option<PathBuf>,
 
     /// Session-ticket key: a file of 48 or 80 random bytes (openssl rand 80),
     /// so that sessions resume across processes and machines. Repeat to
     /// rotate: the first issues tickets, all are accepted.
-    #[arg(long, value_name = "FILE", requires = "certificates")]
+    #[arg(
+        long,
+        env = "STATICD_TLS_TICKET_KEY",
+        value_name = "FILE",
+        requires = "certificates"
+    )]
     tls_ticket_key: Vec<PathBuf>,
 
     /// Also listen in cleartext on PORT and answer every request with a 308
     /// redirect to the same URL on https.
     #[arg(
         long,
+        env = "STATICD_REDIRECT_HTTP",
         value_name = "PORT",
         requires = "certificates",
         conflicts_with = "inetd"
@@ -332,7 +406,12 @@ struct HttpsArgs {
     redirect_http: Option<u16>,
 
     /// Send Strict-Transport-Security: max-age=SECS on HTTPS responses.
-    #[arg(long, value_name = "SECS", requires = "certificates")]
+    #[arg(
+        long,
+        env = "STATICD_HSTS",
+        value_name = "SECS",
+        requires = "certificates"
+    )]
     hsts: Option<u64>,
 }
 
@@ -366,18 +445,23 @@ struct AcmeArgs {
     /// Obtain and renew a certificate for NAME; repeatable. The port then
     /// speaks HTTPS; names without a certificate yet get --tls-cert's, or
     /// fail their handshake, until it is issued.
-    #[arg(long, value_name = "NAME", groups = ["certificates", "acme_names"],
+    #[arg(long, env = "STATICD_ACME", value_name = "NAME", groups = ["certificates", "acme_names"],
           conflicts_with = "inetd", value_parser = crate::acme::names::parse)]
     acme: Vec<String>,
 
     /// With --vhosts: also the name of every virtual-host directory (not
     /// default, names with a port or IP addresses), new ones included.
-    #[arg(long, groups = ["certificates", "acme_names"], requires = "vhosts",
+    #[arg(long, env = "STATICD_ACME_VHOSTS", value_parser = switch, groups = ["certificates", "acme_names"], requires = "vhosts",
           conflicts_with = "inetd")]
     acme_vhosts: bool,
 
     /// Contact address for the CA's account (expiry and policy mail).
-    #[arg(long, value_name = "ADDR", requires = "acme_names")]
+    #[arg(
+        long,
+        env = "STATICD_ACME_EMAIL",
+        value_name = "ADDR",
+        requires = "acme_names"
+    )]
     acme_email: Option<String>,
 
     /// State: account, certificates and keys (DIR/<name>/fullchain.pem and
@@ -385,6 +469,7 @@ struct AcmeArgs {
     /// it order each certificate once.
     #[arg(
         long,
+        env = "STATICD_ACME_DIR",
         value_name = "DIR",
         default_value = config::ACME_DIR,
         requires = "acme_names"
@@ -392,28 +477,39 @@ struct AcmeArgs {
     acme_dir: PathBuf,
 
     /// The CA's ACME directory URL.
-    #[arg(long, value_name = "URL", default_value = config::LETS_ENCRYPT,
+    #[arg(long, env = "STATICD_ACME_DIRECTORY", value_name = "URL", default_value = config::LETS_ENCRYPT,
           conflicts_with = "acme_staging", requires = "acme_names")]
     acme_directory: String,
 
     /// Use Let's Encrypt's staging CA (untrusted certificates, generous
     /// rate limits): for trying things out.
-    #[arg(long, requires = "acme_names")]
+    #[arg(long, env = "STATICD_ACME_STAGING", value_parser = switch, requires = "acme_names")]
     acme_staging: bool,
 
     /// A PEM root to trust, besides the system's, for the CA's own HTTPS
     /// (a private CA such as step-ca, or Pebble).
-    #[arg(long, value_name = "FILE", requires = "acme_names")]
+    #[arg(
+        long,
+        env = "STATICD_ACME_CA",
+        value_name = "FILE",
+        requires = "acme_names"
+    )]
     acme_ca: Option<PathBuf>,
 
     /// Answer only this challenge. Default: tls-alpn-01 on the HTTPS port,
     /// and http-01 on the --redirect-http port when it is open.
-    #[arg(long, value_name = "KIND", value_enum, requires = "acme_names")]
+    #[arg(
+        long,
+        env = "STATICD_ACME_CHALLENGE",
+        value_name = "KIND",
+        value_enum,
+        requires = "acme_names"
+    )]
     acme_challenge: Option<config::Challenge>,
 
     /// Seconds before the first retry after a failed order; doubles after
     /// each further failure, up to a day (a CA's Retry-After wins if later).
-    #[arg(long, value_name = "SECS", default_value_t = config::ACME_BACKOFF, requires = "acme_names",
+    #[arg(long, env = "STATICD_ACME_BACKOFF", value_name = "SECS", default_value_t = config::ACME_BACKOFF, requires = "acme_names",
           value_parser = clap::value_parser!(u64).range(1..=86400))]
     acme_backoff: u64,
 }
@@ -512,6 +608,7 @@ impl Cli {
                 vhosts: self.vhosts,
                 listing: self.listing,
                 cgi: self.cgi,
+                health_path: self.health_path,
                 compress,
             },
             cgi_timeout: secs(self.cgi_timeout),
@@ -605,6 +702,28 @@ fn add_root_tip(e: &mut clap::Error) {
     };
     tips.push(tip);
     e.insert(ContextKind::Suggested, ContextValue::StyledStrs(tips));
+}
+
+/// An on/off flag's value: `true` from the flag itself, or what its
+/// STATICD_* variable says. The usual spellings (1/0, true/false, yes/no,
+/// on/off, any case) and, as systemd's `Environment=STATICD_LISTING=`
+/// means, empty for off; anything else is refused, never guessed at.
+fn switch(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "y" | "on" => Ok(true),
+        "" | "0" | "false" | "no" | "n" | "off" => Ok(false),
+        _ => Err("1/0, true/false, yes/no or on/off".into()),
+    }
+}
+
+/// `--health-path`: an absolute path with nothing to decode, compared
+/// byte for byte with the request's path (its query ignored).
+fn parse_health_path(s: &str) -> Result<String, String> {
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b"/-._~".contains(&b);
+    match s.starts_with('/') && s.bytes().all(plain) {
+        true => Ok(s.to_string()),
+        false => Err("a path such as /healthz: letters, digits and / - . _ ~ only".into()),
+    }
 }
 
 fn parse_index_name(s: &str) -> Result<String, String> {

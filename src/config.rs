@@ -65,6 +65,8 @@ pub enum LogFormat {
     Combined,
     /// fnord's `IP STATUS SIZE HOST USER_AGENT REFERER PATH`
     Fnord,
+    /// one JSON object per line (Caddy's field names)
+    Json,
     /// no access log
     Off,
 }
@@ -160,6 +162,8 @@ pub struct Features {
     pub listing: bool,
     /// Run executable `*.cgi` files as CGI scripts.
     pub cgi: bool,
+    /// `--health-path`: answered 200 while serving, 503 once a stop begins.
+    pub health_path: Option<String>,
     /// Compress text on the fly (`--compress-*`); None: `--no-compress`,
     /// or a build without the feature.
     pub compress: Option<CompressSettings>,

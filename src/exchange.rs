@@ -447,6 +447,7 @@ fn unanswered(ctx: &Context, request: &Request, user: Option<&str>, status: u16)
         status,
         user,
         body: 0..0,
+        tls: ctx.kind == Kind::Https,
     };
     log::format(ctx.cfg.log_format, &entry, SystemTime::now()).emit(0);
 }

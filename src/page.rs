@@ -51,9 +51,11 @@ td.size, td.date { color: var(--muted); }
     border-bottom: 1px solid var(--line); }
   thead tr { border-bottom: 2px solid var(--ink); }
   th, td { padding: 0; border: 0; }
-  td.name { flex: 1 0 100%; }
-  td.size, td.date { font-size: 0.875rem; text-align: left; }
-  td.size { min-width: 4.5rem; }
+  /* Headings as the rows: the name on a line of its own, then size and date
+     over their columns. */
+  .name { flex: 1 0 100%; }
+  .size, .date { font-size: 0.875rem; text-align: left; }
+  .size { min-width: 4.5rem; }
   td:empty { display: none; }
 }
 "
@@ -67,6 +69,9 @@ macro_rules! page_start {
         concat!(
             "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n",
+            // An empty icon: without it every page view asks for /favicon.ico,
+            // and a site without one logs a 404 each time.
+            "<link rel=\"icon\" href=\"data:,\">\n",
             "<style>\n",
             stylesheet!(),
             "</style>\n<title>"
@@ -279,6 +284,8 @@ mod tests {
         assert!(page.contains("<meta name=\"viewport\""));
         assert!(page.contains("<style>"));
         assert!(page.contains("prefers-color-scheme: dark"));
+        // The one link is the empty icon, which asks for nothing.
+        let page = page.replace("<link rel=\"icon\" href=\"data:,\">", "");
         for external in ["<link", "<script", "src=", "@import", "url("] {
             assert!(!page.contains(external), "{external}");
         }

@@ -2,6 +2,7 @@
 //! and body bytes are decided.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::cgi::{self, CgiHead};
@@ -37,6 +38,9 @@ pub struct Response {
     /// The request's HTTP/1 minor version, for the HTTP/1.1 encoding of
     /// persistence and open-ended bodies (1 when unknown).
     pub minor_version: u8,
+    /// Left out of the access log: `--health-path` answers, which a
+    /// balancer asks for every few seconds (see `health`).
+    pub unlogged: bool,
 }
 
 impl Response {
@@ -79,6 +83,9 @@ fn slice(source: &Source, offset: u64, len: u64) -> Chunk {
 /// Answers a request whose head parsed. `force_close` makes the response
 /// the last on its connection (the server is shutting down).
 pub fn respond(site: &Site, req: &Request, force_close: bool) -> Answer {
+    if let Some(response) = health(site, req, force_close) {
+        return Answer::Send(response);
+    }
     // An absolute-form target names the host itself (RFC 9112 §3.2.2).
     let host = path::authority(&req.target).or(req.host.as_deref());
     let files = site.root_files(host);
@@ -107,6 +114,51 @@ pub fn respond(site: &Site, req: &Request, force_close: bool) -> Answer {
     };
     pool::give(&pool::HEADS, scratch);
     answer
+}
+
+/// Set once a graceful stop begins (SIGTERM, SIGINT): from then on the
+/// health path says 503, so a balancer stops sending new clients here
+/// while the responses in flight finish. Process-wide, as the stop is.
+static DRAINING: AtomicBool = AtomicBool::new(false);
+
+/// A graceful stop began: `--health-path` answers 503 from now on.
+pub fn draining_begins() {
+    DRAINING.store(true, Ordering::Relaxed);
+}
+
+/// `--health-path`: 200 `ok` while serving, 503 `stopping` once a stop
+/// began. Decided before anything else, so that no `--auth` area,
+/// `_redirects` rule, virtual host or file can shadow it, and never cached.
+/// Not logged: a balancer asks every few seconds, and a line per probe
+/// would bury the requests (the metrics still count them). Other methods
+/// than GET and HEAD go on like any path's. Also answered on a
+/// `--redirect-http` port (session::answer), where probes that cannot
+/// speak TLS to a certificate chosen by SNI come in cleartext.
+pub fn health(site: &Site, req: &Request, force_close: bool) -> Option<Response> {
+    let wanted = site.health_path()?;
+    let path = req.target.split_once('?').map_or(&*req.target, |(p, _)| p);
+    if path != wanted || !matches!(req.method, Method::Get | Method::Head) {
+        return None;
+    }
+    let reply = Reply {
+        persistence: Persistence::of(req, force_close),
+        head_only: req.method == Method::Head,
+        errors: ErrorForm::Plain,
+        site: None,
+    };
+    let (status, body): (_, &'static str) = match DRAINING.load(Ordering::Relaxed) {
+        false => (Status::Ok, "ok\n"),
+        true => (Status::ServiceUnavailable, "stopping\n"),
+    };
+    let mut h = Head::new(status);
+    h.header("Cache-Control", "no-store");
+    let mut response = reply.small_body(
+        h,
+        "text/plain; charset=utf-8",
+        Chunk::Static(body.as_bytes()),
+    );
+    response.unlogged = true;
+    Some(response)
 }
 
 /// What the site has at `path`.
@@ -269,7 +321,20 @@ impl Reply<'_> {
                 _ => self.error(Status::NotFound),
             });
         }
-        self.resolved(ctx, req, resolved, post, force_close)
+        // The `_headers` of the file served, not of the URL asked for: with
+        // the usual single-page app (`/* /index.html 200`, `/assets/*`
+        // immutable for a year), a missing /assets/app.js would otherwise
+        // be the HTML page cached as that script for a year, by browsers
+        // and CDNs. (root_files warns of the overlap when it loads them.)
+        let served = SiteCtx {
+            path: Some(url),
+            ..*ctx
+        };
+        let reply = Reply {
+            site: Some(served),
+            ..*self
+        };
+        reply.resolved(&served, req, resolved, post, force_close)
     }
 
     /// The answer for what a path resolved to.
@@ -427,6 +492,7 @@ pub fn cgi_head(job: &CgiJob, head: &CgiHead) -> (Response, bool) {
         user: job.user.clone(),
         close: persistence.close,
         minor_version: persistence.minor_version,
+        unlogged: false,
     };
     (response, body_follows)
 }
@@ -561,6 +627,7 @@ fn host_without_port(value: &str) -> Option<&str> {
 }
 
 /// How to finish a response to one request.
+#[derive(Clone, Copy)]
 struct Reply<'a> {
     persistence: Persistence,
     head_only: bool,
@@ -884,6 +951,7 @@ impl Reply<'_> {
             user: None,
             close: self.persistence.close,
             minor_version: self.persistence.minor_version,
+            unlogged: false,
         }
     }
 }

@@ -383,9 +383,10 @@ pub fn answer(kind: Kind, site: &Site, request: &parse::Request, stopping: bool)
         Kind::ClearOnHttpsPort => {
             Answer::Send(respond::https_required(request.method == Method::Head))
         }
-        Kind::RedirectToHttps { port } => {
-            Answer::Send(respond::redirect_to_https(request, site, port, stopping))
-        }
+        Kind::RedirectToHttps { port } => Answer::Send(
+            respond::health(site, request, stopping)
+                .unwrap_or_else(|| respond::redirect_to_https(request, site, port, stopping)),
+        ),
     }
 }
 
@@ -425,8 +426,13 @@ pub fn sent(
         status,
         user: response.user.as_deref(),
         body,
+        tls: kind == Kind::Https,
     };
-    let log_line = log::format(cfg.log_format, &entry, SystemTime::now());
+    let format = match response.unlogged {
+        true => crate::config::LogFormat::Off,
+        false => cfg.log_format,
+    };
+    let log_line = log::format(format, &entry, SystemTime::now());
     Sent {
         body: entry.body,
         response,

@@ -162,11 +162,22 @@ fn fewest_allocations_answering(
     raw: &[u8],
     statuses: RangeInclusive<u16>,
 ) -> u64 {
+    fewest_allocations_logging(features, raw, statuses, Config::default().log_format)
+}
+
+/// [`fewest_allocations_answering`] with the access log in `format`.
+fn fewest_allocations_logging(
+    features: Features,
+    raw: &[u8],
+    statuses: RangeInclusive<u16>,
+    format: staticd::config::LogFormat,
+) -> u64 {
     const WARM_UP: usize = 20;
     const PER_WINDOW: usize = 100;
     const WINDOWS: usize = 6;
     let mut f = Fixture::new(features);
     f.statuses = statuses;
+    f.cfg.log_format = format;
     let mut session = Session::new("127.0.0.1".into());
     let expected = f.exchange(&mut session, raw);
     assert!(expected >= 1);
@@ -588,6 +599,17 @@ fn a_client_named_by_a_trusted_proxy_allocates_nothing() {
         })
         .min();
     assert_eq!(fewest, Some(0));
+}
+
+/// `--log-format json`: the line, its escaped strings, its size and
+/// duration are written into pooled buffers like the common format's.
+#[test]
+fn a_json_log_line_allocates_nothing() {
+    use staticd::config::LogFormat;
+    let raw = b"GET /small.txt?q=%22 HTTP/1.1\r\nHost: example.test\r\n\
+        User-Agent: an \"agent\" \\ with \xc2\x85 in it\r\nReferer: https://r/\r\n\r\n";
+    let fewest = fewest_allocations_logging(Features::default(), raw, 200..=200, LogFormat::Json);
+    assert_eq!(fewest, 0);
 }
 
 /// Standalone mode's log lines go through a queue to a writer thread

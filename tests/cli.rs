@@ -31,16 +31,22 @@ matrix!([h1, tls, h2c, h2_tls, uring] standalone:
     stale_socket_file_is_replaced,
     cgi_over_a_unix_socket_sees_the_loopback_address,
     unix_socket_is_bound_before_giving_up_root,
+    environment_variables_set_flags,
+    a_flag_beats_its_variable,
 );
 
 // --- usage errors ------------------------------------------------------------------------
 
 #[test]
 fn invalid_value_lists_the_valid_ones() {
-    let outcome = run_to_exit(&["--log-format", "json"]);
+    let outcome = run_to_exit(&["--log-format", "xml"]);
     assert_usage_error(
         &outcome,
-        &["'json'", "--log-format", "common, combined, fnord, off"],
+        &[
+            "'xml'",
+            "--log-format",
+            "common, combined, fnord, json, off",
+        ],
     );
 }
 
@@ -88,6 +94,178 @@ fn invalid_values_are_usage_errors() {
 fn empty_index_is_a_usage_error() {
     let outcome = run_to_exit(&["--index", ""]);
     assert_usage_error(&outcome, &["--index", "plain file name"]);
+}
+
+// --- help and environment variables ------------------------------------------------------
+
+#[test]
+fn help_groups_the_flags_and_ends_with_examples() {
+    let outcome = run_to_exit(&["--help"]);
+    assert!(outcome.status.success(), "{outcome:?}");
+    let help = &outcome.stdout;
+    let mut headings = vec!["Serving:", "Limits:", "Logging:", "Production:"];
+    if cfg!(feature = "tls") {
+        headings.push("HTTPS:");
+    }
+    if cfg!(feature = "http2") {
+        headings.push("HTTP/2 and HTTP/3:");
+    }
+    for needle in headings.iter().chain(&[
+        "-r, --root <DIR>",
+        "-p, --port <N>",
+        "-b, --bind <ADDR>",
+        "[env: STATICD_ROOT=]",
+        "[env: STATICD_LISTING=]",
+        "[env: STATICD_HEALTH_PATH=]",
+        "Examples:",
+    ]) {
+        assert!(help.contains(needle), "--help lacks {needle:?}:\n{help}");
+    }
+    // Every flag but help and version names its variable (flags are indented 2 or 6
+    // columns, their text 10).
+    let flags = help
+        .lines()
+        .filter(|l| l.starts_with("  -") || l.starts_with("      --"))
+        .count()
+        - 2;
+    let envs = help.matches("[env: STATICD_").count();
+    assert_eq!(flags, envs, "{help}");
+}
+
+/// STATICD_LISTING=1 turns listings on as --listing does; 0 (or empty) leaves them off.
+fn environment_variables_set_flags(v: Variant) {
+    let root = site();
+    root.dir("d");
+    for (value, listed) in [
+        ("1", true),
+        ("true", true),
+        ("On", true),
+        ("0", false),
+        ("", false),
+    ] {
+        let server = Server::builder(v, root.path())
+            .env("STATICD_LISTING", value)
+            .env("STATICD_INDEX", "a.txt")
+            .start();
+        assert_eq!(
+            server.get("/d/").status == 200,
+            listed,
+            "STATICD_LISTING={value:?}"
+        );
+        assert_eq!(server.get("/").body, b"alpha\n", "STATICD_INDEX");
+    }
+}
+
+/// The command line wins over the environment, for values and for on/off flags.
+fn a_flag_beats_its_variable(v: Variant) {
+    let root = site();
+    root.file("b.txt", "beta\n");
+    root.dir("d");
+    let server = Server::builder(v, root.path())
+        .env("STATICD_INDEX", "a.txt")
+        .env("STATICD_LISTING", "0")
+        .env("STATICD_PORT", "1")
+        .args(["--index", "b.txt", "--listing"])
+        .start();
+    assert_eq!(server.get("/").body, b"beta\n");
+    assert_eq!(server.get("/d/").status, 200);
+}
+
+#[test]
+fn a_bad_variable_is_a_usage_error_naming_its_flag() {
+    let outcome = run_to_exit_with(&["--port", "0"], &[("STATICD_LISTING", "maybe")], false);
+    assert_usage_error(&outcome, &["'maybe'", "--listing", "1/0, true/false"]);
+    let outcome = run_to_exit_with(&["--bind", "127.0.0.1"], &[("STATICD_PORT", "http")], false);
+    assert_usage_error(&outcome, &["'http'", "--port"]);
+}
+
+// --- start-up errors that say what to do ---------------------------------------------------
+
+#[cfg(feature = "tls")]
+#[test]
+fn a_missing_certificate_names_its_flag() {
+    let outcome = run_to_exit(&[
+        "--port",
+        "0",
+        "--bind",
+        "127.0.0.1",
+        "--tls-cert",
+        "/nope/cert.pem",
+        "--tls-key",
+        "/nope/key.pem",
+    ]);
+    assert_startup_failure(
+        &outcome,
+        1,
+        &["--tls-cert /nope/cert.pem: No such file or directory"],
+    );
+}
+
+/// As a user without the privilege, port 80 fails with the three ways to allow it.
+#[test]
+fn a_low_port_without_privilege_says_how_to_allow_it() {
+    let unprivileged_start = fs::read_to_string("/proc/sys/net/ipv4/ip_unprivileged_port_start")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .unwrap_or(1024);
+    let is_root = rustix::process::geteuid().is_root();
+    if unprivileged_start <= 80 || (!is_root && has_net_bind_service()) {
+        return skip("any user may bind port 80 on this machine");
+    }
+    let root = site();
+    let args = [
+        "--root".as_ref(),
+        root.path().as_os_str(),
+        "--port".as_ref(),
+        "80".as_ref(),
+        "--bind".as_ref(),
+        "127.0.0.1".as_ref(),
+    ];
+    let outcome = run_to_exit_with(&args, &[], true);
+    assert_startup_failure(
+        &outcome,
+        1,
+        &[
+            "127.0.0.1:80",
+            "Permission denied",
+            "--user",
+            "setcap cap_net_bind_service",
+            "socket activation",
+        ],
+    );
+}
+
+/// Whether this process may bind low ports without being root (a capability).
+fn has_net_bind_service() -> bool {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("CapEff:"))?.to_string();
+            u64::from_str_radix(line.split_whitespace().nth(1)?, 16).ok()
+        })
+        .is_some_and(|caps| caps & (1 << 10) != 0)
+}
+
+/// A root that can be listed but not entered (0644) is refused at start, as an
+/// unreadable one is, instead of a 403 for every file. (Root may enter any
+/// directory: as root, the server runs as nobody.)
+#[test]
+fn a_root_that_cannot_be_entered_is_refused() {
+    let root = site();
+    let locked = root.dir("locked");
+    fs::write(locked.join("x.txt"), "x").unwrap();
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o644)).unwrap();
+    let args = [
+        "--root".as_ref(),
+        locked.as_os_str(),
+        "--port".as_ref(),
+        "0".as_ref(),
+        "--bind".as_ref(),
+        "127.0.0.1".as_ref(),
+    ];
+    let outcome = run_to_exit_with(&args, &[], true);
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
+    assert_startup_failure(&outcome, 1, &[locked.to_str().unwrap(), "not entered"]);
 }
 
 // --- host names --------------------------------------------------------------------------

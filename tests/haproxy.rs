@@ -37,7 +37,7 @@ fn instance(name: &str) -> (Docroot, Server) {
 }
 
 /// The configuration docs/production.md shows (HAProxy), with the test's ports and paths.
-fn config(frontend: u16, servers: &[SocketAddr], stats: &std::path::Path) -> String {
+fn config(frontend: u16, servers: &[SocketAddr], stats: &std::path::Path, check: &str) -> String {
     let mut cfg = format!(
         "global
     stats socket {stats} mode 600 level admin
@@ -60,11 +60,11 @@ frontend web
 backend staticd
     balance roundrobin
     option httpchk
-    http-check send meth GET uri /health.txt ver HTTP/1.1 hdr Host localhost
+    http-check send meth GET uri {check} ver HTTP/1.1 hdr Host localhost
     http-check expect status 200
     default-server send-proxy-v2 check inter 200ms fall 1 rise 1
 ",
-        stats = stats.display()
+        stats = stats.display(),
     );
     for (i, addr) in servers.iter().enumerate() {
         cfg.push_str(&format!("    server s{} {addr}\n", i + 1));
@@ -82,11 +82,16 @@ struct Haproxy {
 
 impl Haproxy {
     fn start(haproxy: &std::path::Path, servers: &[SocketAddr]) -> Haproxy {
+        Haproxy::checking(haproxy, servers, "/health.txt")
+    }
+
+    /// [`Haproxy::start`], its health checks asking for `check`.
+    fn checking(haproxy: &std::path::Path, servers: &[SocketAddr], check: &str) -> Haproxy {
         let dir = tempfile::tempdir().unwrap();
         let stats = dir.path().join("admin.sock");
         let port = free_port();
         let file = dir.path().join("haproxy.cfg");
-        fs::write(&file, config(port, servers, &stats)).unwrap();
+        fs::write(&file, config(port, servers, &stats, check)).unwrap();
         let check = run_bounded(
             Command::new(haproxy).arg("-c").arg("-f").arg(&file),
             b"",
@@ -235,6 +240,60 @@ fn round_robin_and_the_real_client_in_each_log() {
     }
 }
 
+/// What one request through HAProxy got, and when.
+type Outcome = (Instant, Result<(u16, String), String>);
+
+/// Two clients fetching through HAProxy in a loop until `finish`; every outcome kept.
+struct Load {
+    stop: Arc<AtomicBool>,
+    outcomes: Arc<Mutex<Vec<Outcome>>>,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(addr: SocketAddr) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let outcomes: Arc<Mutex<Vec<Outcome>>> = Arc::default();
+        let threads = (0..2)
+            .map(|_| {
+                let (stop, outcomes) = (stop.clone(), outcomes.clone());
+                thread::spawn(move || {
+                    while !stop.load(Ordering::SeqCst) {
+                        let result = fetch(addr).map_err(|e| e.to_string());
+                        outcomes.lock().unwrap().push((Instant::now(), result));
+                    }
+                })
+            })
+            .collect();
+        Load {
+            stop,
+            outcomes,
+            threads,
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.outcomes.lock().unwrap().len()
+    }
+
+    /// Waits (bounded) until there are `n` outcomes.
+    fn wait_for(&self, n: usize) {
+        let deadline = Instant::now() + IO_TIMEOUT;
+        while self.count() < n && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Stops the clients: every outcome, in order.
+    fn finish(self) -> Vec<Outcome> {
+        self.stop.store(true, Ordering::SeqCst);
+        for thread in self.threads {
+            thread.join().unwrap();
+        }
+        std::mem::take(&mut *self.outcomes.lock().unwrap())
+    }
+}
+
 #[test]
 fn stopping_an_instance_fails_no_request_once_marked_down() {
     let Some(haproxy) = tool("haproxy", "haproxy") else {
@@ -244,44 +303,19 @@ fn stopping_an_instance_fails_no_request_once_marked_down() {
     let (_r2, mut s2) = instance("two");
     let proxy = Haproxy::start(&haproxy, &[s1.addr(), s2.addr()]);
 
-    // Two clients in a loop until told to stop; every outcome is kept with its time.
-    let stop = Arc::new(AtomicBool::new(false));
-    type Outcome = (Instant, Result<(u16, String), String>);
-    let outcomes: Arc<Mutex<Vec<Outcome>>> = Arc::default();
-    let load: Vec<_> = (0..2)
-        .map(|_| {
-            let (stop, outcomes, addr) = (stop.clone(), outcomes.clone(), proxy.addr);
-            thread::spawn(move || {
-                while !stop.load(Ordering::SeqCst) {
-                    let result = fetch(addr).map_err(|e| e.to_string());
-                    outcomes.lock().unwrap().push((Instant::now(), result));
-                }
-            })
-        })
-        .collect();
-    let count = || outcomes.lock().unwrap().len();
-    let deadline = Instant::now() + IO_TIMEOUT;
-    while count() < 50 && Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(10));
-    }
+    let load = Load::start(proxy.addr);
+    load.wait_for(50);
     // SIGTERM: staticd lets the responses in flight finish, and exits.
     s2.process().signal(rustix::process::Signal::TERM);
     proxy.wait_stat("s2", "status", "DOWN");
     let down = Instant::now();
-    let before = count();
-    while count() < before + 200 && Instant::now() < down + IO_TIMEOUT {
-        thread::sleep(Duration::from_millis(10));
-    }
-    stop.store(true, Ordering::SeqCst);
-    for thread in load {
-        thread.join().unwrap();
-    }
+    load.wait_for(load.count() + 200);
+    let outcomes = load.finish();
     assert!(
         s2.process().wait_timeout(IO_TIMEOUT).is_some(),
         "s2 did not exit"
     );
 
-    let outcomes = outcomes.lock().unwrap();
     let failed: Vec<&Outcome> = outcomes
         .iter()
         .filter(|(_, r)| !matches!(r, Ok((200, _))))
@@ -316,4 +350,94 @@ fn stopping_an_instance_fails_no_request_once_marked_down() {
         .filter_map(|(_, r)| r.as_ref().ok().map(|(_, b)| b.as_str()))
         .collect();
     assert!(bodies.contains(&"two") && bodies.contains(&"one"));
+}
+
+/// One instance of a fleet on a fixed port with `--health-path` and `--reuse-port`, as a
+/// rolling restart runs it: a new process on the same address, then SIGTERM to the old.
+fn restartable(root: &Docroot, port: u16) -> (ChildGuard, Lines) {
+    let mut cmd = Command::new(staticd_bin());
+    without_staticd_env(&mut cmd);
+    cmd.arg("--root").arg(root.path()).args([
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        &port.to_string(),
+        "--proxy-protocol",
+        "--health-path",
+        "/healthz",
+        "--reuse-port",
+        "--log-format",
+        "common",
+    ]);
+    let (child, stderr) = spawn_with_stderr(&mut cmd);
+    stderr.wait_line(|l| l.starts_with("staticd: listening on 127.0.0.1:"));
+    (child, stderr)
+}
+
+/// A rolling restart behind HAProxy checking `--health-path`: a new s2 starts on the
+/// old one's address (--reuse-port), the old one gets SIGTERM (its health path says
+/// 503 from then on, its listener closes, its responses in flight finish), and no
+/// request through HAProxy fails; the health checks are in no access log.
+#[test]
+fn a_rolling_restart_checked_by_the_health_path_fails_no_request() {
+    let Some(haproxy) = tool("haproxy", "haproxy") else {
+        return;
+    };
+    let s1_root = Docroot::new();
+    s1_root.file("who.txt", "one");
+    let s1_port = free_port();
+    let (_s1, _s1_stderr) = restartable(&s1_root, s1_port);
+    let s1 = SocketAddr::from(([127, 0, 0, 1], s1_port));
+    let port = free_port();
+    let old_root = Docroot::new();
+    old_root.file("who.txt", "two");
+    let (mut old, old_stderr) = restartable(&old_root, port);
+    let s2 = SocketAddr::from(([127, 0, 0, 1], port));
+    let proxy = Haproxy::checking(&haproxy, &[s1, s2], "/healthz");
+
+    let load = Load::start(proxy.addr);
+    load.wait_for(50);
+    let new_root = Docroot::new();
+    new_root.file("who.txt", "three");
+    let (_new, new_stderr) = restartable(&new_root, port);
+    old.signal(rustix::process::Signal::TERM);
+    let exited = old
+        .wait_timeout(IO_TIMEOUT)
+        .expect("the old s2 did not exit");
+    assert_eq!(exited.code(), Some(0), "{}", describe(exited));
+    let after_exit = load.count();
+    let deadline = Instant::now() + IO_TIMEOUT;
+    // Until the new process has served some (HAProxy's checks see it up).
+    while Instant::now() < deadline {
+        let served_new = load.outcomes.lock().unwrap()[after_exit..]
+            .iter()
+            .filter(|(_, r)| matches!(r, Ok((200, b)) if b == "three"))
+            .count();
+        if served_new >= 20 {
+            break;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    let outcomes = load.finish();
+    let failed: Vec<_> = outcomes
+        .iter()
+        .filter(|(_, r)| !matches!(r, Ok((200, _))))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} failed: {failed:#?}",
+        failed.len(),
+        outcomes.len()
+    );
+    let bodies: Vec<&str> = outcomes
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok().map(|(_, b)| b.as_str()))
+        .collect();
+    for who in ["one", "two", "three"] {
+        assert!(bodies.contains(&who), "no answer from {who}");
+    }
+    // HAProxy checked /healthz all along; not one check is in a log.
+    for lines in [old_stderr.snapshot(), new_stderr.snapshot()] {
+        assert!(log_lines(&lines, "/healthz").is_empty(), "{lines:#?}");
+    }
 }

@@ -189,6 +189,48 @@ fn spa_fallback_serves_index_for_every_route(v: Variant) {
     }
 }
 
+/// The README's own pair of rules: a catch-all rewrite and assets cached for a year. A
+/// missing asset gets the page (what the rule says) but never the assets' lifetime: a
+/// rewritten response takes the `_headers` of the file it serves. Loading the files
+/// says so once.
+fn spa_fallback_never_caches_the_page_as_an_immutable_asset(v: Variant) {
+    const IMMUTABLE: &str = "public, max-age=31536000, immutable";
+    let root = Docroot::new();
+    root.file("_redirects", "/* /index.html 200\n");
+    root.file(
+        "_headers",
+        format!("/assets/*\n  Cache-Control: {IMMUTABLE}\n/*.html\n  Cache-Control: no-cache\n"),
+    );
+    root.file("index.html", "<div id=app></div>\n");
+    root.file("assets/real.js", "real();\n");
+    let server = Server::start(v, &root);
+    let real = get(&server, "/assets/real.js");
+    assert_eq!(real.header("cache-control"), Some(IMMUTABLE), "{real:#?}");
+    let missing = get(&server, "/assets/app.js");
+    assert_page(&missing, 200, "<div id=app></div>\n");
+    assert_eq!(
+        missing.header("cache-control"),
+        Some("no-cache"),
+        "{missing:#?}"
+    );
+    let warned = |lines: &[String]| {
+        lines
+            .iter()
+            .filter(|l| l.contains("_redirects:1:") && l.contains("immutable"))
+            .count()
+    };
+    let lines = server
+        .stderr()
+        .wait_for(IO_TIMEOUT, |l| warned(l) >= 1)
+        .unwrap_or_else(|| panic!("no warning: {:#?}", server.stderr().snapshot()));
+    // Once per load: in inetd mode each connection is a process of its own.
+    if v.mode == Mode::Standalone {
+        get(&server, "/assets/other.js");
+        assert_eq!(warned(&lines), 1, "{lines:#?}");
+        assert_eq!(warned(&server.stderr().snapshot()), 1);
+    }
+}
+
 fn a_fnord_symlink_wins_over_a_rule(v: Variant) {
     let root = site();
     let server = Server::start(v, &root);
@@ -388,6 +430,7 @@ matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     an_existing_file_shadows_an_unforced_rule,
     a_forced_rule_wins_over_an_existing_file,
     spa_fallback_serves_index_for_every_route,
+    spa_fallback_never_caches_the_page_as_an_immutable_asset,
     a_fnord_symlink_wins_over_a_rule,
     a_rewrite_never_leaves_the_root,
     a_proxy_line_is_reported_and_ignored,

@@ -52,7 +52,15 @@ fn startup_line_names_the_listening_address(v: Variant) {
         0,
         "the line must name the real (ephemeral) port"
     );
-    let mut expected = vec![format!("staticd: listening on 127.0.0.1:{}", addr.port())];
+    let scheme = if server.is_tls() { "https" } else { "http" };
+    let mut expected = vec![
+        format!(
+            "staticd: serving {} on {scheme}://127.0.0.1:{}/",
+            root.path().display(),
+            addr.port()
+        ),
+        format!("staticd: listening on 127.0.0.1:{}", addr.port()),
+    ];
     // With HTTPS, HTTP/3 on the same port over UDP, said once its endpoint is up (after
     // the TCP listeners).
     if server.is_tls() && cfg!(feature = "http3") {

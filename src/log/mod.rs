@@ -8,6 +8,7 @@
 //! nginx's `$body_bytes_sent` and Apache's `%b`, so a download cut short
 //! logs what the client was sent, not what it asked for.
 
+mod json;
 pub mod queue;
 
 use std::cell::Cell;
@@ -40,6 +41,8 @@ pub struct Entry<'a> {
     /// Where the body lies among the bytes written for the response (its
     /// head comes first): the size logged is how much of this range went out.
     pub body: Range<u64>,
+    /// Whether it came over TLS (the JSON format says so).
+    pub tls: bool,
 }
 
 /// Formatted access-log lines waiting for their sizes: one response's, or
@@ -61,6 +64,9 @@ struct SizeField {
     at: usize,
     /// The body's place among the bytes written, as in `Entry::body`.
     body: Range<u64>,
+    /// JSON lines only: when the response was decided; the duration, from
+    /// then to the write, follows the size.
+    decided: Option<Instant>,
 }
 
 thread_local! {
@@ -82,6 +88,7 @@ impl Line {
             self.sizes.push(SizeField {
                 at: base + f.at,
                 body: f.body.start + offset..f.body.end + offset,
+                decided: f.decided,
             });
         }
         self.zero = more.zero;
@@ -111,6 +118,7 @@ impl Line {
     /// Puts every size in its place: the part of its body among the first
     /// `written` bytes.
     fn fill(&mut self, written: u64) {
+        let now = Instant::now();
         let mut out = pool::take(&pool::LINES);
         let mut from = 0;
         for f in &self.sizes {
@@ -121,6 +129,9 @@ impl Line {
             } else {
                 // Writing to a String cannot fail.
                 let _ = write!(out, "{sent}");
+            }
+            if let Some(decided) = f.decided {
+                json::tail(&mut out, now.duration_since(decided).as_secs_f64());
             }
             from = f.at;
         }
@@ -153,6 +164,7 @@ pub fn format(format: LogFormat, e: &Entry, now: SystemTime) -> Line {
         LogFormat::Off => Ok(0),
         LogFormat::Fnord => fnord(&mut text, e),
         LogFormat::Common | LogFormat::Combined => common(&mut text, format, e, now),
+        LogFormat::Json => json::line(&mut text, e, now),
     }
     .unwrap_or_default();
     text.push('\n');
@@ -160,8 +172,12 @@ pub fn format(format: LogFormat, e: &Entry, now: SystemTime) -> Line {
     sizes.push(SizeField {
         at,
         body: e.body.clone(),
+        decided: (format == LogFormat::Json).then(Instant::now),
     });
-    let zero = if format == LogFormat::Fnord { "0" } else { "-" };
+    let zero = match format {
+        LogFormat::Fnord | LogFormat::Json => "0",
+        _ => "-",
+    };
     Line { text, sizes, zero }
 }
 
@@ -500,6 +516,7 @@ mod tests {
             status,
             user: None,
             body,
+            tls: false,
         }
     }
 
@@ -600,6 +617,37 @@ mod tests {
         escape(&mut escaped, "a\"b\x1b");
         assert_eq!(escaped, "a\\\"b\\x1b");
         assert!(format(LogFormat::Off, &e, t()).is_empty());
+    }
+
+    #[test]
+    fn json_line() {
+        let mut r = req();
+        r.user_agent = Some("evil\"\n\u{1b}]0;x\x07".into());
+        r.target = "/\u{fffd}\\\"".into();
+        let mut e = entry(Some(&r), 200, 100..2426);
+        e.user = Some("ann");
+        e.tls = true;
+        let line = filled(format(LogFormat::Json, &e, t()), 2426);
+        let (head, tail) = line.split_once(",\"duration\":").unwrap();
+        assert_eq!(
+            head,
+            "{\"ts\":971186136.000000,\"request\":{\"remote_ip\":\"10.0.0.1\",\"proto\":\"HTTP/1.1\",\
+             \"method\":\"GET\",\"host\":\"example.test\",\"uri\":\"/\u{fffd}\\\\\\\"\",\
+             \"headers\":{\"User-Agent\":[\"evil\\\"\\n\\u001b]0;x\\u0007\"]},\"tls\":{}},\
+             \"user_id\":\"ann\",\"status\":200,\"size\":2326"
+        );
+        assert!(
+            tail.ends_with("}\n") && tail[..tail.len() - 2].parse::<f64>().is_ok(),
+            "{tail}"
+        );
+        // An unparsed request, nothing sent.
+        let line = filled(format(LogFormat::Json, &entry(None, 400, 0..0), t()), 0);
+        assert!(
+            line.contains(
+                "\"remote_ip\":\"10.0.0.1\"},\"user_id\":\"\",\"status\":400,\"size\":0,"
+            ),
+            "{line}"
+        );
     }
 
     #[test]

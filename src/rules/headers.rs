@@ -80,6 +80,11 @@ pub struct HeaderRules {
     blocks: Vec<Pattern>,
     names: Vec<Name>,
     values: Vec<Value>,
+    /// For each path pattern whose Cache-Control says `immutable`, a path it
+    /// matches (`/assets/*` -> `/assets/x`): what `root_files` asks the
+    /// `_redirects` rules about, to warn of a rewrite that would serve
+    /// another file there.
+    immutable: Vec<Box<str>>,
 }
 
 /// One field name, as first written, with where it is set and removed.
@@ -109,6 +114,7 @@ impl HeaderRules {
         let mut current: Option<u16> = None;
         let mut seen_pattern = false;
         let mut limit_at = None;
+        let mut pattern_text = "";
         while let Some((number, line)) = lines.next_text(warn) {
             let trimmed = line.trim_matches([' ', '\t']);
             if trimmed.is_empty() || trimmed.starts_with('#') {
@@ -120,6 +126,7 @@ impl HeaderRules {
                     break;
                 }
                 seen_pattern = true;
+                pattern_text = trimmed;
                 current = match parse_pattern_line(trimmed) {
                     Ok(pattern) => {
                         rules.blocks.push(pattern);
@@ -133,17 +140,44 @@ impl HeaderRules {
                 continue;
             }
             match current {
-                Some(block) => {
-                    if let Err(why) = rules.add_field_line(block, trimmed) {
-                        warn(number, &why);
-                    }
-                }
+                Some(block) => match rules.add_field_line(block, trimmed) {
+                    Ok(()) => rules.note_immutable(pattern_text, trimmed),
+                    Err(why) => warn(number, &why),
+                },
                 None if !seen_pattern => warn(number, "a field line before any URL pattern"),
                 None => {}
             }
         }
         report_limit(&lines, limit_at, warn);
         rules
+    }
+
+    /// Notes `pattern` if `field` makes what it matches immutable.
+    fn note_immutable(&mut self, pattern: &str, field: &str) {
+        let Some((name, value)) = field.split_once(':') else {
+            return;
+        };
+        let immutable = value.to_ascii_lowercase().contains("immutable");
+        if !name.trim_end().eq_ignore_ascii_case("Cache-Control") || !immutable {
+            return;
+        }
+        if !pattern.starts_with('/') {
+            return;
+        }
+        // A path the pattern matches: each placeholder or splat stands for `x`.
+        let sample: Vec<String> = pattern
+            .split('/')
+            .map(|segment| match segment.starts_with(':') {
+                true => "x".to_string(),
+                false => segment.replace('*', "x"),
+            })
+            .collect();
+        self.immutable.push(sample.join("/").into());
+    }
+
+    /// Paths that patterns marked immutable match, one per such pattern.
+    pub fn immutable_samples(&self) -> &[Box<str>] {
+        &self.immutable
     }
 
     /// Whether no block sets or removes anything.

@@ -53,6 +53,13 @@ impl Listener {
     }
 }
 
+/// What to do about a port below 1024 that only a privileged process may
+/// bind: the three ways, each with what it takes.
+const LOW_PORT_HINT: &str = "; ports below 1024 need privilege: start as root with \
+     --user NAME (privileges are dropped after binding), or allow this binary with \
+     `setcap cap_net_bind_service=+ep /path/to/staticd`, or let systemd bind it \
+     (socket activation, examples/systemd)";
+
 /// The descriptor and name of every passed socket, for the start-up lines.
 static LABELS: OnceLock<Vec<(RawFd, String)>> = OnceLock::new();
 
@@ -186,7 +193,11 @@ impl Binder {
                     Some(name) => format!("{name} ({addr})"),
                     None => addr.to_string(),
                 };
-                Err(format!("cannot listen on {shown}: {}", why(&e)))
+                let hint = match e.kind() {
+                    io::ErrorKind::PermissionDenied if addr.port() < 1024 => LOW_PORT_HINT,
+                    _ => "",
+                };
+                Err(format!("cannot listen on {shown}: {}{hint}", why(&e)))
             }
         }
     }

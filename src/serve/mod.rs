@@ -3,6 +3,7 @@
 
 pub(crate) mod accept;
 pub mod activation;
+pub(crate) mod announce;
 pub mod cgi_exchange;
 pub(crate) mod cgi_task;
 pub(crate) mod clients;

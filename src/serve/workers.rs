@@ -37,6 +37,17 @@ pub(crate) fn run_workers(
     let (stop_tx, stop_rx) = watch::channel(false);
     let conns = Arc::new(Connections::new(&cfg));
     // Announced only when everything is ready: tests and scripts wait for it.
+    // The line for people first, then the lines scripts and tests wait
+    // for: once they see those, this one is there too.
+    let mut addrs = Vec::new();
+    for l in listeners.first().into_iter().flatten() {
+        if let Listener::Tcp(l) = l {
+            addrs.push(l.local_addr()?);
+        }
+    }
+    if let Some(line) = super::announce::serving_line(&cfg.root, &addrs, cfg.https.is_some()) {
+        eprintln!("{line}");
+    }
     let mut names = Vec::new();
     for l in listeners.first().into_iter().flatten() {
         let name = l.name()?;
@@ -72,6 +83,7 @@ pub(crate) fn run_workers(
     super::notify::ready(&format!("listening on {}", names.join(", ")));
     signals.block_on(stop_signals.recv());
     conns.stop_begins();
+    crate::respond::draining_begins();
     log::abandon_after(grace);
     super::notify::stopping();
     let _ = stop_tx.send(true);

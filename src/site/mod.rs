@@ -132,6 +132,15 @@ impl Site {
         let fd = sys::open_dir(root).map_err(|e| format!("root {shown}: {}", describe(&e)))?;
         // Refuse an unreadable root now rather than 403 on every request.
         std::fs::read_dir(root).map_err(|e| format!("root {shown}: {}", describe(&e)))?;
+        // A directory that can be listed but not entered (mode 0644) would
+        // list its names and answer 403 for every file in it.
+        rustix::fs::accessat(
+            rustix::fs::CWD,
+            root,
+            rustix::fs::Access::EXEC_OK,
+            rustix::fs::AtFlags::EACCESS,
+        )
+        .map_err(|_| format!("root {shown}: Permission denied (it can be read but not entered: it needs x permission too)"))?;
         if index.is_empty() {
             return Err("index: no file name given".to_string());
         }
@@ -166,6 +175,11 @@ impl Site {
 
     pub fn runs_cgi(&self) -> bool {
         self.features.cgi
+    }
+
+    /// `--health-path`, if set.
+    pub fn health_path(&self) -> Option<&str> {
+        self.features.health_path.as_deref()
     }
 
     /// The `_headers` and `_redirects` rules of the site a request with

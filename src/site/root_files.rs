@@ -157,11 +157,36 @@ fn read(dir: BorrowedFd<'_>, shown: &Path) -> (RootFiles, Stamps) {
         let path = file_path(shown, REDIRECTS);
         files.redirects = RedirectRules::parse(&text, &mut |line, msg| report(&path, line, msg));
     }
+    warn_of_rewrites_over_immutable(&files, shown);
     files.error_pages = ERROR_CODES
         .into_iter()
         .filter(|code| stamp(dir, format!("{code}.html").as_bytes()).is_some())
         .collect();
     (files, [headers_stamp, redirects_stamp, dir_stamp])
+}
+
+/// The single-page-app trap, said once when the files are loaded: a 200
+/// rewrite (`/* /index.html 200`) over paths `_headers` marks immutable
+/// (`/assets/*`). A rewritten response gets the `_headers` of the file it
+/// serves (respond.rs), so the page is not cached as a missing script for a
+/// year; but a missing asset still gets the page, with a 200.
+fn warn_of_rewrites_over_immutable(files: &RootFiles, shown: &Path) {
+    for sample in files.headers.immutable_samples() {
+        let Some(rule) = files.redirects.first_match(sample.as_bytes()) else {
+            continue;
+        };
+        if rule.status() != 200 {
+            continue;
+        }
+        let msg = format!(
+            "this 200 rewrite also answers {sample}, which _headers marks immutable; \
+             a missing file there gets the rewrite's target with a 200, with the \
+             _headers of that target, not of the URL (a rule such as `/assets/* /404.html 404` \
+             before it keeps missing assets 404s)"
+        );
+        report(&file_path(shown, REDIRECTS), rule.line(), &msg);
+        return;
+    }
 }
 
 fn file_path(dir: &Path, name: &[u8]) -> PathBuf {

@@ -53,21 +53,23 @@ impl Store {
             }
         };
         if let Some((cert, key)) = &sources.pair {
-            let loaded = load_pair(cert, key, provider)?;
+            let files = [("--tls-cert", cert.as_path()), ("--tls-key", key.as_path())];
+            let loaded = load_pair(cert, key, provider).map_err(|e| flagged(e, &files))?;
             check(cert, &loaded);
             store.fallback = Some(loaded.key);
         }
         if let Some(dir) = &sources.dir {
             let mut found = 0;
-            for (cert, key) in certbot_pairs(dir)? {
-                let loaded = load_pair(&cert, &key, provider)?;
+            let in_dir = |e: String| format!("--tls-dir {e}");
+            for (cert, key) in certbot_pairs(dir).map_err(in_dir)? {
+                let loaded = load_pair(&cert, &key, provider).map_err(in_dir)?;
                 check(&cert, &loaded);
                 store.add(loaded);
                 found += 1;
             }
             if found == 0 && store.fallback.is_none() {
                 return Err(format!(
-                    "{}: no certificates (expected <name>/fullchain.pem and <name>/privkey.pem)",
+                    "--tls-dir {}: no certificates (expected <name>/fullchain.pem and <name>/privkey.pem)",
                     dir.display()
                 ));
             }
@@ -156,6 +158,17 @@ fn certbot_pairs(dir: &Path) -> Result<Vec<(PathBuf, PathBuf)>, String> {
 }
 
 /// Reads a chain and its key and checks that they belong together.
+/// An error about one of `files` (`path: why`), with the flag that named
+/// the file in front: `--tls-cert /nope/cert.pem: No such file or directory`.
+fn flagged(e: String, files: &[(&str, &Path)]) -> String {
+    for (flag, path) in files {
+        if e.starts_with(&format!("{}: ", path.display())) {
+            return format!("{flag} {e}");
+        }
+    }
+    e
+}
+
 pub fn load_pair(cert: &Path, key: &Path, provider: &CryptoProvider) -> Result<Loaded, String> {
     let chain = parse_chain(&read(cert)?).map_err(|why| in_file(cert, why))?;
     let key_der = parse_key(&read(key)?).map_err(|why| in_file(key, why))?;

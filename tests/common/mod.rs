@@ -57,8 +57,60 @@ const CLIENT_ADDRESS_VARS: [&str; 5] = [
     "REMOTE_PORT",
 ];
 
+/// The staticd binary the tests run. Where other users cannot reach the one
+/// cargo built (a checkout in root's home, mode 0700), tests that run it as
+/// nobody could not exec it: then it is a link (or copy) of it in the temp
+/// directory, made once and shared by every test binary of the build.
 pub fn staticd_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_staticd")
+    static REACHABLE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    REACHABLE.get_or_init(|| {
+        let built = Path::new(env!("CARGO_BIN_EXE_staticd"));
+        match reachable_by_all(built) {
+            true => built.display().to_string(),
+            false => reachable_copy(built).display().to_string(),
+        }
+    })
+}
+
+/// Whether every user may exec (or enter) `path`: it and every directory
+/// above it have the x bit for others.
+pub fn reachable_by_all(path: &Path) -> bool {
+    path.ancestors().all(|p| {
+        p.as_os_str().is_empty()
+            || fs::metadata(p).is_ok_and(|m| m.permissions().mode() & 0o001 != 0)
+    })
+}
+
+/// `built` under the temp directory, keyed by its size and modification
+/// time (a rebuilt binary gets a new one): a hard link where the temp
+/// directory is on the same file system, else a copy. Made under a name of
+/// this process's, then renamed, so concurrent test binaries never run a
+/// half-written file.
+fn reachable_copy(built: &Path) -> PathBuf {
+    let meta = fs::metadata(built).expect("the staticd binary");
+    let stamp = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    let dir = std::env::temp_dir()
+        .join("staticd-test-bin")
+        .join(format!("{}-{stamp}", meta.len()));
+    let target = dir.join("staticd");
+    if target.exists() {
+        return target;
+    }
+    fs::create_dir_all(&dir).expect("create the directory of the reachable binary");
+    for d in [dir.parent().unwrap(), &dir] {
+        let _ = fs::set_permissions(d, fs::Permissions::from_mode(0o755));
+    }
+    let partial = dir.join(format!("staticd.{}", std::process::id()));
+    if fs::hard_link(built, &partial).is_err() {
+        fs::copy(built, &partial).expect("copy the staticd binary");
+    }
+    fs::set_permissions(&partial, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::rename(&partial, &target).expect("rename the reachable binary");
+    target
 }
 
 /// Runs each listed `fn(Mode)` as two tests, `NAME::standalone` and `NAME::inetd`: for

@@ -177,7 +177,22 @@ pub struct Outcome {
 
 /// Runs `staticd ARGS` to completion (bounded by [`IO_TIMEOUT`]).
 pub fn run_to_exit<S: AsRef<OsStr>>(args: &[S]) -> Outcome {
+    run_to_exit_with(args, &[], false)
+}
+
+/// [`run_to_exit`] with these environment variables, and as nobody (uid
+/// 65534) when `unprivileged` and the tests run as root.
+pub fn run_to_exit_with<S: AsRef<OsStr>>(
+    args: &[S],
+    envs: &[(&str, &str)],
+    unprivileged: bool,
+) -> Outcome {
     let mut cmd = Command::new(staticd_bin());
+    without_staticd_env(&mut cmd);
+    cmd.envs(envs.iter().copied());
+    if unprivileged && rustix::process::geteuid().is_root() {
+        cmd.uid(65534).gid(65534);
+    }
     cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -200,6 +215,18 @@ pub fn run_to_exit<S: AsRef<OsStr>>(args: &[S]) -> Outcome {
         status,
         stdout: stdout.snapshot().join("\n"),
         stderr: stderr.snapshot(),
+    }
+}
+
+/// Leaves out the caller's STATICD_* variables (every flag reads one): a
+/// test gets only the settings it names. The tests' own (STATICD_TEST_*)
+/// stay.
+pub fn without_staticd_env(cmd: &mut Command) {
+    for (key, _) in std::env::vars_os() {
+        let name = key.to_string_lossy();
+        if name.starts_with("STATICD_") && !name.starts_with("STATICD_TEST_") {
+            cmd.env_remove(&key);
+        }
     }
 }
 

@@ -144,6 +144,7 @@ impl Builder {
         for var in CLIENT_ADDRESS_VARS {
             cmd.env_remove(var);
         }
+        without_staticd_env(&mut cmd);
         cmd.envs(self.envs.iter().map(|(k, v)| (k, v)));
         if self.unprivileged && rustix::process::geteuid().is_root() {
             cmd.uid(65534).gid(65534);

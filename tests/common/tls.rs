@@ -327,10 +327,16 @@ fn write_readable(path: &Path, contents: &[u8]) {
     fs::rename(&tmp, path).unwrap();
 }
 
-/// `CARGO_TARGET_TMPDIR/test-pki/<pid>`, after removing the directories of processes
+/// `CARGO_TARGET_TMPDIR/test-pki/<pid>` (or the temp directory's, see below), after removing the directories of processes
 /// that are gone (earlier runs).
 fn pki_dir() -> PathBuf {
-    let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("test-pki");
+    let target_tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    // A checkout other users cannot enter (root's 0700 home): the system's
+    // temp directory instead, where a server running as nobody reads them.
+    let base = match super::reachable_by_all(target_tmp) {
+        true => target_tmp.join("test-pki"),
+        false => std::env::temp_dir().join("staticd-test-pki"),
+    };
     fs::create_dir_all(&base).unwrap();
     if let Ok(entries) = fs::read_dir(&base) {
         for entry in entries.flatten() {
