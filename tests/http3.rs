@@ -417,14 +417,21 @@ fn head(server: &Server, method: &str, path: &str) -> hyper::Request<()> {
 
 /// Waits until what `conn` has written so far has gone out and the server has sent an
 /// acknowledgement since: the server has the packets that carried it.
-async fn acknowledged(conn: &quinn::Connection, stream_frames_before: u64) {
-    while conn.stats().frame_tx.stream <= stream_frames_before {
+async fn acknowledged(conn: &quinn::Connection, (stream_frames, acks): (u64, u64)) {
+    while conn.stats().frame_tx.stream <= stream_frames {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    let acks = conn.stats().frame_rx.acks;
+    // Counted from before the frame went out: the server's ACK may come
+    // before this task looks again (waiting for one more would wait forever).
     while conn.stats().frame_rx.acks <= acks {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
+}
+
+/// What `acknowledged` counts from: take it before sending.
+fn sent_and_acked(conn: &quinn::Connection) -> (u64, u64) {
+    let stats = conn.stats();
+    (stats.frame_tx.stream, stats.frame_rx.acks)
 }
 
 /// A client may end a request stream in a later packet than its head, or send the body
@@ -437,7 +444,7 @@ fn a_request_whose_end_comes_after_its_head_is_answered(v: Variant) {
     let mut server = server(v, &root);
     let get = head(&server, "GET", "/small.txt");
     let (status, body) = by_hand(&server, async move |conn| {
-        let frames = conn.conn.stats().frame_tx.stream;
+        let frames = sent_and_acked(&conn.conn);
         let mut stream = conn.sender.send_request(get).await?;
         acknowledged(&conn.conn, frames).await;
         stream.finish().await?;
