@@ -122,57 +122,31 @@ fn zero_rtt_answers_a_get_but_never_runs_a_script_for_an_unfinished_handshake() 
         assert_eq!(json["responses"][0]["status"], 200, "{}", run.stdout);
         file
     };
+    // A request in 0-RTT, with a fresh ticket, whose client never
+    // finishes its handshake: `extra` arguments of h3.py's `early`.
+    let mut tickets_used = 0;
+    let mut early = |extra: &[&str], path: &str| {
+        let t = ticket(tickets_used);
+        tickets_used += 1;
+        let mut args = vec!["early", "--ca", &ca, "--ticket", &t];
+        args.extend_from_slice(extra);
+        let url = url(&server, path);
+        args.push(&url);
+        h3py(&aioquic, &args)
+    };
     // A GET in 0-RTT is answered at once (0.5-RTT), before the client's
     // handshake completes: resumption and early data work.
-    let t = ticket(0);
-    let (json, run) = h3py(
-        &aioquic,
-        &[
-            "early",
-            "--ca",
-            &ca,
-            "--ticket",
-            &t,
-            &url(&server, "/index.html"),
-        ],
-    );
+    let (json, run) = early(&[], "/index.html");
     assert_eq!(json["status"], 200, "an early GET: {}", run.stdout);
     assert_eq!(json["done"], true, "{}", run.stdout);
     // A POST to a script in 0-RTT, whose client never finishes the
     // handshake, then its first flight replayed from another address: the
     // script never runs, and nothing answers.
-    let t = ticket(1);
-    let (json, run) = h3py(
-        &aioquic,
-        &[
-            "early",
-            "--ca",
-            &ca,
-            "--ticket",
-            &t,
-            "--method",
-            "POST",
-            "--data",
-            "x=1",
-            "--seconds",
-            "2",
-            &url(&server, "/mark.cgi"),
-        ],
-    );
+    let post = ["--method", "POST", "--data", "x=1", "--seconds", "2"];
+    let (json, run) = early(&post, "/mark.cgi");
     assert_eq!(json["status"], serde_json::Value::Null, "{}", run.stdout);
     // A GET of the script in 0-RTT waits for the handshake too.
-    let t = ticket(2);
-    let (json, run) = h3py(
-        &aioquic,
-        &[
-            "early",
-            "--ca",
-            &ca,
-            "--ticket",
-            &t,
-            &url(&server, "/mark.cgi"),
-        ],
-    );
+    let (json, run) = early(&[], "/mark.cgi");
     assert_eq!(json["status"], serde_json::Value::Null, "{}", run.stdout);
     assert!(
         !marker.exists(),

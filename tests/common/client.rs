@@ -334,16 +334,9 @@ impl Client {
                 .collect();
             out.sort_by_key(|(i, _, _)| *i);
             out.into_iter()
-                .map(|(_, parts, body)| HResponse {
-                    version: parts.version,
-                    status: parts.status.as_u16(),
-                    reason: parts
-                        .status
-                        .canonical_reason()
-                        .unwrap_or_default()
-                        .to_string(),
-                    headers: parts.headers,
-                    body,
+                .map(|(_, parts, body)| {
+                    let version = parts.version;
+                    response_of(version, parts, body)
                 })
                 .collect()
         })
@@ -468,8 +461,18 @@ impl Drop for Client {
 
 /// An HTTP/3 response as [`HResponse`]: version `HTTP/3.0`, the canonical reason.
 fn h3_response(parts: hyper::http::response::Parts, body: Vec<u8>) -> HResponse {
+    response_of(hyper::Version::HTTP_3, parts, body)
+}
+
+/// A response of a protocol without reason phrases (HTTP/2, HTTP/3) as [`HResponse`],
+/// with the canonical reason.
+fn response_of(
+    version: hyper::Version,
+    parts: hyper::http::response::Parts,
+    body: Vec<u8>,
+) -> HResponse {
     HResponse {
-        version: hyper::Version::HTTP_3,
+        version,
         status: parts.status.as_u16(),
         reason: parts
             .status
