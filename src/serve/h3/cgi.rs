@@ -145,7 +145,9 @@ impl Script {
             return Err(());
         };
         let before = sent.written;
-        send::send_data(stream, bytes, sent, &mut self.pace).await?;
+        send::send_data(stream, bytes, sent, &mut self.pace)
+            .await
+            .map_err(|_| ())?;
         // Only the script's own bytes count as body.
         sent.written = before + payload;
         Ok(())

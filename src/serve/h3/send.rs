@@ -2,6 +2,8 @@
 //! HTTP/2 would send, its body as DATA frames measured against
 //! `--send-timeout` and `--min-rate`.
 
+use std::io;
+use std::os::unix::fs::FileExt;
 use std::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -54,15 +56,8 @@ pub(super) async fn send(cfg: &Config, client: &str, stream: &mut Stream, mut se
     let body = std::mem::take(&mut sent.response.body);
     let mut pace = Pace::new(Instant::now(), cfg.send_timeout, cfg.min_rate);
     for chunk in body {
-        if send_chunk(stream, chunk, &mut sent, &mut pace)
-            .await
-            .is_err()
-        {
-            if pace.too_slow() {
-                let rate = cfg.min_rate;
-                let slow = crate::complaint::Complaint::SlowResponse { rate };
-                crate::complaint::complain(client, slow);
-            }
+        if let Err(e) = send_chunk(stream, chunk, &mut sent, &mut pace).await {
+            crate::serve::response_failed(&e, &pace, client, cfg);
             stream.stop_stream(Code::H3_REQUEST_CANCELLED);
             return;
         }
@@ -77,7 +72,7 @@ async fn send_chunk(
     chunk: Chunk,
     sent: &mut Sent,
     pace: &mut Pace,
-) -> Result<(), ()> {
+) -> io::Result<()> {
     match chunk {
         Chunk::Bytes(bytes) => send_data(stream, Bytes::from(bytes), sent, pace).await,
         Chunk::Static(bytes) => send_data(stream, Bytes::from_static(bytes), sent, pace).await,
@@ -91,10 +86,10 @@ async fn send_chunk(
             while at < end {
                 let want = (end - at).min(FILE_BLOCK as u64) as usize;
                 let mut block = BytesMut::zeroed(want);
-                let n = read_at(&file, &mut block, at).map_err(|_| ())?;
+                let n = file.read_at(&mut block, at)?;
                 if n == 0 {
                     // The file shrank under us: the body cannot be whole.
-                    return Err(());
+                    return Err(io::ErrorKind::UnexpectedEof.into());
                 }
                 block.truncate(n);
                 send_data(stream, block.freeze(), sent, pace).await?;
@@ -105,25 +100,15 @@ async fn send_chunk(
     }
 }
 
-fn read_at(file: &std::fs::File, buf: &mut [u8], at: u64) -> std::io::Result<usize> {
-    use std::os::unix::fs::FileExt;
-    loop {
-        match file.read_at(buf, at) {
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            other => return other,
-        }
-    }
-}
-
 /// One DATA frame, given up on at the pace's deadline: the client's flow
 /// control takes bytes only as its application reads them, so a client
-/// that stops reading stops the stream here.
+/// that stops reading stops the stream here (`TimedOut`).
 pub(super) async fn send_data(
     stream: &mut Stream,
     bytes: Bytes,
     sent: &mut Sent,
     pace: &mut Pace,
-) -> Result<(), ()> {
+) -> io::Result<()> {
     let n = bytes.remaining() as u64;
     match tokio::time::timeout_at(pace.deadline().into(), stream.send_data(bytes)).await {
         Ok(Ok(())) => {
@@ -131,6 +116,7 @@ pub(super) async fn send_data(
             pace.progress(Instant::now(), n);
             Ok(())
         }
-        _ => Err(()),
+        Ok(Err(e)) => Err(io::Error::new(io::ErrorKind::ConnectionReset, e)),
+        Err(_) => Err(io::ErrorKind::TimedOut.into()),
     }
 }
