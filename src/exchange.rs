@@ -222,7 +222,7 @@ impl Exchange {
         if matches!(self.phase, Phase::Head) {
             let request = &self.job.request;
             crate::metrics::request(Some(request), 499, ctx.kind == Kind::Https);
-            unanswered(ctx, request, self.job.user.as_deref(), 499);
+            unanswered(ctx, &self.job, 499);
         }
         self.end(false, false);
     }
@@ -311,6 +311,7 @@ impl Exchange {
             Answer::Cgi(mut next) => {
                 next.raw_head = std::mem::take(&mut self.job.raw_head);
                 next.https = self.job.https;
+                next.tls = self.job.tls;
                 next.sockets = self.job.sockets;
                 self.job = next;
                 self.head_buf.clear();
@@ -380,6 +381,7 @@ impl Exchange {
         session::sent(
             ctx.cfg,
             ctx.kind,
+            self.job.tls,
             ctx.client,
             Some(request),
             response,
@@ -439,15 +441,16 @@ fn redirected<'a>(original: &Request<'a>, target: String) -> Request<'a> {
 }
 
 /// Writes the access-log line of a request that got no response.
-fn unanswered(ctx: &Context, request: &Request, user: Option<&str>, status: u16) {
+fn unanswered(ctx: &Context, job: &CgiJob, status: u16) {
+    let request = &job.request;
     let trusted = &ctx.cfg.trusted_proxies;
     let entry = log::Entry {
         client: crate::proxy::forwarded::client_name(trusted, ctx.client, Some(request)),
         request: Some(request),
         status,
-        user,
+        user: job.user.as_deref(),
         body: 0..0,
-        tls: ctx.kind == Kind::Https,
+        tls: job.tls,
     };
     log::format(ctx.cfg.log_format, &entry, SystemTime::now()).emit(0);
 }

@@ -358,6 +358,7 @@ impl Reply<'_> {
                     raw_head: Vec::new(),
                     force_close,
                     https: false,
+                    tls: None,
                     sockets: None,
                     site_headers: ctx.owned_headers(),
                     user: None,
@@ -387,6 +388,8 @@ pub struct CgiJob {
     pub force_close: bool,
     /// The request came over TLS (CGI's HTTPS=on); the session fills it in.
     pub https: bool,
+    /// What TLS agreed on, for the log; the session fills it in.
+    pub tls: Option<crate::log::Tls>,
     /// The client's and our socket addresses, when the exchange's
     /// descriptor is not the connection's socket (an HTTP/2 stream's
     /// socket pair); None: ask the descriptor.

@@ -135,6 +135,8 @@ pub struct Session {
     /// A script found while batching pipelined answers, to run next.
     pending_cgi: Option<Box<CgiJob>>,
     client: ClientName,
+    /// What TLS agreed on, once the transport has told it (for the log).
+    tls: Option<log::Tls>,
 }
 
 /// Pipelined answers are batched into one write up to about this size.
@@ -158,6 +160,15 @@ impl Session {
             head_deadline: None,
             pending_cgi: None,
             client,
+            tls: None,
+        }
+    }
+
+    /// Learns what TLS agreed on, for the log: `agreed` is asked (before
+    /// each step) until the handshake is over.
+    pub fn note_tls(&mut self, agreed: impl FnOnce() -> Option<log::Tls>) {
+        if self.kind == Kind::Https && self.tls.is_none() {
+            self.tls = agreed();
         }
     }
 
@@ -283,6 +294,7 @@ impl Session {
                 Step::Send(sent(
                     cfg,
                     self.kind,
+                    self.tls,
                     &self.client,
                     None,
                     response,
@@ -299,6 +311,7 @@ impl Session {
                     let sent = sent(
                         cfg,
                         self.kind,
+                        self.tls,
                         &self.client,
                         Some(&request),
                         response,
@@ -313,6 +326,7 @@ impl Session {
                         let step = Step::Send(sent(
                             cfg,
                             self.kind,
+                            self.tls,
                             &self.client,
                             Some(&request),
                             response,
@@ -325,6 +339,7 @@ impl Session {
                         // The script gets the body; the exchange reads it.
                         job.raw_head = self.input.drain(..head_len).collect();
                         job.https = self.kind == Kind::Https;
+                        job.tls = self.tls;
                         self.closing = true;
                         Step::Cgi(job)
                     }
@@ -397,6 +412,7 @@ pub fn answer(kind: Kind, site: &Site, request: &parse::Request, stopping: bool)
 pub fn sent(
     cfg: &Config,
     kind: Kind,
+    tls: Option<log::Tls>,
     client: &str,
     request: Option<&parse::Request>,
     mut response: Response,
@@ -426,7 +442,7 @@ pub fn sent(
         status,
         user: response.user.as_deref(),
         body,
-        tls: kind == Kind::Https,
+        tls,
     };
     let format = match response.unlogged {
         true => crate::config::LogFormat::Off,

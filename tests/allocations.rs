@@ -700,6 +700,7 @@ mod http2 {
                 Site::open(f._dir.path(), &["index.html"], Features::default()).unwrap(),
             ),
             kind: staticd::session::Kind::Http,
+            tls: None,
             client: Arc::from("127.0.0.1"),
             sockets: (None, None),
         });

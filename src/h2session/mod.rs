@@ -53,6 +53,8 @@ pub struct Served {
     pub site: Arc<Site>,
     /// Http or Https: HSTS and CGI's HTTPS=on follow it.
     pub kind: Kind,
+    /// What TLS agreed on, for the log.
+    pub tls: Option<crate::log::Tls>,
     pub client: Arc<str>,
     /// The client's and our socket addresses (CGI's REMOTE_PORT and
     /// SERVER_PORT), read once from the connection's descriptor.
@@ -310,7 +312,7 @@ impl Connection {
         let stopping = h.stopping;
         stream.decided = true;
         let early = std::mem::take(&mut stream.early);
-        let (cfg, kind, client) = (&served.cfg, served.kind, &*served.client);
+        let (cfg, kind, tls, client) = (&served.cfg, served.kind, served.tls, &*served.client);
         let head = std::mem::take(&mut stream.fields);
         let sent = match stream
             .refused
@@ -327,6 +329,7 @@ impl Connection {
                     Answer::Send(response) => session::sent(
                         cfg,
                         kind,
+                        tls,
                         client,
                         Some(&request),
                         response,
@@ -335,6 +338,7 @@ impl Connection {
                     Answer::Cgi(mut job) => {
                         job.raw_head = fields::request_head(&request, &head);
                         job.https = kind == Kind::Https;
+                        job.tls = tls;
                         job.sockets = Some(served.sockets);
                         stream.cgi = Some(CgiOut {
                             body: early,
@@ -350,6 +354,7 @@ impl Connection {
             Err(e) => session::sent(
                 cfg,
                 kind,
+                tls,
                 client,
                 None,
                 respond::refuse(e),

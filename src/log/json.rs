@@ -12,14 +12,16 @@
 //! ```text
 //! {"ts":971186136.000000,"request":{"remote_ip":"10.0.0.1","proto":"HTTP/1.1",
 //!  "method":"GET","host":"example.test","uri":"/a?b","headers":{"User-Agent":["curl/8"],
-//!  "Referer":["https://x/"]},"tls":{}},"user_id":"ann","status":200,"size":2326,
+//!  "Referer":["https://x/"]},"tls":{"resumed":false,"version":772,
+//!  "cipher_suite":4865,"proto":"h2"}},"user_id":"ann","status":200,"size":2326,
 //!  "duration":0.000412}
 //! ```
 //!
 //! `size` is the body bytes sent (nginx's `$body_bytes_sent`, Caddy's
 //! `size`), `duration` the seconds from the response being decided to its
 //! last byte handed to the kernel (both filled in when the line is written,
-//! see `Line::fill`). `tls` is present only over HTTPS. Headers the request
+//! see `Line::fill`). `tls` is present only over HTTPS (see `Tls` for what it holds; Caddy
+//! also writes `server_name`, which is the `host` here). Headers the request
 //! lacked are left out, as Caddy leaves them out.
 
 use std::fmt::{self, Write as _};
@@ -63,13 +65,27 @@ pub(super) fn line(out: &mut String, e: &Entry, now: SystemTime) -> Result<usize
         }
         out.push('}');
     }
-    if e.tls {
-        out.push_str(",\"tls\":{}");
+    if let Some(tls) = &e.tls {
+        self::tls(out, tls)?;
     }
     out.push_str("},\"user_id\":");
     string(out, e.user.unwrap_or(""));
     write!(out, ",\"status\":{},\"size\":", e.status)?;
     Ok(out.len())
+}
+
+/// The `tls` object, with Caddy's names; what is not known is left out.
+fn tls(out: &mut String, tls: &super::Tls) -> fmt::Result {
+    out.push_str(",\"tls\":{");
+    if let Some(resumed) = tls.resumed {
+        write!(out, "\"resumed\":{resumed},")?;
+    }
+    write!(out, "\"version\":{}", tls.version)?;
+    if let Some(suite) = tls.cipher_suite {
+        write!(out, ",\"cipher_suite\":{suite}")?;
+    }
+    // One of a few fixed names: nothing to escape.
+    write!(out, ",\"proto\":\"{}\"}}", tls.proto.as_str())
 }
 
 /// What follows the size: the duration, in seconds, and the end.

@@ -15,6 +15,7 @@ use std::cell::Cell;
 use std::fmt::{self, Write as _};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
+use std::num::NonZeroU16;
 use std::ops::Range;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
@@ -41,8 +42,50 @@ pub struct Entry<'a> {
     /// Where the body lies among the bytes written for the response (its
     /// head comes first): the size logged is how much of this range went out.
     pub body: Range<u64>,
-    /// Whether it came over TLS (the JSON format says so).
-    pub tls: bool,
+    /// What TLS agreed on, when it came over TLS (the JSON format says so).
+    pub tls: Option<Tls>,
+}
+
+/// What the JSON log says of a TLS connection, in Caddy's terms: the
+/// version and cipher suite by their IANA numbers (772 is TLS 1.3, 4865
+/// TLS_AES_128_GCM_SHA256), whether the session was resumed, and the ALPN
+/// protocol. Over QUIC only the version (always 1.3) and `h3` are known:
+/// quinn does not tell the suite or the resumption.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tls {
+    pub version: u16,
+    /// Never 0 (TLS_NULL_WITH_NULL_NULL): Option costs no byte.
+    pub cipher_suite: Option<NonZeroU16>,
+    pub resumed: Option<bool>,
+    pub proto: Alpn,
+}
+
+impl Tls {
+    /// TLS 1.3's number: QUIC's only version.
+    pub const VERSION_1_3: u16 = 0x0304;
+}
+
+/// The protocols staticd offers by ALPN (a byte, not a string: a session
+/// holds its connection's `Tls` while the connection lives).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Alpn {
+    /// The client offered none.
+    #[default]
+    None,
+    Http1,
+    H2,
+    H3,
+}
+
+impl Alpn {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Alpn::None => "",
+            Alpn::Http1 => "http/1.1",
+            Alpn::H2 => "h2",
+            Alpn::H3 => "h3",
+        }
+    }
 }
 
 /// Formatted access-log lines waiting for their sizes: one response's, or
@@ -516,7 +559,7 @@ mod tests {
             status,
             user: None,
             body,
-            tls: false,
+            tls: None,
         }
     }
 
@@ -626,19 +669,36 @@ mod tests {
         r.target = "/\u{fffd}\\\"".into();
         let mut e = entry(Some(&r), 200, 100..2426);
         e.user = Some("ann");
-        e.tls = true;
+        e.tls = Some(Tls {
+            version: Tls::VERSION_1_3,
+            cipher_suite: NonZeroU16::new(0x1301),
+            resumed: Some(false),
+            proto: Alpn::H2,
+        });
         let line = filled(format(LogFormat::Json, &e, t()), 2426);
         let (head, tail) = line.split_once(",\"duration\":").unwrap();
         assert_eq!(
             head,
             "{\"ts\":971186136.000000,\"request\":{\"remote_ip\":\"10.0.0.1\",\"proto\":\"HTTP/1.1\",\
              \"method\":\"GET\",\"host\":\"example.test\",\"uri\":\"/\u{fffd}\\\\\\\"\",\
-             \"headers\":{\"User-Agent\":[\"evil\\\"\\n\\u001b]0;x\\u0007\"]},\"tls\":{}},\
+             \"headers\":{\"User-Agent\":[\"evil\\\"\\n\\u001b]0;x\\u0007\"]},\
+             \"tls\":{\"resumed\":false,\"version\":772,\"cipher_suite\":4865,\"proto\":\"h2\"}},\
              \"user_id\":\"ann\",\"status\":200,\"size\":2326"
         );
         assert!(
             tail.ends_with("}\n") && tail[..tail.len() - 2].parse::<f64>().is_ok(),
             "{tail}"
+        );
+        // QUIC: what quinn does not tell is left out.
+        e.tls = Some(Tls {
+            version: Tls::VERSION_1_3,
+            proto: Alpn::H3,
+            ..Tls::default()
+        });
+        let line = filled(format(LogFormat::Json, &e, t()), 2426);
+        assert!(
+            line.contains("\"tls\":{\"version\":772,\"proto\":\"h3\"}},"),
+            "{line}"
         );
         // An unparsed request, nothing sent.
         let line = filled(format(LogFormat::Json, &entry(None, 400, 0..0), t()), 0);

@@ -27,6 +27,10 @@ use crate::session::{Kind, Session, Step};
 use crate::sys;
 
 /// How a connection's task begins.
+// The size difference costs nothing: a Start is taken apart before the
+// task's future is made (see `connection`), and boxing the session would
+// allocate on every resumption.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Start {
     /// Just accepted, from this client.
     New(ClientName),
@@ -177,6 +181,7 @@ impl<S: Socket> Connection<S> {
         }
         let shared = &self.shared;
         let stopping = shared.conns.stopping.load(Ordering::Relaxed);
+        self.session.note_tls(|| self.wire.tls_summary());
         let mut step = self.session.step(&shared.cfg, &shared.site, stopping);
         match &mut step {
             Step::Read { deadline, idle } => {
@@ -291,9 +296,10 @@ impl<S: Socket> Connection<S> {
         let read = std::mem::take(self.session.input());
         let sockets = proxy_header::sockets(self.stream.as_fd(), self.source);
         let copy = self.shared.cfg.no_sendfile;
+        let tls = self.wire.tls_summary();
         let link = h2::FdLink::new(self.stream, self.wire, read, copy);
         let client = self.session.client();
-        h2::serve_shared(link, &self.shared, self.kind, client, sockets).await;
+        h2::serve_shared(link, &self.shared, (self.kind, tls), client, sockets).await;
     }
 
     /// Without HTTP/2 built in, the prelude never asks for it.

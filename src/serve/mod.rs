@@ -146,6 +146,15 @@ impl Wire {
         }
     }
 
+    /// What TLS agreed on, once its handshake is over (for the log).
+    pub fn tls_summary(&self) -> Option<crate::log::Tls> {
+        match self {
+            Wire::Clear => None,
+            #[cfg(feature = "tls")]
+            Wire::Tls(tls) => tls.summary(),
+        }
+    }
+
     /// Whether the last read emptied the descriptor, as far as TLS can
     /// tell (a cleartext wire reads in the transport's own way: false).
     pub fn drained(&self) -> bool {

@@ -75,6 +75,7 @@ fn serve(cfg: &Arc<Config>, site: &Arc<Site>, extras: Extras) -> io::Result<()> 
                     cfg: Arc::clone(cfg),
                     site: Arc::clone(site),
                     kind,
+                    tls: wire.borrow().tls_summary(),
                     client: session.client().into(),
                     sockets: proxy_header::sockets(input, source),
                 };
@@ -95,6 +96,7 @@ fn serve(cfg: &Arc<Config>, site: &Arc<Site>, extras: Extras) -> io::Result<()> 
             }
             Next::Http1 | Next::HttpsRequired => {}
         }
+        session.note_tls(|| wire.borrow().tls_summary());
         match session.step(cfg, site, sys::stop_requested()) {
             Step::Read { deadline, .. } => {
                 let timeout = deadline.saturating_duration_since(Instant::now());

@@ -5,11 +5,13 @@
 //! never blocking, so the event loop and inetd mode drive it alike.
 
 use std::io::{self, Read, Write};
+use std::num::NonZeroU16;
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
-use rustls::{ServerConfig, ServerConnection};
+use rustls::{HandshakeKind, ServerConfig, ServerConnection};
 
+use crate::log::Alpn;
 use crate::sys;
 
 /// How much plaintext is sealed into records before they are written: four
@@ -226,6 +228,26 @@ impl Connection {
     /// The ALPN protocol agreed on, if any.
     pub fn protocol(&self) -> Option<&[u8]> {
         self.tls.alpn_protocol()
+    }
+
+    /// What the handshake agreed on, for the log; None until it is over.
+    pub fn summary(&self) -> Option<crate::log::Tls> {
+        if self.tls.is_handshaking() {
+            return None;
+        }
+        let resumed = self.tls.handshake_kind() == Some(HandshakeKind::Resumed);
+        Some(crate::log::Tls {
+            version: u16::from(self.tls.protocol_version()?),
+            cipher_suite: (self.tls.negotiated_cipher_suite())
+                .and_then(|s| NonZeroU16::new(u16::from(s.suite()))),
+            resumed: Some(resumed),
+            proto: match self.protocol() {
+                Some(b"h2") => Alpn::H2,
+                Some(b"http/1.1") => Alpn::Http1,
+                // staticd offers only those two.
+                _ => Alpn::None,
+            },
+        })
     }
 }
 

@@ -129,7 +129,7 @@ pub(crate) async fn serve(mut link: impl Link, served: Served, stop: impl Future
 pub(crate) async fn serve_shared(
     link: impl Link,
     shared: &crate::serve::workers::Shared,
-    kind: Kind,
+    (kind, tls): (Kind, Option<crate::log::Tls>),
     client: &str,
     sockets: (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
 ) {
@@ -137,6 +137,7 @@ pub(crate) async fn serve_shared(
         cfg: Arc::clone(&shared.cfg),
         site: Arc::clone(&shared.site),
         kind,
+        tls,
         client: client.into(),
         sockets,
     };
@@ -193,6 +194,7 @@ where
         cfg,
         site,
         kind: Kind::Http,
+        tls: None,
         client: Arc::from("127.0.0.1"),
         sockets: (None, None),
     };

@@ -23,6 +23,7 @@ use crate::client_name::ClientName;
 use crate::http::fields::{self, Fields};
 use crate::http::limits::MAX_HEAD_BYTES;
 use crate::http::parse::{BodyFraming, HttpVersion, Method, ParseError};
+use crate::log;
 use crate::respond::{self, Answer};
 use crate::session::{self, Kind, Protocol};
 
@@ -40,6 +41,15 @@ pub(super) struct Conn {
     busy: AtomicUsize,
     idle: Notify,
 }
+
+/// What the log says of QUIC's TLS: always 1.3 and h3 (quinn does not
+/// tell the cipher suite or whether the session was resumed).
+const QUIC_TLS: Option<log::Tls> = Some(log::Tls {
+    version: log::Tls::VERSION_1_3,
+    cipher_suite: None,
+    resumed: None,
+    proto: log::Alpn::H3,
+});
 
 const PENDING: u8 = 0;
 const CONFIRMED: u8 = 1;
@@ -193,6 +203,7 @@ async fn answer(conn: &Conn, head: http::Request<()>, mut stream: Stream) {
             let sent = session::sent(
                 cfg,
                 Kind::Https,
+                QUIC_TLS,
                 &conn.client,
                 None,
                 respond::refuse(e),
@@ -225,6 +236,7 @@ async fn answer(conn: &Conn, head: http::Request<()>, mut stream: Stream) {
             let sent = session::sent(
                 cfg,
                 Kind::Https,
+                QUIC_TLS,
                 &conn.client,
                 Some(&request),
                 response,
@@ -241,6 +253,7 @@ async fn answer(conn: &Conn, head: http::Request<()>, mut stream: Stream) {
             }
             job.raw_head = fields::request_head(&request, &fields);
             job.https = true;
+            job.tls = QUIC_TLS;
             job.sockets = Some(conn.sockets);
             let served = &conn.served;
             super::cgi::run(served, &conn.client, conn.sockets, job, stream, early).await;

@@ -130,6 +130,7 @@ impl Connection {
         let (cfg, site) = (&self.shared.cfg, &self.shared.site);
         let mut stop = self.shared.stop.clone();
         let stopping = *stop.borrow();
+        self.session.note_tls(|| self.wire.tls_summary());
         match self.session.step(cfg, site, stopping) {
             Step::Read { deadline, idle } => {
                 // A read in flight needs its buffer, so unlike the event
@@ -192,10 +193,11 @@ impl Connection {
         let read = std::mem::take(self.session.input());
         let sockets = proxy_header::sockets(borrow(&stream), self.source);
         let stream = std::rc::Rc::new(stream);
+        let tls = self.wire.tls_summary();
         let io = super::h2io::UringIo::new(std::rc::Rc::clone(&stream), self.wire, read);
         let link = h2::IoLink::new(io, Vec::new());
         let client = self.session.client();
-        h2::serve_shared(link, &self.shared, self.kind, client, sockets).await;
+        h2::serve_shared(link, &self.shared, (self.kind, tls), client, sockets).await;
         let _ = stream.shutdown(Shutdown::Both);
     }
 
