@@ -69,7 +69,7 @@ pub struct Cli {
 
     /// Share the --bind addresses with a staticd already listening there
     /// (SO_REUSEPORT), to take over from it for a restart without a refused
-    /// connection (README: Zero-downtime restart). Without it, an address
+    /// connection (docs/production.md, "Zero-downtime restart"). Without it, an address
     /// in use is an error.
     #[arg(long, env = "STATICD_REUSE_PORT", help_heading = "Production", value_parser = switch, conflicts_with = "inetd")]
     reuse_port: bool,
@@ -259,7 +259,7 @@ pub struct Cli {
           value_parser = parse_health_path)]
     health_path: Option<String>,
 
-    /// Whether --bind or --port was on the command line.
+    /// Whether --bind or --port was given (or STATICD_BIND, STATICD_PORT).
     #[arg(skip)]
     bind_given: bool,
 }
@@ -731,12 +731,16 @@ fn parse_index_name(s: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
-/// Whether --bind or --port was on the command line.
+/// Whether --bind or --port was given, on the command line or by
+/// STATICD_BIND or STATICD_PORT.
 fn bind_given(matches: &clap::ArgMatches) -> bool {
     use clap::parser::ValueSource;
-    ["bind", "port"]
-        .iter()
-        .any(|id| matches.value_source(id) == Some(ValueSource::CommandLine))
+    ["bind", "port"].iter().any(|id| {
+        matches!(
+            matches.value_source(id),
+            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+        )
+    })
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ fn main() -> ExitCode {
         }
     };
     if !passed.is_empty() && cli.names_listeners() {
-        eprintln!("staticd: socket activation: serving the sockets passed by systemd, not --bind or --port");
+        eprintln!("staticd: socket activation: serving the sockets passed by systemd, not --bind or --port (or STATICD_BIND, STATICD_PORT)");
     }
     // Before the config is made: --max-connections' default is what the
     // raised limit leaves room for.

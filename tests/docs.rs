@@ -106,10 +106,11 @@ fn every_relative_link_and_anchor_leads_somewhere() {
             };
             if !dest.exists() {
                 broken.push(format!("{}: {target} (no such file)", page.display()));
-            } else if !anchor.is_empty() && dest.extension().is_some_and(|e| e == "md") {
-                if !anchors(&read(&dest)).contains(anchor) {
-                    broken.push(format!("{}: {target} (no such heading)", page.display()));
-                }
+            } else if !anchor.is_empty()
+                && dest.extension().is_some_and(|e| e == "md")
+                && !anchors(&read(&dest)).contains(anchor)
+            {
+                broken.push(format!("{}: {target} (no such heading)", page.display()));
             }
         }
     }

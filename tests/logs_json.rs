@@ -76,6 +76,7 @@ fn hostile_values_stay_inside_their_json_strings(mode: Mode) {
 }
 
 /// The first `n` JSON lines the server logs, parsed.
+#[cfg(feature = "tls")]
 fn json_lines(server: &Server, n: usize) -> Vec<Value> {
     let stderr = server.stderr();
     let is_log = |l: &&String| l.starts_with('{');
@@ -94,6 +95,7 @@ fn json_lines(server: &Server, n: usize) -> Vec<Value> {
 
 /// Over HTTPS the line's `tls` object holds the version and ALPN protocol, and over TCP
 /// the cipher suite and whether the session was resumed (Caddy's names and numbers).
+#[cfg(feature = "tls")]
 fn tls_lines_say_what_the_handshake_agreed(v: Variant) {
     let root = Docroot::new();
     root.file("a.txt", "alpha\n");
@@ -123,6 +125,7 @@ fn tls_lines_say_what_the_handshake_agreed(v: Variant) {
 
 /// A second connection that resumes its session is logged `resumed`; a TLS 1.2
 /// client's lines say 771 and a TLS 1.2 suite.
+#[cfg(feature = "tls")]
 fn a_resumed_session_and_tls_1_2_are_told(v: Variant) {
     let root = Docroot::new();
     root.file("a.txt", "alpha\n");

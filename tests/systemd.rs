@@ -119,24 +119,37 @@ fn passed_sockets_win_over_bind_and_port_saying_so() {
     let root = site();
     let root_arg = root.path().to_str().unwrap();
     let unused = free_port().to_string();
-    let args = ["--root", root_arg, "--bind", "127.0.0.1", "--port", &unused];
-    let (_process, stderr, [port, _]) = activate(&tool, &["127.0.0.1:PORT"], &[], &args);
-    assert!(fetch(tcp(port), "/a.txt").starts_with("HTTP/1.1 200 "));
-    stderr.wait_line(|l| {
-        l == "staticd: socket activation: serving the sockets passed by systemd, not --bind or --port"
-    });
-    let listening: Vec<String> = stderr
-        .snapshot()
-        .into_iter()
-        .filter(|l| l.starts_with("staticd: listening on "))
-        .collect();
-    assert_eq!(listening.len(), 1, "{listening:?}");
-    assert!(
-        listening[0].contains(&format!("127.0.0.1:{port} ")),
-        "{listening:?}"
-    );
-    let refused = TcpStream::connect(("127.0.0.1", unused.parse::<u16>().unwrap()));
-    assert!(refused.is_err(), "--port {unused} was bound as well");
+    let by_env = format!("STATICD_PORT={unused}");
+    // Given as flags, then as the environment (a unit's Environment=).
+    for (extra, args) in [
+        (
+            vec![],
+            vec!["--root", root_arg, "--bind", "127.0.0.1", "--port", &unused],
+        ),
+        (vec!["-E", by_env.as_str()], vec!["--root", root_arg]),
+    ] {
+        let (_process, stderr, [port, _]) = activate(&tool, &["127.0.0.1:PORT"], &extra, &args);
+        assert!(fetch(tcp(port), "/a.txt").starts_with("HTTP/1.1 200 "));
+        stderr.wait_line(|l| {
+            l == "staticd: socket activation: serving the sockets passed by systemd, \
+                  not --bind or --port (or STATICD_BIND, STATICD_PORT)"
+        });
+        let listening: Vec<String> = stderr
+            .snapshot()
+            .into_iter()
+            .filter(|l| l.starts_with("staticd: listening on "))
+            .collect();
+        assert_eq!(listening.len(), 1, "{listening:?}");
+        assert!(
+            listening[0].contains(&format!("127.0.0.1:{port} ")),
+            "{listening:?}"
+        );
+        let refused = TcpStream::connect(("127.0.0.1", unused.parse::<u16>().unwrap()));
+        assert!(
+            refused.is_err(),
+            "port {unused} was bound as well ({extra:?})"
+        );
+    }
 }
 
 #[test]
