@@ -110,7 +110,33 @@ fn reachable_copy(built: &Path) -> PathBuf {
     }
     fs::set_permissions(&partial, fs::Permissions::from_mode(0o755)).unwrap();
     fs::rename(&partial, &target).expect("rename the reachable binary");
+    remove_stale_copies(dir.parent().unwrap(), &dir);
     target
+}
+
+/// Earlier builds' links and copies: a link whose build was replaced keeps the old
+/// binary's blocks (about 140 MB for a debug build) alive. One is removed once nothing
+/// else links to it (its build is gone, or it is a copy) and it is over an hour old, by
+/// when the test run that made it has ended.
+fn remove_stale_copies(parent: &Path, keep: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let Ok(meta) = fs::metadata(dir.join("staticd")) else {
+            continue;
+        };
+        let old = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > Duration::from_secs(3600));
+        if dir != keep && meta.nlink() == 1 && old {
+            let _ = fs::remove_dir_all(&dir);
+        }
+    }
 }
 
 /// Runs each listed `fn(Mode)` as two tests, `NAME::standalone` and `NAME::inetd`: for
