@@ -84,7 +84,7 @@ pub struct HeaderRules {
     /// matches (`/assets/*` -> `/assets/x`): what `root_files` asks the
     /// `_redirects` rules about, to warn of a rewrite that would serve
     /// another file there.
-    immutable: Vec<Box<str>>,
+    immutable: Vec<Box<[u8]>>,
 }
 
 /// One field name, as first written, with where it is set and removed.
@@ -114,7 +114,6 @@ impl HeaderRules {
         let mut current: Option<u16> = None;
         let mut seen_pattern = false;
         let mut limit_at = None;
-        let mut pattern_text = "";
         while let Some((number, line)) = lines.next_text(warn) {
             let trimmed = line.trim_matches([' ', '\t']);
             if trimmed.is_empty() || trimmed.starts_with('#') {
@@ -126,7 +125,6 @@ impl HeaderRules {
                     break;
                 }
                 seen_pattern = true;
-                pattern_text = trimmed;
                 current = match parse_pattern_line(trimmed) {
                     Ok(pattern) => {
                         rules.blocks.push(pattern);
@@ -140,10 +138,11 @@ impl HeaderRules {
                 continue;
             }
             match current {
-                Some(block) => match rules.add_field_line(block, trimmed) {
-                    Ok(()) => rules.note_immutable(pattern_text, trimmed),
-                    Err(why) => warn(number, &why),
-                },
+                Some(block) => {
+                    if let Err(why) = rules.add_field_line(block, trimmed) {
+                        warn(number, &why);
+                    }
+                }
                 None if !seen_pattern => warn(number, "a field line before any URL pattern"),
                 None => {}
             }
@@ -152,31 +151,8 @@ impl HeaderRules {
         rules
     }
 
-    /// Notes `pattern` if `field` makes what it matches immutable.
-    fn note_immutable(&mut self, pattern: &str, field: &str) {
-        let Some((name, value)) = field.split_once(':') else {
-            return;
-        };
-        let immutable = value.to_ascii_lowercase().contains("immutable");
-        if !name.trim_end().eq_ignore_ascii_case("Cache-Control") || !immutable {
-            return;
-        }
-        if !pattern.starts_with('/') {
-            return;
-        }
-        // A path the pattern matches: each placeholder or splat stands for `x`.
-        let sample: Vec<String> = pattern
-            .split('/')
-            .map(|segment| match segment.starts_with(':') {
-                true => "x".to_string(),
-                false => segment.replace('*', "x"),
-            })
-            .collect();
-        self.immutable.push(sample.join("/").into());
-    }
-
     /// Paths that patterns marked immutable match, one per such pattern.
-    pub fn immutable_samples(&self) -> &[Box<str>] {
+    pub fn immutable_samples(&self) -> &[Box<[u8]>] {
         &self.immutable
     }
 
@@ -229,7 +205,13 @@ impl HeaderRules {
             return Err(format!("a control character in the value of {name}"));
         }
         let id = self.name_id(name)?;
-        let template = Template::value(value, &self.blocks[usize::from(block)]);
+        let pattern = &self.blocks[usize::from(block)];
+        let immutable = name.eq_ignore_ascii_case("Cache-Control")
+            && value.to_ascii_lowercase().contains("immutable");
+        if let Some(sample) = pattern.sample_path().filter(|_| immutable) {
+            self.immutable.push(sample.into());
+        }
+        let template = Template::value(value, pattern);
         self.names[id].values.push(self.values.len() as u32);
         self.values.push(Value { block, template });
         Ok(())
@@ -410,6 +392,26 @@ mod tests {
         /secure/page\n  X-Frame-Options: DENY\n  X-Content-Type-Options: nosniff\n  Referrer-Policy: no-referrer\n\n\
         /static/*\n  Access-Control-Allow-Origin: *\n  X-Robots-Tag: nosnippet\n\n\
         https://myproject.pages.dev/*\n  X-Robots-Tag: noindex\n";
+
+    #[test]
+    fn immutable_patterns_give_a_path_they_match() {
+        let (rules, warnings) = parse(
+            "/assets/*\n  Cache-Control: public, max-age=31536000, IMMUTABLE\n\
+             /:lang/app.js\n  cache-control: immutable\n\
+             /a%20b/*\n  Cache-Control: immutable\n\
+             https://example.org/*\n  Cache-Control: immutable\n\
+             /html/*\n  Cache-Control: no-cache\n  X-Note: immutable\n",
+        );
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let samples: Vec<&[u8]> = rules.immutable_samples().iter().map(|s| &**s).collect();
+        assert_eq!(samples, [&b"/assets/x"[..], b"/x/app.js", b"/a b/x"]);
+        for (i, sample) in samples.iter().enumerate() {
+            assert!(
+                rules.blocks[i].matches(None, sample).is_some(),
+                "{sample:?}"
+            );
+        }
+    }
 
     #[test]
     fn cloudflare_example() {

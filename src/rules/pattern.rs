@@ -101,6 +101,23 @@ impl Pattern {
         self.names.iter().position(|n| &**n == name)
     }
 
+    /// A path the pattern matches, each placeholder and the splat standing
+    /// for `x` (`/assets/*` -> `/assets/x`); None for a pattern with a host,
+    /// which matches no path alone.
+    pub fn sample_path(&self) -> Option<Vec<u8>> {
+        if self.host.is_some() {
+            return None;
+        }
+        let mut path = Vec::new();
+        for token in &self.path.tokens {
+            match token {
+                Token::Literal(bytes) => path.extend_from_slice(bytes),
+                Token::Placeholder(_) | Token::Splat(_) => path.push(b'x'),
+            }
+        }
+        Some(path)
+    }
+
     /// Whether the pattern names a host (and so needs one to match).
     pub fn has_host(&self) -> bool {
         self.host.is_some()

@@ -172,12 +172,13 @@ fn read(dir: BorrowedFd<'_>, shown: &Path) -> (RootFiles, Stamps) {
 /// year; but a missing asset still gets the page, with a 200.
 fn warn_of_rewrites_over_immutable(files: &RootFiles, shown: &Path) {
     for sample in files.headers.immutable_samples() {
-        let Some(rule) = files.redirects.first_match(sample.as_bytes()) else {
+        let Some(rule) = files.redirects.first_match(sample) else {
             continue;
         };
         if rule.status() != 200 {
             continue;
         }
+        let sample = String::from_utf8_lossy(sample);
         let msg = format!(
             "this 200 rewrite also answers {sample}, which _headers marks immutable; \
              a missing file there gets the rewrite's target with a 200, with the \
