@@ -157,7 +157,6 @@ fn certbot_pairs(dir: &Path) -> Result<Vec<(PathBuf, PathBuf)>, String> {
         .collect())
 }
 
-/// Reads a chain and its key and checks that they belong together.
 /// An error about one of `files` (`path: why`), with the flag that named
 /// the file in front: `--tls-cert /nope/cert.pem: No such file or directory`.
 fn flagged(e: String, files: &[(&str, &Path)]) -> String {
@@ -169,6 +168,7 @@ fn flagged(e: String, files: &[(&str, &Path)]) -> String {
     e
 }
 
+/// Reads a chain and its key and checks that they belong together.
 pub fn load_pair(cert: &Path, key: &Path, provider: &CryptoProvider) -> Result<Loaded, String> {
     let chain = parse_chain(&read(cert)?).map_err(|why| in_file(cert, why))?;
     let key_der = parse_key(&read(key)?).map_err(|why| in_file(key, why))?;
