@@ -6,14 +6,13 @@
 //! the URLs, a wildcard address shown as the loopback one that reaches it
 //! (`0.0.0.0` cannot be typed into a browser).
 
-use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 
 /// `staticd: serving ROOT on http://127.0.0.1:8080/, ...`, or None when no
 /// listener has a URL (only Unix sockets).
 pub fn serving_line(root: &Path, addrs: &[SocketAddr], https: bool) -> Option<String> {
-    let scheme = if https { "https" } else { "http" };
+    let (scheme, default_port) = if https { ("https", 443) } else { ("http", 80) };
     let v4_wildcard = |port| {
         addrs
             .iter()
@@ -28,13 +27,11 @@ pub fn serving_line(root: &Path, addrs: &[SocketAddr], https: bool) -> Option<St
             IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
             ip => ip,
         };
-        let mut url = format!("{scheme}://{}", SocketAddr::new(ip, addr.port()));
         // The scheme's own port goes without saying.
-        let default_port = if https { 443 } else { 80 };
-        if addr.port() == default_port {
-            url = format!("{scheme}://{}", bracketed(ip));
-        }
-        url.push('/');
+        let url = match addr.port() == default_port {
+            true => format!("{scheme}://{}/", bracketed(ip)),
+            false => format!("{scheme}://{}/", SocketAddr::new(ip, addr.port())),
+        };
         if !urls.contains(&url) {
             urls.push(url);
         }
@@ -42,14 +39,11 @@ pub fn serving_line(root: &Path, addrs: &[SocketAddr], https: bool) -> Option<St
     if urls.is_empty() {
         return None;
     }
-    let mut line = String::new();
-    let _ = write!(
-        line,
+    Some(format!(
         "staticd: serving {} on {}",
         root.display(),
         urls.join(", ")
-    );
-    Some(line)
+    ))
 }
 
 fn bracketed(ip: IpAddr) -> String {

@@ -36,9 +36,9 @@ pub(crate) fn run_workers(
     let mut stop_signals = signals.block_on(async { StopSignals::register(extras.clone()) })?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let conns = Arc::new(Connections::new(&cfg));
-    // Announced only when everything is ready: tests and scripts wait for it.
-    // The line for people first, then the lines scripts and tests wait
-    // for: once they see those, this one is there too.
+    // Announced only when everything is ready: tests and scripts wait for
+    // the `listening on` lines. The line for people comes first, so that
+    // once they see those, this one is there too.
     let mut addrs = Vec::new();
     for l in listeners.first().into_iter().flatten() {
         if let Listener::Tcp(l) = l {
