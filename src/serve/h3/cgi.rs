@@ -54,7 +54,7 @@ pub(super) async fn run(
     };
     let mut exchange = Exchange::start(job, &ctx);
     let mut script = Script {
-        received: early.len() as u64,
+        received: 0,
         length,
         stdin: None,
         stdout: None,
@@ -66,7 +66,7 @@ pub(super) async fn run(
         send_timeout: shared.cfg.send_timeout,
         hsts: session::hsts(&shared.cfg, Kind::Https),
     };
-    if script.length.is_some_and(|n| script.received > n) {
+    if script.overruns(script.pending.len()) {
         // The body that came with the head is already too long.
         stream.stop_stream(Code::H3_MESSAGE_ERROR);
         exchange.client_gone(&ctx);
