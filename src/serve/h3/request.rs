@@ -277,9 +277,7 @@ fn peek_body(stream: &mut Stream) -> Option<(bool, Vec<u8>)> {
     use std::task::{Context, Poll, Waker};
     let mut cx = Context::from_waker(Waker::noop());
     match stream.poll_recv_data(&mut cx) {
-        Poll::Ready(Ok(None)) => Some((false, Vec::new())),
-        Poll::Ready(Ok(Some(data))) => Some((true, copied(data))),
-        Poll::Ready(Err(_)) => Some((true, Vec::new())),
+        Poll::Ready(read) => Some(body_start(read)),
         Poll::Pending => None,
     }
 }
@@ -288,16 +286,23 @@ fn peek_body(stream: &mut Stream) -> Option<(bool, Vec<u8>)> {
 /// first body bytes.
 async fn await_body(stream: &mut Stream, limit: std::time::Duration) -> (bool, Vec<u8>) {
     match tokio::time::timeout(limit, stream.recv_data()).await {
-        Ok(Ok(None)) => (false, Vec::new()),
-        Ok(Ok(Some(data))) => (true, copied(data)),
-        _ => (true, Vec::new()),
+        Ok(read) => body_start(read),
+        Err(_) => (true, Vec::new()),
     }
 }
 
-fn copied(mut data: impl Buf) -> Vec<u8> {
-    let mut bytes = vec![0; data.remaining()];
-    data.copy_to_slice(&mut bytes);
-    bytes
+/// What a first read of the body says: the stream's end (no body), its
+/// first bytes, or an error (a body, none of it usable).
+fn body_start<E>(read: Result<Option<impl Buf>, E>) -> (bool, Vec<u8>) {
+    match read {
+        Ok(None) => (false, Vec::new()),
+        Ok(Some(mut data)) => {
+            let mut bytes = vec![0; data.remaining()];
+            data.copy_to_slice(&mut bytes);
+            (true, bytes)
+        }
+        Err(_) => (true, Vec::new()),
+    }
 }
 
 /// The request's pseudo-fields and fields, as HTTP/2's arrive.
