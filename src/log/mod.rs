@@ -161,7 +161,8 @@ impl Line {
     /// Puts every size in its place: the part of its body among the first
     /// `written` bytes.
     fn fill(&mut self, written: u64) {
-        let now = Instant::now();
+        // The clock is read only for a JSON line's duration.
+        let mut now = None;
         let mut out = pool::take(&pool::LINES);
         let mut from = 0;
         for f in &self.sizes {
@@ -174,6 +175,7 @@ impl Line {
                 let _ = write!(out, "{sent}");
             }
             if let Some(decided) = f.decided {
+                let now = *now.get_or_insert_with(Instant::now);
                 json::tail(&mut out, now.duration_since(decided).as_secs_f64());
             }
             from = f.at;
