@@ -133,7 +133,19 @@ impl Drop for ClientGuard {
 /// Starts `cmd`, lets it run for `duration`, then interrupts it with SIGINT
 /// (both clients stop and print their summary for the time actually run;
 /// their own duration flags count only whole seconds) and returns its output.
-fn run_for(mut cmd: Command, duration: Duration, limit: Duration) -> io::Result<String> {
+fn run_for(cmd: Command, duration: Duration, limit: Duration) -> io::Result<String> {
+    let (out, err) = run_client(cmd, Some(duration), limit)?;
+    Ok(out + &err)
+}
+
+/// Runs a load client with its output piped, interrupted with SIGINT at
+/// `interrupt` (None: it stops by itself) and killed past `limit`; its
+/// stdout and stderr, or an error if it printed nothing on stdout.
+fn run_client(
+    mut cmd: Command,
+    interrupt: Option<Duration>,
+    limit: Duration,
+) -> io::Result<(String, String)> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -158,19 +170,17 @@ fn run_for(mut cmd: Command, duration: Duration, limit: Duration) -> io::Result<
             break;
         }
         let elapsed = start.elapsed();
-        if !interrupted && elapsed >= duration {
+        if !interrupted && interrupt.is_some_and(|at| elapsed >= at) {
             // SAFETY: kill(2) on our own child's pid.
             unsafe { libc::kill(guard.0.id() as libc::pid_t, libc::SIGINT) };
             interrupted = true;
         }
         if elapsed >= limit {
             let _ = guard.0.kill();
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "load client did not stop",
-            ));
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "did not stop"));
         }
-        let left = duration.saturating_sub(elapsed);
+        // Close to the interrupt (and after it), a finer poll.
+        let left = interrupt.map_or(Duration::MAX, |at| at.saturating_sub(elapsed));
         thread::sleep(left.clamp(Duration::from_millis(1), Duration::from_millis(5)));
     }
     let out = reader.join().unwrap_or_default();
@@ -181,7 +191,7 @@ fn run_for(mut cmd: Command, duration: Duration, limit: Duration) -> io::Result<
             err.trim()
         )));
     }
-    Ok(out + &err)
+    Ok((out, err))
 }
 
 /// Whole seconds to give a client as its own limit: past our SIGINT.
@@ -657,42 +667,8 @@ const OHA_DRAIN_LIMIT: Duration = Duration::from_secs(60);
 
 /// Runs oha to its end (it stops by itself after `-z`), or kills it past
 /// `limit`; its stdout, or why not.
-fn oha_output(mut cmd: Command, limit: Duration) -> Result<String, String> {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    crate::reaper::die_with_parent(&mut cmd);
-    let mut guard = ClientGuard(cmd.spawn().map_err(|e| format!("oha: {e}"))?);
-    let mut stdout = guard.0.stdout.take().expect("piped stdout");
-    let mut stderr = guard.0.stderr.take().expect("piped stderr");
-    let reader = thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stdout.read_to_string(&mut s);
-        s
-    });
-    let err_reader = thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
-        s
-    });
-    let start = Instant::now();
-    loop {
-        match guard.0.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) => {}
-            Err(e) => return Err(format!("oha: {e}")),
-        }
-        if start.elapsed() > limit {
-            let _ = guard.0.kill();
-            return Err("oha: did not stop".into());
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
-    let out = reader.join().unwrap_or_default();
-    let err = err_reader.join().unwrap_or_default();
-    if out.trim().is_empty() {
-        return Err(format!("oha: no output; stderr: {}", err.trim()));
-    }
+fn oha_output(cmd: Command, limit: Duration) -> Result<String, String> {
+    let (out, _) = run_client(cmd, None, limit).map_err(|e| format!("oha: {e}"))?;
     Ok(out)
 }
 
