@@ -14,6 +14,7 @@ mod h3tools;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use common::*;
 use h3tools::*;
@@ -260,10 +261,27 @@ fn sigterm_lets_an_h3_stream_in_flight_finish_and_exits_zero() {
     let mut server = https_server(root.path());
     let url = format!("https://localhost:{}/big.bin", server.addr().port());
     let ca = Pki::shared().root_file().display().to_string();
+    // Outside the root: the client creates it when the response has begun.
+    let scratch = Docroot::new();
+    let started = scratch.join("started");
+    let started_arg = started.display().to_string();
     let (json, status) = std::thread::scope(|s| {
-        let download = s.spawn(|| h3py(&aioquic, &["get", "--ca", &ca, &url]));
-        // The request in flight: its stream is open when the stop comes.
-        std::thread::sleep(std::time::Duration::from_millis(800));
+        let download = s.spawn(|| {
+            h3py(
+                &aioquic,
+                &["get", "--ca", &ca, "--started", &started_arg, &url],
+            )
+        });
+        // The stop comes once the response is under way, not after a fixed
+        // pause: on a loaded machine Python may take seconds to start.
+        let begun = Instant::now();
+        while !started.exists() {
+            assert!(
+                begun.elapsed() < IO_TIMEOUT,
+                "h3.py never got the response headers"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let logged = server.stderr().snapshot();
         assert!(
             !logged.iter().any(|l| l.contains("/big.bin")),
@@ -273,7 +291,7 @@ fn sigterm_lets_an_h3_stream_in_flight_finish_and_exits_zero() {
         let (json, _) = download.join().unwrap();
         let status = server
             .process()
-            .wait_timeout(std::time::Duration::from_secs(20))
+            .wait_timeout(Duration::from_secs(20))
             .expect("staticd still running 20 s after SIGTERM");
         (json, status)
     });

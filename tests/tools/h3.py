@@ -7,8 +7,9 @@ stop answering mid-handshake, flood handshakes, replay a 0-RTT flight.
 Each command prints one JSON object on stdout.
 
   get     URL... [--ca F] [--ticket F] [--zero-rtt] [--method M] [--data S]
-          [--out DIR]: the requests on one connection; statuses, headers,
-          body lengths (bodies written to DIR/<n> when given)
+          [--out DIR] [--started F]: the requests on one connection; statuses, headers,
+          body lengths (bodies written to DIR/<n> when given; F created
+          when the first response headers arrive)
   flood   HOST PORT N: N handshakes' first flights from one socket, never
           continued; how many answers were Retry packets
   amplify HOST PORT: one client Initial, never continued; the bytes the
@@ -166,6 +167,11 @@ def cmd_get(args):
         client.pump(lambda: client.connected or client.closed is not None, time.time() + TIMEOUT)
     ids = [client.request(args.method, url, args.data) for url in args.urls]
     deadline = time.time() + TIMEOUT
+    if args.started:
+        # Tells a waiting test that the response is on its way: its headers
+        # have come, so the request is in flight at the server.
+        client.pump(lambda: any(client.responses[i]["status"] is not None for i in ids), deadline)
+        open(args.started, "w").close()
     client.pump(lambda: all(client.responses[i]["done"] for i in ids), deadline)
     # Give the session ticket (sent after the handshake) a moment.
     if args.ticket:
@@ -326,6 +332,7 @@ def main():
     g.add_argument("--method", default="GET")
     g.add_argument("--data")
     g.add_argument("--out")
+    g.add_argument("--started")
     f = sub.add_parser("flood")
     f.add_argument("host")
     f.add_argument("port", type=int)
