@@ -10,8 +10,6 @@ mod common;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::thread;
-use std::time::{Duration, Instant};
 
 use common::*;
 
@@ -55,18 +53,6 @@ fn https_cgi_server(mode: Mode, root: &Docroot) -> Server {
         .start()
 }
 
-fn wait_for(path: &Path) {
-    let deadline = Instant::now() + IO_TIMEOUT;
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} within {IO_TIMEOUT:?}",
-            path.display()
-        );
-        thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// The outcomes one at a time, each on a connection of its own: (path, status).
 const OUTCOMES: [(&str, u16); 4] = [
     ("/ok.cgi", 200),
@@ -96,7 +82,7 @@ fn every_cgi_outcome_carries_hsts_over_http1(mode: Mode) {
     if mode == Mode::Standalone {
         let mut first = server.connect();
         first.send(request("GET", "/slow.cgi", &[]));
-        wait_for(&started);
+        wait_for_file(&started);
         let refused = server.connect().roundtrip(request("GET", "/ok.cgi", &[]));
         assert_eq!(refused.status, 503, "{refused:#?}");
         assert_eq!(refused.header("strict-transport-security"), Some(HSTS));

@@ -14,7 +14,7 @@ mod h3tools;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use h3tools::*;
@@ -274,14 +274,7 @@ fn sigterm_lets_an_h3_stream_in_flight_finish_and_exits_zero() {
         });
         // The stop comes once the response is under way, not after a fixed
         // pause: on a loaded machine Python may take seconds to start.
-        let begun = Instant::now();
-        while !started.exists() {
-            assert!(
-                begun.elapsed() < IO_TIMEOUT,
-                "h3.py never got the response headers"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_for_file(&started);
         let logged = server.stderr().snapshot();
         assert!(
             !logged.iter().any(|l| l.contains("/big.bin")),

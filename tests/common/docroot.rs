@@ -7,6 +7,20 @@ pub fn rfc_example_time() -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(784_111_777)
 }
 
+/// Waits, up to IO_TIMEOUT, for a file that another process creates to say it got
+/// somewhere. Polls every 10 ms: a test that acts on the signal needs it soon.
+pub fn wait_for_file(path: &Path) {
+    let deadline = Instant::now() + IO_TIMEOUT;
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} within {IO_TIMEOUT:?}",
+            path.display()
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// A document root in a fresh temp dir, traversable by every user (mode 0755) so that a
 /// server running as nobody can serve it.
 pub struct Docroot {

@@ -7,9 +7,9 @@ stop answering mid-handshake, flood handshakes, replay a 0-RTT flight.
 Each command prints one JSON object on stdout.
 
   get     URL... [--ca F] [--ticket F] [--zero-rtt] [--method M] [--data S]
-          [--out DIR] [--started F]: the requests on one connection; statuses, headers,
-          body lengths (bodies written to DIR/<n> when given; F created
-          when the first response headers arrive)
+          [--out DIR] [--started F]: the requests on one connection;
+          statuses, headers, body lengths (bodies written to DIR/<n> when
+          given; F created when the first response headers arrive)
   flood   HOST PORT N: N handshakes' first flights from one socket, never
           continued; how many answers were Retry packets
   amplify HOST PORT: one client Initial, never continued; the bytes the
