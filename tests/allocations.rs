@@ -727,7 +727,7 @@ mod http2 {
                     break;
                 }
                 out += plan.len();
-                plan.clear();
+                conn.written();
             }
             assert!(out > 0);
         };

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use plan::Plan;
+use plan::Written;
 
 use crate::complaint::Complaint;
 use crate::config::Config;
@@ -107,6 +108,7 @@ impl Connection {
             ready: Vec::new(),
             events: VecDeque::new(),
             plan: Plan::default(),
+            written: Written::default(),
             now,
             stopping: false,
             last_end: now,
@@ -197,17 +199,26 @@ impl Connection {
         sent
     }
 
-    /// The turn's output (see `produce`); `plan_mut().clear()` once
-    /// written.
+    /// The turn's output (see `produce`); `written()` once written.
     pub fn plan_mut(&mut self) -> &mut Plan {
         &mut self.engine.handler().plan
     }
 
-    /// The transport failed after writing the plan up to `written`: the
-    /// body bytes beyond it never went out, and the log lines say so.
-    pub fn unsent(&mut self, written: u64) {
+    /// The turn's plan was written whole: it is cleared for the next turn,
+    /// and its DATA payloads are remembered for a while (see `Written`).
+    pub fn written(&mut self) {
         let h = self.engine.handler();
-        for (stream, n) in h.plan.unsent(written) {
+        h.written.add(&h.plan);
+        h.plan.clear();
+    }
+
+    /// The transport failed `written` bytes into the turn's plan, and the
+    /// reset it made discarded the last `discarded` of the bytes written so
+    /// far (0 if it made none): those body bytes never reached the client,
+    /// and the log lines say so.
+    pub fn unsent(&mut self, written: u64, discarded: u64) {
+        let h = self.engine.handler();
+        for (stream, n) in h.written.unsent(&h.plan, written, discarded) {
             if let Some(sent) = h.map.get_mut(&stream).and_then(|s| s.sent.as_mut()) {
                 sent.written = sent.written.saturating_sub(n);
             }
@@ -586,6 +597,8 @@ struct Streams {
     ready: Vec<i32>,
     events: VecDeque<Event>,
     plan: Plan,
+    /// What the turns before this one wrote.
+    written: Written,
     now: Instant,
     stopping: bool,
     /// When the last stream ended, or the connection began.

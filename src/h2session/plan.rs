@@ -6,6 +6,7 @@
 //! the next turn; the buffer comes from this thread's free list for the
 //! turn and goes back once written, so an idle connection holds none.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::sync::Arc;
 
@@ -61,14 +62,6 @@ impl Plan {
         self.data.push((stream, len, self.len()));
     }
 
-    /// The body bytes of each stream the plan holds beyond `written`.
-    pub fn unsent(&self, written: u64) -> impl Iterator<Item = (i32, u64)> + '_ {
-        self.data
-            .iter()
-            .filter(move |(_, _, end)| *end > written)
-            .map(move |&(stream, len, end)| (stream, len.min(end - written)))
-    }
-
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty() && self.files.is_empty()
     }
@@ -92,6 +85,70 @@ impl Plan {
     }
 }
 
+/// How far back a connection remembers the DATA payloads it wrote
+/// (`Written`): beyond what the kernel holds unacknowledged for a client
+/// that stopped taking bytes (`sys::UNSENT_LIMIT` waiting unsent, the
+/// write that crossed it, what was in flight when the client stopped).
+const REMEMBERED_BYTES: u64 = 1 << 20;
+
+/// And at most this many payloads, however small (a script's writes).
+const REMEMBERED_PAYLOADS: usize = 256;
+
+/// The DATA payloads of the turns already written, each with its stream,
+/// its length and where it ends among all the connection's bytes. A
+/// client given up on is reset (see `serve::pacing`), and the reset
+/// discards what the kernel still held for it: the last bytes written,
+/// which may go back past the turn being written. The log lines of the
+/// streams they belonged to must not count them.
+#[derive(Default)]
+pub struct Written {
+    /// All the bytes of the turns written whole.
+    total: u64,
+    data: VecDeque<(i32, u64, u64)>,
+}
+
+impl Written {
+    /// `plan` was written whole.
+    pub fn add(&mut self, plan: &Plan) {
+        for &(stream, len, end) in &plan.data {
+            if self.data.len() == REMEMBERED_PAYLOADS {
+                self.data.pop_front();
+            }
+            self.data.push_back((stream, len, self.total + end));
+        }
+        self.total += plan.len();
+        while self
+            .data
+            .front()
+            .is_some_and(|&(_, _, end)| end + REMEMBERED_BYTES <= self.total)
+        {
+            self.data.pop_front();
+        }
+    }
+
+    /// The body bytes of each stream that never reached the client when
+    /// writing `plan` failed `written` bytes in, and the reset discarded
+    /// the last `discarded` of all the bytes written by then.
+    pub fn unsent<'a>(
+        &'a self,
+        plan: &'a Plan,
+        written: u64,
+        discarded: u64,
+    ) -> impl Iterator<Item = (i32, u64)> + 'a {
+        let cut = (self.total + written).saturating_sub(discarded);
+        let turn = plan
+            .data
+            .iter()
+            .map(|&(stream, len, end)| (stream, len, self.total + end));
+        self.data
+            .iter()
+            .copied()
+            .chain(turn)
+            .filter(move |&(_, _, end)| end > cut)
+            .map(move |(stream, len, end)| (stream, len.min(end - cut)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,14 +162,62 @@ mod tests {
         plan.data_frame(1, 5);
         plan.push(b"abc");
         plan.data_frame(3, 3);
-        assert_eq!(plan.unsent(10).collect::<Vec<_>>(), [(1, 4), (3, 3)]);
-        assert_eq!(plan.unsent(15).collect::<Vec<_>>(), [(3, 2)]);
+        let written = Written::default();
+        let unsent = |at, discarded| written.unsent(&plan, at, discarded).collect::<Vec<_>>();
+        assert_eq!(unsent(10, 0), [(1, 4), (3, 3)]);
+        assert_eq!(unsent(15, 0), [(3, 2)]);
+        assert_eq!(unsent(17, 7), [(1, 4), (3, 3)]);
         assert_eq!(plan.files[0].at, 9);
         assert_eq!(plan.len(), 17);
         assert!(!plan.full());
         plan.clear();
         assert!(plan.is_empty());
         assert_eq!(plan.len(), 0);
+    }
+
+    #[test]
+    fn a_reset_discards_bytes_of_turns_written_before() {
+        let mut written = Written::default();
+        let mut turn = Plan::default();
+        // Two turns of a 9-byte frame head and 100 payload bytes each.
+        for stream in [1, 3] {
+            turn.push(&[0; 9]);
+            turn.push(&[7; 100]);
+            turn.data_frame(stream, 100);
+            written.add(&turn);
+            turn.clear();
+        }
+        turn.push(&[0; 9]);
+        turn.push(&[7; 100]);
+        turn.data_frame(5, 100);
+        // 50 bytes into the third turn, the reset discards 200 bytes: the
+        // last 41 of the first payload, all of the second, and the 50
+        // bytes of the third's payload that had been written.
+        let unsent: Vec<_> = written.unsent(&turn, 50, 200).collect();
+        assert_eq!(unsent, [(1, 41), (3, 100), (5, 100)]);
+        // Nothing discarded: only what the turn did not write.
+        let unsent: Vec<_> = written.unsent(&turn, 50, 0).collect();
+        assert_eq!(unsent, [(5, 59)]);
+    }
+
+    #[test]
+    fn payloads_far_enough_back_are_forgotten() {
+        let mut written = Written::default();
+        let mut turn = Plan::default();
+        // 16 KiB payloads (no frame heads): the last 1 MiB of them.
+        turn.push(&[7; 16384]);
+        turn.data_frame(1, 16384);
+        for _ in 0..100 {
+            written.add(&turn);
+        }
+        assert_eq!(written.data.len() as u64, REMEMBERED_BYTES / 16384);
+        turn.clear();
+        turn.push(&[7; 1]);
+        turn.data_frame(1, 1);
+        for _ in 0..2 * REMEMBERED_PAYLOADS {
+            written.add(&turn);
+        }
+        assert_eq!(written.data.len(), REMEMBERED_PAYLOADS);
     }
 
     fn tempfile_for_test() -> File {

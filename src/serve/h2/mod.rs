@@ -55,11 +55,11 @@ pub(crate) async fn serve(mut link: impl Link, served: Served, stop: impl Future
             let plan = std::mem::take(conn.plan_mut());
             let written = write_plan(&mut link, &plan, &served, now).await;
             *conn.plan_mut() = plan;
-            if let Err(at) = written {
-                conn.unsent(at);
+            if let Err((at, discarded)) = written {
+                conn.unsent(at, discarded);
                 break;
             }
-            conn.plan_mut().clear();
+            conn.written();
             while let Some(event) = conn.next_event() {
                 scripts.event(event, &mut conn);
             }
@@ -150,15 +150,17 @@ pub(crate) async fn serve_shared(
 
 /// Writes a turn's plan whole. The client must take it as it would an
 /// HTTP/1.1 response: within `--send-timeout` of credit at `--min-rate`,
-/// counted in bytes it acknowledged (see `serve::pacing`). Err: how far it
-/// went (a client too slow for the rate is named in the log). `now`: the
-/// time of the turn that made it.
+/// counted in bytes it acknowledged (see `serve::pacing`). Err: how far
+/// into the plan it went, and how many of the bytes written to the
+/// connection so far the reset of a client given up on discarded (a client
+/// too slow for the rate is named in the log). `now`: the time of the turn
+/// that made it.
 async fn write_plan(
     link: &mut impl Link,
     plan: &Plan,
     served: &Served,
     now: Instant,
-) -> Result<(), u64> {
+) -> Result<(), (u64, u64)> {
     let cfg = &served.cfg;
     let mut pace = Pace::new(now, cfg.send_timeout, cfg.min_rate);
     let acks = link
@@ -171,12 +173,13 @@ async fn write_plan(
                 pacing::written(&mut pace, next - at);
                 at = next;
             }
-            Ok(Err(_)) => return Err(at),
+            Ok(Err(_)) => return Err((at, 0)),
             Err(discarded) => {
                 let e = std::io::ErrorKind::TimedOut.into();
                 crate::serve::response_failed(&e, &pace, &served.client, cfg);
-                // The bytes the reset discards never went out.
-                return Err(at.saturating_sub(discarded));
+                // The bytes the reset discards never went out, and they
+                // may go back into turns written before this one.
+                return Err((at, discarded));
             }
         }
     }
