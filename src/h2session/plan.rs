@@ -91,8 +91,10 @@ impl Plan {
 /// write that crossed it, what was in flight when the client stopped).
 const REMEMBERED_BYTES: u64 = 1 << 20;
 
-/// And at most this many payloads, however small (a script's writes).
-const REMEMBERED_PAYLOADS: usize = 256;
+/// And at most this many payloads, however small (a script's writes): 2 KiB
+/// a connection. The streams whose log lines are still to be written are
+/// the ones that matter, and a stalled stream's payloads are large.
+const REMEMBERED_PAYLOADS: usize = 128;
 
 /// The DATA payloads of the turns already written, each with its stream,
 /// its length and where it ends among all the connection's bytes. A
@@ -104,7 +106,8 @@ const REMEMBERED_PAYLOADS: usize = 256;
 pub struct Written {
     /// All the bytes of the turns written whole.
     total: u64,
-    data: VecDeque<(i32, u64, u64)>,
+    /// Stream, length (a frame's payload: at most 16 MiB), end.
+    data: VecDeque<(i32, u32, u64)>,
 }
 
 impl Written {
@@ -114,7 +117,7 @@ impl Written {
             if self.data.len() == REMEMBERED_PAYLOADS {
                 self.data.pop_front();
             }
-            self.data.push_back((stream, len, self.total + end));
+            self.data.push_back((stream, len as u32, self.total + end));
         }
         self.total += plan.len();
         while self
@@ -142,7 +145,7 @@ impl Written {
             .map(|&(stream, len, end)| (stream, len, self.total + end));
         self.data
             .iter()
-            .copied()
+            .map(|&(stream, len, end)| (stream, u64::from(len), end))
             .chain(turn)
             .filter(move |&(_, _, end)| end > cut)
             .map(move |(stream, len, end)| (stream, len.min(end - cut)))
