@@ -88,7 +88,13 @@ pub fn respond(site: &Site, req: &Request, force_close: bool) -> Answer {
     }
     // An absolute-form target names the host itself (RFC 9112 §3.2.2).
     let host = path::authority(&req.target).or(req.host.as_deref());
-    let files = site.root_files(host);
+    // Out of descriptors before the site's rules were ever read: a 503
+    // (below), as for a file that cannot be opened, never an answer
+    // without its `_headers` and `_redirects`.
+    let (files, exhausted) = match site.root_files(host) {
+        Ok(files) => (files, false),
+        Err(_) => (None, true),
+    };
     // The decoded path is written into a pooled buffer: no allocation.
     let mut scratch = pool::take(&pool::HEADS);
     let parsed = SitePath::from_target(&req.target);
@@ -108,6 +114,7 @@ pub fn respond(site: &Site, req: &Request, force_close: bool) -> Answer {
     let answer = match parsed {
         // `OPTIONS *` asks about the server, not a path (RFC 9110 §9.3.7).
         _ if req.method == Method::Options && req.target == "*" => Answer::Send(reply.options()),
+        _ if exhausted => Answer::Send(reply.error(Status::ServiceUnavailable)),
         Ok(path) => reply.request(&ctx, req, &path, force_close),
         Err(PathError::BadRequest) => Answer::Send(reply.error(Status::BadRequest)),
         Err(PathError::Hidden) => Answer::Send(reply.error(Status::NotFound)),

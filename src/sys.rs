@@ -22,6 +22,16 @@ pub fn describe(e: &io::Error) -> String {
     }
 }
 
+/// Whether an error says the process (or system) is out of descriptors or
+/// memory, which passes, rather than that what was asked for failed.
+pub fn out_of_resources(e: &io::Error) -> bool {
+    use rustix::io::Errno;
+    matches!(
+        e.raw_os_error().map(Errno::from_raw_os_error),
+        Some(Errno::MFILE | Errno::NFILE | Errno::NOBUFS | Errno::NOMEM)
+    )
+}
+
 /// Raises the descriptor limit to its hard maximum, as nginx's
 /// worker_rlimit_nofile does: each connection needs one.
 pub fn raise_fd_limit() {

@@ -939,6 +939,88 @@ fn open_file_cache_does_not_use_up_a_64_descriptor_limit(v: Variant) {
     assert_still_serving(&mut server);
 }
 
+/// Out of descriptors, a site's `_headers` stay in force: a check that cannot open the
+/// file (EMFILE) is not a file that went away. Before they were ever read, a request gets
+/// a 503, never an answer without them. (The soak found responses without their
+/// `_headers` while the server's descriptor limit was lowered.)
+fn site_rules_stay_in_force_while_out_of_descriptors(v: Variant) {
+    let root = Docroot::new();
+    // Large enough to be held open by the open-file cache, which gives its descriptors
+    // back when the server runs out: the file can still be served then.
+    root.file("big.bin", pattern(CACHED_BY_DESCRIPTOR));
+    root.file("a.txt", "alpha\n");
+    root.file("_headers", "/*\n  X-Rule: kept\n");
+    let mut server = Server::builder(v, root.path())
+        .args(["--threads", "1", "--health-path", "/healthz"])
+        .start();
+    // Both connections accepted while descriptors are to be had: the health path is
+    // answered before the site's rules are looked at.
+    let mut conns: Vec<Conn> = (0..2).map(|_| server.connect()).collect();
+    for conn in &mut conns {
+        let resp = conn.roundtrip(request("GET", "/healthz", &[]));
+        assert_eq!(resp.status, 200, "{resp:#?}");
+    }
+    let pid = server.process().id();
+    let limit = exhaust_descriptors(pid);
+    let resp = conns[0].roundtrip(request("GET", "/big.bin", &[]));
+    assert_eq!(
+        resp.status, 503,
+        "rules never read, none to be read: {resp:#?}"
+    );
+    restore_descriptors(pid, limit);
+    let resp = conns[1].roundtrip(request("GET", "/big.bin", &[]));
+    assert_eq!(resp.status, 200, "{resp:#?}");
+    assert_eq!(resp.header("x-rule"), Some("kept"), "{resp:#?}");
+    let limit = exhaust_descriptors(pid);
+    // Past the second for which a check of the root files is trusted: the next request
+    // checks them again, and cannot open them.
+    thread::sleep(Duration::from_millis(1200));
+    let resp = conns[1].roundtrip(request("GET", "/big.bin", &[]));
+    restore_descriptors(pid, limit);
+    assert_eq!(resp.status, 200, "{resp:#?}");
+    assert_eq!(
+        resp.header("x-rule"),
+        Some("kept"),
+        "_headers dropped while out of descriptors: {resp:#?}; stderr: {:#?}",
+        server.stderr().snapshot()
+    );
+    let said = server.stderr().snapshot();
+    assert!(
+        !said.iter().any(|l| l.contains("_headers")),
+        "a check cut short by EMFILE was reported as a problem of _headers: {said:#?}"
+    );
+    assert_still_serving(&mut server);
+}
+
+/// Lowers the soft RLIMIT_NOFILE of process `pid` to the lowest descriptor number it has
+/// free, so that its next open(2) or accept(2) fails with EMFILE. Returns the limit it
+/// had.
+fn exhaust_descriptors(pid: u32) -> rustix::process::Rlimit {
+    let open: std::collections::HashSet<u64> = fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    let free = (0..).find(|n| !open.contains(n)).unwrap();
+    let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
+    set_descriptor_limit(
+        pid,
+        rustix::process::Rlimit {
+            current: Some(free),
+            maximum: hard,
+        },
+    )
+}
+
+fn restore_descriptors(pid: u32, limit: rustix::process::Rlimit) {
+    set_descriptor_limit(pid, limit);
+}
+
+fn set_descriptor_limit(pid: u32, limit: rustix::process::Rlimit) -> rustix::process::Rlimit {
+    let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
+    rustix::process::prlimit(Some(pid), rustix::process::Resource::Nofile, limit)
+        .expect("prlimit RLIMIT_NOFILE of the server")
+}
+
 /// What a connection that sent a request shows within a time limit.
 #[derive(Debug, PartialEq, Eq)]
 enum Answer {
@@ -1063,6 +1145,7 @@ matrix!([h1, tls, uring] standalone:
     thousand_clients_past_the_descriptor_limit_leave_the_server_serving,
     thousand_clients_asking_for_200_files_at_a_64_descriptor_limit_leave_the_server_serving,
     open_file_cache_does_not_use_up_a_64_descriptor_limit,
+    site_rules_stay_in_force_while_out_of_descriptors,
     max_connections_holds_the_eleventh_until_one_of_ten_closes,
 );
 

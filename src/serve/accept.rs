@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use super::clients::{self, Claim};
 use super::limits::{Connections, Slot};
 use super::listen::UNIX_CLIENT;
-use super::workers::{out_of_resources, Shared, EMFILE_PAUSE};
+use super::workers::{Shared, EMFILE_PAUSE};
 use super::{idle, park, Wire};
 use crate::client_name::ClientName;
 use crate::complaint::{complain, Complaint};
@@ -132,7 +132,7 @@ pub(crate) async fn place(conns: &Arc<Connections>, mut claim: Option<Claim>) ->
 /// queued: pause instead of spinning on the same error, and close what the
 /// open-file cache holds. Other errors concern one connection only.
 pub(crate) async fn accept_failed(e: &io::Error, last_complaint: &mut Option<Instant>) {
-    if !out_of_resources(e) {
+    if !crate::sys::out_of_resources(e) {
         return;
     }
     crate::site::cache::clear();

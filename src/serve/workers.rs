@@ -15,7 +15,7 @@ use super::Extras;
 use crate::config::Config;
 use crate::log;
 use crate::site::Site;
-use crate::sys::describe;
+use crate::sys::{self, describe};
 
 /// How long accepting (or starting a worker) pauses when the process is
 /// out of descriptors.
@@ -205,7 +205,9 @@ pub(crate) fn start_runtime<T>(shared: &Shared, build: impl Fn() -> io::Result<T
     loop {
         match build() {
             Ok(rt) => return Some(rt),
-            Err(e) if out_of_resources(&e) && !shared.conns.stopping.load(Ordering::Relaxed) => {
+            Err(e)
+                if sys::out_of_resources(&e) && !shared.conns.stopping.load(Ordering::Relaxed) =>
+            {
                 std::thread::sleep(EMFILE_PAUSE);
             }
             Err(e) => {
@@ -217,14 +219,4 @@ pub(crate) fn start_runtime<T>(shared: &Shared, build: impl Fn() -> io::Result<T
             }
         }
     }
-}
-
-/// Whether an error says the process (or system) is out of descriptors or
-/// memory, which passes, rather than that one connection failed.
-pub(crate) fn out_of_resources(e: &io::Error) -> bool {
-    use rustix::io::Errno;
-    matches!(
-        e.raw_os_error().map(Errno::from_raw_os_error),
-        Some(Errno::MFILE | Errno::NFILE | Errno::NOBUFS | Errno::NOMEM)
-    )
 }

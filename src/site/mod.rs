@@ -184,29 +184,54 @@ impl Site {
 
     /// The `_headers` and `_redirects` rules of the site a request with
     /// this Host reaches; None when it reaches none (an unknown virtual
-    /// host, a bad Host, a site that is a redirect).
-    pub fn root_files(&self, host: Option<&str>) -> Option<Arc<root_files::RootFiles>> {
+    /// host, a bad Host, a site that is a redirect). Err(NoDescriptors):
+    /// they are not known yet and cannot be read now (a 503, as for a file
+    /// that cannot be opened); never served without them.
+    pub fn root_files(
+        &self,
+        host: Option<&str>,
+    ) -> Result<Option<Arc<root_files::RootFiles>>, SiteError> {
         let key = self.host_key(host);
         let now = Instant::now();
         if let Some(files) = root_files::cached(key, now) {
-            return Some(files);
+            return Ok(Some(files));
         }
-        let files = match self.host_dir(host).ok()? {
-            HostDir::Root => root_files::load(self.root.as_fd(), &self.root_path, "", now),
-            HostDir::Vhost(fd, name) => {
+        let mut files = self.load_root_files(host, now);
+        if matches!(files, Err(SiteError::NoDescriptors)) {
+            // As in `resolve`: the open-file cache's descriptors go back.
+            cache::clear();
+            files = self.load_root_files(host, now);
+        }
+        if let Ok(Some(files)) = &files {
+            root_files::remember(key, files, now);
+        }
+        files
+    }
+
+    fn load_root_files(
+        &self,
+        host: Option<&str>,
+        now: Instant,
+    ) -> Result<Option<Arc<root_files::RootFiles>>, SiteError> {
+        let loaded = match self.host_dir(host) {
+            Ok(HostDir::Root) => root_files::load(self.root.as_fd(), &self.root_path, "", now),
+            Ok(HostDir::Vhost(fd, name)) => {
                 let shown = self.root_path.join(&name);
                 root_files::load(fd.as_fd(), &shown, &name, now)
             }
-            HostDir::Redirect(_) => return None,
+            Ok(HostDir::Redirect(_)) => return Ok(None),
+            Err(SiteError::NoDescriptors) => return Err(SiteError::NoDescriptors),
+            Err(_) => return Ok(None),
         };
-        root_files::remember(key, &files, now);
-        Some(files)
+        loaded
+            .map(Some)
+            .map_err(|root_files::Exhausted| SiteError::NoDescriptors)
     }
 
     /// The site's own page for an error status (`404.html` in its root),
     /// if it has one.
     pub fn error_page(&self, host: Option<&str>, code: u16) -> Option<Arc<FileSet>> {
-        if !self.root_files(host)?.has_error_page(code) {
+        if !self.root_files(host).ok()??.has_error_page(code) {
             return None;
         }
         let mut name = [0u8; 8];

@@ -3,7 +3,9 @@
 //! `crate::rules`).
 //!
 //! They are read when a site is first asked for and again when they change,
-//! checked at most once a second (like the open-file cache). The same check
+//! checked at most once a second (like the open-file cache). A check or read
+//! that fails because the process is out of descriptors or memory changes
+//! nothing: the rules in use stay, and the next check tries again. The same check
 //! notes which error pages (`404.html`...) the root holds, so that an error
 //! costs no lookup of a page the site does not have. Parsing happens
 //! once per change for the whole process, under one lock, so each problem in
@@ -56,6 +58,12 @@ const ERROR_CODES: [u16; 16] = [
 /// What identifies a version of a file: None when it is absent or unreadable.
 type Stamp = Option<(u64, u64, u64, i64, i64)>;
 
+/// The files could not be checked or read for now: the process is out of
+/// descriptors or memory (`sys::out_of_resources`), which passes. Not the
+/// same as a file that is absent or unreadable, whose rules are dropped.
+#[derive(Debug)]
+pub struct Exhausted;
+
 /// The stamps of `_headers`, `_redirects` and the root directory itself,
 /// whose mtime changes when an error page is added or removed.
 type Stamps = [Stamp; 3];
@@ -104,20 +112,34 @@ pub fn remember(key: &[u8], files: &Arc<RootFiles>, now: Instant) {
 }
 
 /// The root files of the site in `dir` (named `name` under the root, shown
-/// as `shown` in messages), read again if they changed.
-pub fn load(dir: BorrowedFd<'_>, shown: &Path, name: &str, now: Instant) -> Arc<RootFiles> {
+/// as `shown` in messages), read again if they changed. Out of descriptors
+/// or memory, the files read last stay in use; Err only if there are none
+/// yet.
+pub fn load(
+    dir: BorrowedFd<'_>,
+    shown: &Path,
+    name: &str,
+    now: Instant,
+) -> Result<Arc<RootFiles>, Exhausted> {
     let mut store = STORE.lock().unwrap_or_else(|e| e.into_inner());
     let store = store.get_or_insert_with(HashMap::new);
     if let Some(loaded) = store.get_mut(name) {
         if now.duration_since(loaded.checked) < FRESH_FOR {
-            return Arc::clone(&loaded.files);
+            return Ok(Arc::clone(&loaded.files));
         }
         loaded.checked = now;
-        if stamps(dir) == loaded.stamps {
-            return Arc::clone(&loaded.files);
+        match stamps(dir) {
+            Ok(stamps) if stamps != loaded.stamps => {}
+            // Unchanged, or not to be known now: kept until the next check.
+            _ => return Ok(Arc::clone(&loaded.files)),
         }
     }
-    let (files, stamps) = read(dir, shown);
+    let read = read(dir, shown);
+    let (files, stamps) = match (read, store.get(name)) {
+        (Ok(read), _) => read,
+        (Err(Exhausted), Some(loaded)) => return Ok(Arc::clone(&loaded.files)),
+        (Err(Exhausted), None) => return Err(Exhausted),
+    };
     let files = Arc::new(files);
     let loaded = Loaded {
         checked: now,
@@ -125,10 +147,10 @@ pub fn load(dir: BorrowedFd<'_>, shown: &Path, name: &str, now: Instant) -> Arc<
         files: Arc::clone(&files),
     };
     store.insert(name.to_string(), loaded);
-    files
+    Ok(files)
 }
 
-fn stamps(dir: BorrowedFd<'_>) -> Stamps {
+fn stamps(dir: BorrowedFd<'_>) -> Result<Stamps, Exhausted> {
     let dir_stamp = rustix::fs::fstat(dir).ok().map(|st| {
         (
             st.st_dev,
@@ -138,17 +160,27 @@ fn stamps(dir: BorrowedFd<'_>) -> Stamps {
             st.st_mtime_nsec as i64,
         )
     });
-    [stamp(dir, HEADERS), stamp(dir, REDIRECTS), dir_stamp]
+    Ok([stamp(dir, HEADERS)?, stamp(dir, REDIRECTS)?, dir_stamp])
 }
 
 /// Reads and parses both files, reporting each problem on stderr, and
-/// notes the error pages.
-fn read(dir: BorrowedFd<'_>, shown: &Path) -> (RootFiles, Stamps) {
+/// notes the error pages. Everything is read before anything is parsed, so
+/// a read cut short by `Exhausted` reports nothing twice.
+fn read(dir: BorrowedFd<'_>, shown: &Path) -> Result<(RootFiles, Stamps), Exhausted> {
     // Stamped first: a change while reading is seen at the next check.
-    let dir_stamp = stamps(dir)[2];
-    let (headers_text, headers_stamp) = read_file(dir, shown, HEADERS);
-    let (redirects_text, redirects_stamp) = read_file(dir, shown, REDIRECTS);
-    let mut files = RootFiles::default();
+    let dir_stamp = stamps(dir)?[2];
+    let (headers_text, headers_stamp) = read_file(dir, shown, HEADERS)?;
+    let (redirects_text, redirects_stamp) = read_file(dir, shown, REDIRECTS)?;
+    let mut error_pages = Vec::new();
+    for code in ERROR_CODES {
+        if stamp(dir, format!("{code}.html").as_bytes())?.is_some() {
+            error_pages.push(code);
+        }
+    }
+    let mut files = RootFiles {
+        error_pages,
+        ..RootFiles::default()
+    };
     if let Some(text) = headers_text {
         let path = file_path(shown, HEADERS);
         files.headers = HeaderRules::parse(&text, &mut |line, msg| report(&path, line, msg));
@@ -158,11 +190,7 @@ fn read(dir: BorrowedFd<'_>, shown: &Path) -> (RootFiles, Stamps) {
         files.redirects = RedirectRules::parse(&text, &mut |line, msg| report(&path, line, msg));
     }
     warn_of_rewrites_over_immutable(&files, shown);
-    files.error_pages = ERROR_CODES
-        .into_iter()
-        .filter(|code| stamp(dir, format!("{code}.html").as_bytes()).is_some())
-        .collect();
-    (files, [headers_stamp, redirects_stamp, dir_stamp])
+    Ok((files, [headers_stamp, redirects_stamp, dir_stamp]))
 }
 
 /// The single-page-app trap, said once when the files are loaded: a 200
@@ -203,39 +231,52 @@ fn report(path: &Path, line: usize, msg: &str) {
 /// The file's bytes (a little past the parsers' limit, so they can say it
 /// was cut) and its stamp. An absent file is no error; an unreadable one is
 /// reported and treated as absent.
-fn read_file(dir: BorrowedFd<'_>, shown: &Path, name: &[u8]) -> (Option<Vec<u8>>, Stamp) {
+fn read_file(
+    dir: BorrowedFd<'_>,
+    shown: &Path,
+    name: &[u8],
+) -> Result<(Option<Vec<u8>>, Stamp), Exhausted> {
     let unreadable = |e: &std::io::Error| {
+        if sys::out_of_resources(e) {
+            return Err(Exhausted);
+        }
         let path = file_path(shown, name);
         crate::log::diagnostic(&format!(
             "staticd: {}: {}; ignored\n",
             path.display(),
             super::describe(e)
         ));
-        (None, None)
+        Ok((None, None))
     };
     let file = match sys::open_beneath(dir, name) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (None, None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((None, None)),
         Err(e) => return unreadable(&e),
     };
-    let Ok(meta) = file.metadata() else {
-        return (None, None);
+    let meta = match file.metadata() {
+        Ok(meta) => meta,
+        Err(e) if sys::out_of_resources(&e) => return Err(Exhausted),
+        Err(_) => return Ok((None, None)),
     };
     if !meta.is_file() {
-        return (None, None);
+        return Ok((None, None));
     }
     let mut bytes = Vec::new();
     let limit = MAX_BYTES as u64 + 1;
     if let Err(e) = (&file).take(limit).read_to_end(&mut bytes) {
         return unreadable(&e);
     }
-    (Some(bytes), stamp_of(&meta))
+    Ok((Some(bytes), stamp_of(&meta)))
 }
 
 /// The stamp of `name` in `dir` as it is now.
-fn stamp(dir: BorrowedFd<'_>, name: &[u8]) -> Stamp {
-    let file = sys::open_beneath(dir, name).ok()?;
-    stamp_of(&file.metadata().ok()?)
+fn stamp(dir: BorrowedFd<'_>, name: &[u8]) -> Result<Stamp, Exhausted> {
+    let looked = sys::open_beneath(dir, name).and_then(|file| file.metadata());
+    match looked {
+        Ok(meta) => Ok(stamp_of(&meta)),
+        Err(e) if sys::out_of_resources(&e) => Err(Exhausted),
+        Err(_) => Ok(None),
+    }
 }
 
 fn stamp_of(meta: &std::fs::Metadata) -> Stamp {
