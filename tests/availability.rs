@@ -151,6 +151,27 @@ impl std::fmt::Display for Figures {
     }
 }
 
+/// Runs `attack` (a server under attack with the good client beside it, every other
+/// check made; None: skipped) until the good client's 99th percentile is under
+/// [`P99_BOUND`], at most three times. Other test binaries share a CI machine's two
+/// cores, so one try's slowest requests can be theirs; a server that lets an attack slow
+/// its clients misses every try.
+fn with_p99_under_bound(mut attack: impl FnMut() -> Option<Figures>) {
+    for attempt in 1..=3 {
+        let Some(figures) = attack() else { return };
+        if figures.p99 < P99_BOUND {
+            return;
+        }
+        let missed = format!(
+            "the good client's p99 is {} (over {}): {figures}",
+            ms(figures.p99),
+            ms(P99_BOUND)
+        );
+        assert!(attempt < 3, "{missed}, in each of 3 tries");
+        report(&format!("try {attempt}: {missed}; trying again"));
+    }
+}
+
 /// A client at 127.0.0.1 that fetches `/a.txt` every [`PACE`], opening a
 /// new connection every [`PER_CONNECTION`] requests, and records each
 /// request's latency (with the connect, for the first on a connection) and
@@ -229,7 +250,7 @@ impl GoodClient {
     }
 
     /// Stops the client, reports its figures, and asserts that it got every
-    /// answer, with a 99th percentile under [`P99_BOUND`].
+    /// answer (its 99th percentile is `with_p99_under_bound`'s to check).
     fn finish(mut self) -> Figures {
         thread::sleep(GOOD_CLIENT_RUNS.saturating_sub(self.started.elapsed()));
         self.stop.store(true, Ordering::SeqCst);
@@ -250,12 +271,6 @@ impl GoodClient {
             figures.count >= 100,
             "the good client got only {} answers ({figures})",
             figures.count
-        );
-        assert!(
-            figures.p99 < P99_BOUND,
-            "the good client's p99 is {} (over {}): {figures}",
-            ms(figures.p99),
-            ms(P99_BOUND)
         );
         figures
     }
@@ -376,6 +391,10 @@ const TRICKLE: &[u8] =
 /// is dropped once its head has taken 2 s (however steadily it trickles),
 /// and the good client at 127.0.0.1 is served throughout.
 fn slowloris_from_one_address(v: Variant) {
+    with_p99_under_bound(|| slowloris_from_one_address_try(v));
+}
+
+fn slowloris_from_one_address_try(v: Variant) -> Option<Figures> {
     let _serial = serial();
     let root = site();
     let server = Server::builder(v, root.path())
@@ -448,6 +467,7 @@ fn slowloris_from_one_address(v: Variant) {
             String::from_utf8_lossy(&got)
         );
     }
+    Some(figures)
 }
 
 // --- 3: slow bodies -----------------------------------------------------------------------
@@ -459,6 +479,10 @@ fn slowloris_from_one_address(v: Variant) {
 /// credit runs out (about 2.2 s in: 2 s plus 2 ms per byte received), and
 /// the good client is served throughout.
 fn slow_body_from_one_address(v: Variant) {
+    with_p99_under_bound(|| slow_body_from_one_address_try(v));
+}
+
+fn slow_body_from_one_address_try(v: Variant) -> Option<Figures> {
     let _serial = serial();
     let root = site();
     let server = Server::builder(v, root.path())
@@ -511,6 +535,7 @@ fn slow_body_from_one_address(v: Variant) {
         server.stderr(),
         "staticd: 127.0.0.2: request body slower than --min-rate (500 B/s): connection closed",
     );
+    Some(figures)
 }
 
 // --- 4: slow reads ------------------------------------------------------------------------
@@ -561,6 +586,10 @@ fn slow_reader_tcp(dest: SocketAddr) -> TcpStream {
 /// that the kernel grows the server's congestion window and send buffer to
 /// megabytes, and then the writes progress too seldom for the old timeout.)
 fn slow_read_from_one_address(v: Variant) {
+    with_p99_under_bound(|| slow_read_from_one_address_try(v));
+}
+
+fn slow_read_from_one_address_try(v: Variant) -> Option<Figures> {
     let _serial = serial();
     let root = site();
     let server = Server::builder(v, root.path())
@@ -638,6 +667,7 @@ fn slow_read_from_one_address(v: Variant) {
         server.stderr(),
         "staticd: 127.0.0.2: response taken slower than --min-rate (200000 B/s): connection closed",
     );
+    Some(figures)
 }
 
 matrix!([h1, uring] both_modes:
@@ -716,6 +746,10 @@ const FLOOD_HELD: Duration = Duration::from_secs(2);
 /// Retry-After (its request was readable) or a plain close; the bound is
 /// logged once; and the good client at 127.0.0.1 is served throughout.
 fn connection_flood_from_one_address_standalone(v: Variant) {
+    with_p99_under_bound(|| connection_flood_from_one_address_standalone_try(v));
+}
+
+fn connection_flood_from_one_address_standalone_try(v: Variant) -> Option<Figures> {
     let _serial = serial();
     raise_nofile(4096);
     let root = site();
@@ -739,6 +773,7 @@ fn connection_flood_from_one_address_standalone(v: Variant) {
         server.stderr(),
         "staticd: 127.0.0.2: over --max-connections-per-ip (256): connections refused",
     );
+    Some(figures)
 }
 
 /// Inetd mode: the bound is the super-server's. Under busybox `tcpsvd -c 300
@@ -749,10 +784,12 @@ fn connection_flood_from_one_address_standalone(v: Variant) {
 /// client's too — is sent again only a second later.
 #[test]
 fn connection_flood_from_one_address_inetd_under_tcpsvd() {
+    with_p99_under_bound(connection_flood_from_one_address_inetd_under_tcpsvd_try);
+}
+
+fn connection_flood_from_one_address_inetd_under_tcpsvd_try() -> Option<Figures> {
     let _serial = serial();
-    let Some(busybox) = busybox_with_tcpsvd() else {
-        return;
-    };
+    let busybox = busybox_with_tcpsvd()?;
     let root = site();
     let staticd_args = vec![
         "--inetd".to_string(),
@@ -778,6 +815,7 @@ fn connection_flood_from_one_address_inetd_under_tcpsvd() {
     ));
     assert_eq!(flood.held, 20, "{flood:?} ({figures})");
     assert_eq!(flood.closed, 180, "{flood:?}");
+    Some(figures)
 }
 
 matrix!([h1, uring] standalone: connection_flood_from_one_address_standalone);
@@ -1021,10 +1059,17 @@ matrix!([h1, uring] standalone:
 /// with default flags while the good client fetches, and asserts that its
 /// CSV says "service available" at every sample.
 fn slowhttptest_reports_available(v: Variant, name: &str, path: &str, attack: &[&str]) {
+    with_p99_under_bound(|| slowhttptest_reports_available_try(v, name, path, attack));
+}
+
+fn slowhttptest_reports_available_try(
+    v: Variant,
+    name: &str,
+    path: &str,
+    attack: &[&str],
+) -> Option<Figures> {
     let _serial = serial();
-    let Some(program) = tool("slowhttptest", "slowhttptest") else {
-        return;
-    };
+    let program = tool("slowhttptest", "slowhttptest")?;
     let root = site();
     let server = Server::start(v, &root);
     let out = tempfile::tempdir().unwrap();
@@ -1057,6 +1102,7 @@ fn slowhttptest_reports_available(v: Variant, name: &str, path: &str, attack: &[
         "slowhttptest found the service unavailable: {samples:?} ({figures}); {}",
         run.describe("slowhttptest")
     );
+    Some(figures)
 }
 
 /// The "Service Available" column of slowhttptest's CSV, as booleans (it

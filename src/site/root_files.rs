@@ -165,7 +165,7 @@ fn stamps(dir: BorrowedFd<'_>) -> Result<Stamps, Exhausted> {
 
 /// Reads and parses both files, reporting each problem on stderr, and
 /// notes the error pages. Everything is read before anything is parsed, so
-/// a read cut short by `Exhausted` reports nothing twice.
+/// a read cut short by `Exhausted` does not repeat the parsers' reports.
 fn read(dir: BorrowedFd<'_>, shown: &Path) -> Result<(RootFiles, Stamps), Exhausted> {
     // Stamped first: a change while reading is seen at the next check.
     let dir_stamp = stamps(dir)?[2];
