@@ -20,7 +20,7 @@ use crate::site::listing::{self, Listing, Sort};
 use crate::site::negotiate;
 use crate::site::path::{self, PathError, SitePath};
 use crate::site::root_files::{self, RootFiles};
-use crate::site::{Access, Lookup, Resource, ScriptTarget, Site, SiteError};
+use crate::site::{Access, Lookup, Resource, ScriptTarget, Site, SiteError, Tree};
 
 const ALLOW: &str = "GET, HEAD, OPTIONS";
 
@@ -91,7 +91,10 @@ pub fn respond(site: &Site, req: &Request, force_close: bool) -> Answer {
     // Out of descriptors before the site's rules were ever read: a 503
     // (below), as for a file that cannot be opened, never an answer
     // without its `_headers` and `_redirects`.
-    let (files, exhausted) = match site.root_files(host) {
+    // One tree for the whole response: a deploy that swaps the root
+    // meanwhile gives no response mixed from two releases.
+    let tree = site.tree();
+    let (files, exhausted) = match site.root_files(&tree, host) {
         Ok(files) => (files, false),
         Err(_) => (None, true),
     };
@@ -101,6 +104,7 @@ pub fn respond(site: &Site, req: &Request, force_close: bool) -> Answer {
     let url_path = parsed.as_ref().ok().map(|p| url_path(p, &mut scratch));
     let ctx = SiteCtx {
         site,
+        tree: &tree,
         host,
         files: files.as_ref(),
         path: url_path,
@@ -176,7 +180,7 @@ fn lookup(ctx: &SiteCtx, req: &Request, path: &SitePath) -> Result<Resource, Sit
         accept: req.accept.as_deref(),
         accept_encoding: req.accept_encoding.as_deref(),
     };
-    ctx.site.resolve(&lookup)
+    ctx.site.resolve(ctx.tree, &lookup)
 }
 
 /// `/` and the decoded path (with its trailing slash), as `_headers`,
@@ -514,8 +518,10 @@ pub fn cgi_failure(job: &CgiJob, site: &Site, status: Status) -> Response {
     // The request body may be partly unread: the connection closes.
     let req = &job.request;
     let headers = job.site_headers.as_ref();
+    let tree = site.tree();
     let ctx = SiteCtx {
         site,
+        tree: &tree,
         host: path::authority(&req.target).or(req.host.as_deref()),
         files: headers.map(|h| &h.files),
         path: headers.map(|h| &h.path[..]),
@@ -651,6 +657,8 @@ struct Reply<'a> {
 #[derive(Clone, Copy)]
 struct SiteCtx<'a> {
     site: &'a Site,
+    /// The tree of the root this response is made from (`Site::tree`).
+    tree: &'a Tree,
     host: Option<&'a str>,
     files: Option<&'a Arc<RootFiles>>,
     /// The decoded request path `_headers` patterns match; None when the
@@ -769,7 +777,7 @@ impl Reply<'_> {
         if status.code() < 400 {
             return None;
         }
-        ctx.site.error_page(ctx.host, status.code())
+        ctx.site.error_page(ctx.tree, ctx.host, status.code())
     }
 
     /// A file of the site as the body of an error (or `_redirects` 404)
@@ -987,7 +995,9 @@ fn representation_headers(h: &mut Head, rep: &Representation) {
 }
 
 fn validator_headers(h: &mut Head, v: &Validators) {
-    h.header_display("Last-Modified", httpdate::HttpDate::from(v.last_modified));
+    if let Some(date) = v.last_modified {
+        h.header_display("Last-Modified", httpdate::HttpDate::from(date));
+    }
     h.header("ETag", &v.etag);
 }
 

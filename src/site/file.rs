@@ -6,14 +6,15 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::ops::Deref;
 use std::os::fd::BorrowedFd;
-use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
+use std::os::unix::fs::{FileExt, FileTypeExt};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::compress::{self, Cached, Identity, Weigh};
+use super::digest;
 use super::negotiate::{self, Coding, ImageFormat};
 use super::{content_type, SiteError};
-use crate::http::conditional::Validators;
+use crate::http::conditional::{http_date, Validators};
 use crate::sys;
 
 /// Compression on the fly, of these files' variants.
@@ -292,7 +293,6 @@ fn variant(
 ) -> io::Result<Variant> {
     let len = meta.len();
     let mtime = meta.modified().unwrap_or(UNIX_EPOCH);
-    let validators = Validators::for_file(len, mtime, meta.ino());
     let encoding = match kind {
         Kind::Coded(c) => Some(c.token),
         _ => None,
@@ -308,6 +308,13 @@ fn variant(
             source = Some(Source::Memory(Arc::from(bytes)));
         }
     }
+    let validators = match (http_date(mtime), &source) {
+        (Some(_), _) => Validators::for_file(len, mtime),
+        (None, Some(Source::Memory(bytes))) => {
+            Validators::for_content(len, digest::of_bytes(bytes))
+        }
+        (None, _) => Validators::for_content(len, digest::of_file(&file, meta)?),
+    };
     let source = source.unwrap_or_else(|| Source::File(Arc::new(file)));
     Ok(Variant {
         source,

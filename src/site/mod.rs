@@ -3,11 +3,13 @@
 
 pub mod cache;
 pub mod compress;
+pub mod digest;
 pub mod file;
 pub mod listing;
 pub mod negotiate;
 pub mod path;
 pub mod redirect;
+pub mod root;
 pub mod root_files;
 pub mod vhost;
 
@@ -24,10 +26,12 @@ use crate::config::Features;
 use crate::sys::{self, describe};
 use file::FileSet;
 use path::SitePath;
+pub use root::Tree;
 
-/// A document root, held open so that every lookup is relative to it.
+/// A document root: every lookup is relative to the directory its path
+/// names when the request comes (`root::Root`).
 pub struct Site {
-    root: OwnedFd,
+    root: root::Root,
     /// The root's absolute path: scripts are run by path.
     root_path: PathBuf,
     /// Index file names, tried in order.
@@ -129,7 +133,7 @@ impl Site {
         features: Features,
     ) -> Result<Site, String> {
         let shown = root.display();
-        let fd = sys::open_dir(root).map_err(|e| format!("root {shown}: {}", describe(&e)))?;
+        let tree = root::Root::open(root).map_err(|e| format!("root {shown}: {}", describe(&e)))?;
         // Refuse an unreadable root now rather than 403 on every request.
         std::fs::read_dir(root).map_err(|e| format!("root {shown}: {}", describe(&e)))?;
         // A directory that can be listed but not entered (mode 0644) would
@@ -151,7 +155,7 @@ impl Site {
         let root_path =
             std::path::absolute(root).map_err(|e| format!("root {shown}: {}", describe(&e)))?;
         let site = Site {
-            root: fd,
+            root: tree,
             root_path,
             index: index.iter().map(|n| n.as_ref().to_string()).collect(),
             compression: features
@@ -165,12 +169,23 @@ impl Site {
             acme_answers: None,
         };
         // openat2 arrived in Linux 5.6; without it the root cannot be enforced.
-        match sys::open_beneath(site.root.as_fd(), b"") {
+        match sys::open_beneath(site.tree().fd(), b"") {
             Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOSYS.raw_os_error()) => {
                 Err("this kernel lacks openat2(2) (Linux 5.6 or later is needed)".to_string())
             }
             _ => Ok(site),
         }
+    }
+
+    /// The tree a request is served from: every lookup of its response is
+    /// made in it, so that a deploy swapping the root gives no response
+    /// mixed from two releases.
+    pub fn tree(&self) -> Arc<root::Tree> {
+        self.root.tree(Instant::now(), || {
+            // This thread's caches hold the old tree's lookups.
+            cache::clear();
+            root_files::forget_local();
+        })
     }
 
     pub fn runs_cgi(&self) -> bool {
@@ -189,6 +204,7 @@ impl Site {
     /// that cannot be opened); never served without them.
     pub fn root_files(
         &self,
+        tree: &Tree,
         host: Option<&str>,
     ) -> Result<Option<Arc<root_files::RootFiles>>, SiteError> {
         let key = self.host_key(host);
@@ -196,11 +212,11 @@ impl Site {
         if let Some(files) = root_files::cached(key, now) {
             return Ok(Some(files));
         }
-        let mut files = self.load_root_files(host, now);
+        let mut files = self.load_root_files(tree, host, now);
         if matches!(files, Err(SiteError::NoDescriptors)) {
             // As in `resolve`: the open-file cache's descriptors go back.
             cache::clear();
-            files = self.load_root_files(host, now);
+            files = self.load_root_files(tree, host, now);
         }
         if let Ok(Some(files)) = &files {
             root_files::remember(key, files, now);
@@ -210,14 +226,16 @@ impl Site {
 
     fn load_root_files(
         &self,
+        tree: &Tree,
         host: Option<&str>,
         now: Instant,
     ) -> Result<Option<Arc<root_files::RootFiles>>, SiteError> {
-        let loaded = match self.host_dir(host) {
-            Ok(HostDir::Root) => root_files::load(self.root.as_fd(), &self.root_path, "", now),
+        let generation = tree.generation();
+        let loaded = match self.host_dir(tree, host) {
+            Ok(HostDir::Root) => root_files::load(tree.fd(), &self.root_path, "", generation, now),
             Ok(HostDir::Vhost(fd, name)) => {
                 let shown = self.root_path.join(&name);
-                root_files::load(fd.as_fd(), &shown, &name, now)
+                root_files::load(fd.as_fd(), &shown, &name, generation, now)
             }
             Ok(HostDir::Redirect(_)) => return Ok(None),
             Err(SiteError::NoDescriptors) => return Err(SiteError::NoDescriptors),
@@ -230,8 +248,8 @@ impl Site {
 
     /// The site's own page for an error status (`404.html` in its root),
     /// if it has one.
-    pub fn error_page(&self, host: Option<&str>, code: u16) -> Option<Arc<FileSet>> {
-        if !self.root_files(host).ok()??.has_error_page(code) {
+    pub fn error_page(&self, tree: &Tree, host: Option<&str>, code: u16) -> Option<Arc<FileSet>> {
+        if !self.root_files(tree, host).ok()??.has_error_page(code) {
             return None;
         }
         let mut name = [0u8; 8];
@@ -252,7 +270,7 @@ impl Site {
             accept: None,
             accept_encoding: None,
         };
-        match self.resolve(&lookup) {
+        match self.resolve(tree, &lookup) {
             Ok(Resource::File(set)) => Some(set),
             _ => None,
         }
@@ -307,7 +325,7 @@ impl Site {
     }
 
     /// Resolves a request path, through the open-file cache for files.
-    pub fn resolve(&self, q: &Lookup) -> Result<Resource, SiteError> {
+    pub fn resolve(&self, tree: &Tree, q: &Lookup) -> Result<Resource, SiteError> {
         let key = cache::Key {
             host: self.host_key(q.host),
             rel: &q.path.rel,
@@ -317,12 +335,12 @@ impl Site {
         if let Some(set) = cache::get(&key, now) {
             return Ok(Resource::File(set));
         }
-        let mut resolved = self.resolve_uncached(q);
+        let mut resolved = self.resolve_uncached(tree, q);
         if matches!(resolved, Err(SiteError::NoDescriptors)) {
             // The cache's descriptors count against the same limit as the
             // connections: give them back and try once more.
             cache::clear();
-            resolved = self.resolve_uncached(q);
+            resolved = self.resolve_uncached(tree, q);
         }
         if let Ok(Resource::File(set)) = &resolved {
             cache::put(&key, Arc::clone(set), now);
@@ -330,10 +348,10 @@ impl Site {
         resolved
     }
 
-    fn resolve_uncached(&self, q: &Lookup) -> Result<Resource, SiteError> {
-        let host_dir = self.host_dir(q.host)?;
+    fn resolve_uncached(&self, tree: &Tree, q: &Lookup) -> Result<Resource, SiteError> {
+        let host_dir = self.host_dir(tree, q.host)?;
         let dir = match &host_dir {
-            HostDir::Root => self.root.as_fd(),
+            HostDir::Root => tree.fd(),
             HostDir::Vhost(fd, _) => fd.as_fd(),
             HostDir::Redirect(target) => {
                 let p = q.path;
@@ -416,16 +434,16 @@ impl Site {
 
     /// With virtual hosts on, the first of `host:port`, `host`, `default`
     /// that exists under the root; a redirecting symlink redirects the site.
-    fn host_dir(&self, host: Option<&str>) -> Result<HostDir, SiteError> {
+    fn host_dir(&self, tree: &Tree, host: Option<&str>) -> Result<HostDir, SiteError> {
         if !self.features.vhosts {
             return Ok(HostDir::Root);
         }
         let names = vhost::candidates(host).map_err(|_| SiteError::BadHost)?;
         for name in names {
-            if let Some(target) = redirect_link(self.root.as_fd(), name.as_bytes()) {
+            if let Some(target) = redirect_link(tree.fd(), name.as_bytes()) {
                 return Ok(HostDir::Redirect(target));
             }
-            match sys::open_dir_beneath(self.root.as_fd(), name.as_bytes()) {
+            match sys::open_dir_beneath(tree.fd(), name.as_bytes()) {
                 Ok(fd) => return Ok(HostDir::Vhost(fd, name)),
                 Err(e) => match SiteError::from_io(e) {
                     SiteError::NotFound => continue,

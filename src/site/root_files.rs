@@ -70,6 +70,9 @@ type Stamps = [Stamp; 3];
 
 struct Loaded {
     checked: Instant,
+    /// The root's tree they were read in (`super::root`): another tree's
+    /// files are looked at again, whenever they were checked.
+    generation: u64,
     stamps: Stamps,
     files: Arc<RootFiles>,
 }
@@ -96,6 +99,12 @@ pub fn cached(key: &[u8], now: Instant) -> Option<Arc<RootFiles>> {
     })
 }
 
+/// Forgets this thread's view of every site's files (the root moved to a
+/// new tree: `super::root`).
+pub fn forget_local() {
+    LOCAL.with(|l| l.borrow_mut().clear());
+}
+
 /// Remembers what `key` reached, for a second.
 pub fn remember(key: &[u8], files: &Arc<RootFiles>, now: Instant) {
     LOCAL.with(|l| {
@@ -119,15 +128,17 @@ pub fn load(
     dir: BorrowedFd<'_>,
     shown: &Path,
     name: &str,
+    generation: u64,
     now: Instant,
 ) -> Result<Arc<RootFiles>, Exhausted> {
     let mut store = STORE.lock().unwrap_or_else(|e| e.into_inner());
     let store = store.get_or_insert_with(HashMap::new);
     if let Some(loaded) = store.get_mut(name) {
-        if now.duration_since(loaded.checked) < FRESH_FOR {
+        if now.duration_since(loaded.checked) < FRESH_FOR && loaded.generation == generation {
             return Ok(Arc::clone(&loaded.files));
         }
         loaded.checked = now;
+        loaded.generation = generation;
         match stamps(dir) {
             Ok(stamps) if stamps != loaded.stamps => {}
             // Unchanged, or not to be known now: kept until the next check.
@@ -143,6 +154,7 @@ pub fn load(
     let files = Arc::new(files);
     let loaded = Loaded {
         checked: now,
+        generation,
         stamps,
         files: Arc::clone(&files),
     };

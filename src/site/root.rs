@@ -1,0 +1,205 @@
+//! The document root as a path, not a descriptor fixed at start: a deploy
+//! that swaps a symlink (`current -> releases/b`, Capistrano's and
+//! git-sync's way) or renames a new directory into place is followed within
+//! a second, as nginx follows it on its next request.
+//!
+//! What the root names is a [`Tree`]: its directory held open, with a
+//! generation number no other tree of the process shares. A request takes
+//! the tree once (`Site::tree`) and makes every lookup of its response in
+//! it (the file, `_headers`, `_redirects`, the error page), so a response
+//! is wholly of one release; a response in flight keeps its file open and
+//! finishes from the tree it started in. Lookups stay beneath the tree's
+//! descriptor (openat2 RESOLVE_BENEATH), so nothing outside either tree is
+//! ever served.
+//!
+//! Each worker thread asks the file system at most once a second whether
+//! the path still names the directory it holds (one stat(2)); when it does
+//! not, the process opens the new one once and every thread moves to it.
+//! A thread that sees a new generation empties its caches (the open-file
+//! cache and its view of the root files), which only ever held the old
+//! tree's lookups.
+
+use std::cell::RefCell;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::sys;
+
+/// How long a thread trusts that the root path names the tree it holds.
+const FRESH_FOR: Duration = Duration::from_secs(1);
+
+/// Generations of every tree and root in the process: one counter, so that a
+/// thread serving two sites (unit tests do) never takes one's caches for
+/// the other's.
+static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
+
+fn next_generation() -> u64 {
+    NEXT_GENERATION.fetch_add(1, Ordering::Relaxed)
+}
+
+/// One directory the root named, held open.
+pub struct Tree {
+    fd: OwnedFd,
+    /// Device and inode: what tells a new tree from this one.
+    id: (u64, u64),
+    generation: u64,
+}
+
+impl Tree {
+    fn open(path: &Path) -> std::io::Result<Tree> {
+        let fd = sys::open_dir(path)?;
+        let st = rustix::fs::fstat(&fd)?;
+        Ok(Tree {
+            fd,
+            id: (st.st_dev, st.st_ino),
+            generation: next_generation(),
+        })
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Unique in the process: a new tree, a new number.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+}
+
+/// The root path and the tree it named when last asked.
+pub struct Root {
+    path: PathBuf,
+    /// The tree every thread moves to once it sees the path changed.
+    current: Mutex<Arc<Tree>>,
+    /// Which root a thread's view belongs to.
+    key: u64,
+}
+
+/// A thread's view of one root: when it last asked, and what it holds.
+struct Seen {
+    root: u64,
+    checked: Instant,
+    tree: Arc<Tree>,
+}
+
+thread_local! {
+    static SEEN: RefCell<Option<Seen>> = const { RefCell::new(None) };
+}
+
+impl Root {
+    /// Opens the tree `path` names now.
+    pub fn open(path: &Path) -> std::io::Result<Root> {
+        Ok(Root {
+            path: path.to_path_buf(),
+            current: Mutex::new(Arc::new(Tree::open(path)?)),
+            key: next_generation(),
+        })
+    }
+
+    /// The tree a request is served from. Asks the file system at most once
+    /// a second per thread; `moved` is called when this thread moves to a
+    /// newer tree (its caches are the old tree's).
+    pub fn tree(&self, now: Instant, moved: impl FnOnce()) -> Arc<Tree> {
+        SEEN.with(|seen| {
+            let mut seen = seen.borrow_mut();
+            if let Some(s) = seen.as_mut().filter(|s| s.root == self.key) {
+                if now.duration_since(s.checked) < FRESH_FOR {
+                    return Arc::clone(&s.tree);
+                }
+                s.checked = now;
+                let tree = self.follow(&s.tree);
+                if tree.generation != s.tree.generation {
+                    s.tree = Arc::clone(&tree);
+                    moved();
+                }
+                return tree;
+            }
+            let tree = self.follow(&self.shared());
+            *seen = Some(Seen {
+                root: self.key,
+                checked: now,
+                tree: Arc::clone(&tree),
+            });
+            moved();
+            tree
+        })
+    }
+
+    fn shared(&self) -> Arc<Tree> {
+        Arc::clone(&self.current.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The tree the path names now: `held` when it is the same directory,
+    /// else the process's newest, opening it if no thread has yet. When the
+    /// path cannot be followed now (missing between two renames, out of
+    /// descriptors), `held` stays in use and the next check tries again.
+    fn follow(&self, held: &Arc<Tree>) -> Arc<Tree> {
+        let Ok(st) = rustix::fs::stat(&self.path) else {
+            return Arc::clone(held);
+        };
+        let id = (st.st_dev, st.st_ino);
+        if id == held.id {
+            return Arc::clone(held);
+        }
+        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        if current.id != id {
+            match Tree::open(&self.path) {
+                Ok(tree) => {
+                    eprintln!(
+                        "staticd: root {} names another directory now: serving it",
+                        self.path.display()
+                    );
+                    *current = Arc::new(tree);
+                }
+                Err(_) => return Arc::clone(held),
+            }
+        }
+        Arc::clone(&current)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_swapped_symlink_is_followed_after_a_second() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b, link) = (
+            dir.path().join("a"),
+            dir.path().join("b"),
+            dir.path().join("cur"),
+        );
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        std::os::unix::fs::symlink(&a, &link).unwrap();
+        let root = Root::open(&link).unwrap();
+        let start = Instant::now();
+        let mut moves = 0;
+        let first = root.tree(start, || moves += 1);
+        assert_eq!(moves, 1, "a thread's first look empties its caches");
+        let tmp = dir.path().join("cur.new");
+        std::os::unix::fs::symlink(&b, &tmp).unwrap();
+        std::fs::rename(&tmp, &link).unwrap();
+        let soon = root.tree(start + Duration::from_millis(500), || moves += 1);
+        assert_eq!(
+            soon.generation(),
+            first.generation(),
+            "trusted for a second"
+        );
+        let later = root.tree(start + FRESH_FOR, || moves += 1);
+        assert_ne!(later.generation(), first.generation());
+        assert_eq!(moves, 2);
+        let st = rustix::fs::fstat(later.fd()).unwrap();
+        let b_st = std::fs::metadata(&b).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!((st.st_dev, st.st_ino), (b_st.dev(), b_st.ino()));
+        // Unchanged: the same tree, no move.
+        let again = root.tree(start + FRESH_FOR * 2, || moves += 1);
+        assert_eq!(again.generation(), later.generation());
+        assert_eq!(moves, 2);
+    }
+}
