@@ -120,7 +120,7 @@ pub enum SiteError {
 enum HostDir {
     Root,
     /// The virtual host's directory, and its name under the root.
-    Vhost(OwnedFd, String),
+    Vhost(Arc<OwnedFd>, String),
     Redirect(redirect::Target),
 }
 
@@ -443,7 +443,7 @@ impl Site {
             if let Some(target) = redirect_link(tree.fd(), name.as_bytes()) {
                 return Ok(HostDir::Redirect(target));
             }
-            match sys::open_dir_beneath(tree.fd(), name.as_bytes()) {
+            match tree.vhost_dir(&name) {
                 Ok(fd) => return Ok(HostDir::Vhost(fd, name)),
                 Err(e) => match SiteError::from_io(e) {
                     SiteError::NotFound => continue,

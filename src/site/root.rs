@@ -20,6 +20,7 @@
 //! tree's lookups.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,12 +41,24 @@ fn next_generation() -> u64 {
     NEXT_GENERATION.fetch_add(1, Ordering::Relaxed)
 }
 
-/// One directory the root named, held open.
+/// Device and inode: what tells one directory from another.
+type DirId = (u64, u64);
+
+/// Most virtual host directories a tree holds open; past it, lookups open
+/// theirs each time (as every lookup did before trees held them).
+const MAX_VHOSTS: usize = 1024;
+
+/// One directory the root named, held open, with the virtual host
+/// directories (`--vhosts`) looked up in it so far.
 pub struct Tree {
     fd: OwnedFd,
-    /// Device and inode: what tells a new tree from this one.
-    id: (u64, u64),
+    id: DirId,
     generation: u64,
+    /// Each virtual host's directory as first opened in this tree: every
+    /// lookup of the tree's generation uses the same one, so a swap of a
+    /// host's symlink cannot give a response mixed from two releases
+    /// either; it makes a new tree (`Root::follow`).
+    vhosts: Mutex<HashMap<String, (Arc<OwnedFd>, DirId)>>,
 }
 
 impl Tree {
@@ -56,11 +69,44 @@ impl Tree {
             fd,
             id: (st.st_dev, st.st_ino),
             generation: next_generation(),
+            vhosts: Mutex::new(HashMap::new()),
         })
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+
+    /// The directory `name` beneath the tree, as this tree first found it.
+    pub fn vhost_dir(&self, name: &str) -> std::io::Result<Arc<OwnedFd>> {
+        if let Some((fd, _)) = self.held_vhosts().get(name) {
+            return Ok(Arc::clone(fd));
+        }
+        let fd = Arc::new(sys::open_dir_beneath(self.fd(), name.as_bytes())?);
+        let st = rustix::fs::fstat(&*fd)?;
+        let mut held = self.held_vhosts();
+        if held.len() < MAX_VHOSTS {
+            // A thread that opened it meanwhile wins: one directory a name.
+            let entry = held.entry(name.to_string());
+            let (fd, _) = entry.or_insert((fd, (st.st_dev, st.st_ino)));
+            return Ok(Arc::clone(fd));
+        }
+        Ok(fd)
+    }
+
+    fn held_vhosts(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<OwnedFd>, DirId)>> {
+        self.vhosts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether a virtual host name this tree holds names another directory
+    /// (or none) now.
+    fn vhosts_moved(&self) -> bool {
+        let held = self.held_vhosts();
+        held.iter().any(|(name, (_, id))| {
+            let now = sys::open_dir_beneath(self.fd(), name.as_bytes())
+                .and_then(|fd| Ok(rustix::fs::fstat(&fd)?));
+            now.map_or(true, |st| (st.st_dev, st.st_ino) != *id)
+        })
     }
 
     /// Unique in the process: a new tree, a new number.
@@ -74,6 +120,10 @@ pub struct Root {
     path: PathBuf,
     /// The tree every thread moves to once it sees the path changed.
     current: Mutex<Arc<Tree>>,
+    /// `current`'s generation: once one thread has seen the change, the
+    /// others move on their next request (one atomic load each) rather than
+    /// at their own next look, so no client sees release b, then a again.
+    latest: AtomicU64,
     /// Which root a thread's view belongs to.
     key: u64,
 }
@@ -92,9 +142,11 @@ thread_local! {
 impl Root {
     /// Opens the tree `path` names now.
     pub fn open(path: &Path) -> std::io::Result<Root> {
+        let tree = Tree::open(path)?;
         Ok(Root {
             path: path.to_path_buf(),
-            current: Mutex::new(Arc::new(Tree::open(path)?)),
+            latest: AtomicU64::new(tree.generation),
+            current: Mutex::new(Arc::new(tree)),
             key: next_generation(),
         })
     }
@@ -106,11 +158,16 @@ impl Root {
         SEEN.with(|seen| {
             let mut seen = seen.borrow_mut();
             if let Some(s) = seen.as_mut().filter(|s| s.root == self.key) {
-                if now.duration_since(s.checked) < FRESH_FOR {
+                let behind = s.tree.generation != self.latest.load(Ordering::Acquire);
+                if !behind && now.duration_since(s.checked) < FRESH_FOR {
                     return Arc::clone(&s.tree);
                 }
-                s.checked = now;
-                let tree = self.follow(&s.tree);
+                let tree = if behind {
+                    self.shared()
+                } else {
+                    s.checked = now;
+                    self.follow(&s.tree)
+                };
                 if tree.generation != s.tree.generation {
                     s.tree = Arc::clone(&tree);
                     moved();
@@ -140,18 +197,25 @@ impl Root {
         let Ok(st) = rustix::fs::stat(&self.path) else {
             return Arc::clone(held);
         };
-        let id = (st.st_dev, st.st_ino);
-        if id == held.id {
+        let root_moved = (st.st_dev, st.st_ino) != held.id;
+        if !root_moved && !held.vhosts_moved() {
             return Arc::clone(held);
         }
         let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        if current.id != id {
+        // Another thread may have moved on already; else this one does.
+        if current.generation == held.generation {
             match Tree::open(&self.path) {
                 Ok(tree) => {
+                    let what = if root_moved {
+                        "root"
+                    } else {
+                        "a site's directory in root"
+                    };
                     eprintln!(
-                        "staticd: root {} names another directory now: serving it",
+                        "staticd: {what} {} names another directory now: serving it",
                         self.path.display()
                     );
+                    self.latest.store(tree.generation, Ordering::Release);
                     *current = Arc::new(tree);
                 }
                 Err(_) => return Arc::clone(held),
