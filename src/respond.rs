@@ -88,13 +88,23 @@ pub fn respond(site: &Site, req: &Request, force_close: bool) -> Answer {
     }
     // An absolute-form target names the host itself (RFC 9112 §3.2.2).
     let host = path::authority(&req.target).or(req.host.as_deref());
+    // One tree for the whole response: a deploy that swaps the root
+    // meanwhile gives no response mixed from two releases.
+    site.with_tree(|tree| respond_in(site, tree, host, req, force_close))
+}
+
+/// [`respond`], every lookup in `tree`.
+fn respond_in(
+    site: &Site,
+    tree: &Tree,
+    host: Option<&str>,
+    req: &Request,
+    force_close: bool,
+) -> Answer {
     // Out of descriptors before the site's rules were ever read: a 503
     // (below), as for a file that cannot be opened, never an answer
     // without its `_headers` and `_redirects`.
-    // One tree for the whole response: a deploy that swaps the root
-    // meanwhile gives no response mixed from two releases.
-    let tree = site.tree();
-    let (files, exhausted) = match site.root_files(&tree, host) {
+    let (files, exhausted) = match site.root_files(tree, host) {
         Ok(files) => (files, false),
         Err(_) => (None, true),
     };
@@ -104,7 +114,7 @@ pub fn respond(site: &Site, req: &Request, force_close: bool) -> Answer {
     let url_path = parsed.as_ref().ok().map(|p| url_path(p, &mut scratch));
     let ctx = SiteCtx {
         site,
-        tree: &tree,
+        tree,
         host,
         files: files.as_ref(),
         path: url_path,

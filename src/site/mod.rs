@@ -133,7 +133,13 @@ impl Site {
         features: Features,
     ) -> Result<Site, String> {
         let shown = root.display();
-        let tree = root::Root::open(root).map_err(|e| format!("root {shown}: {}", describe(&e)))?;
+        // Absolute, so that what the path names can be asked again later
+        // whatever the working directory; symlinks in it are kept, to be
+        // followed anew (root::Root).
+        let root_path =
+            std::path::absolute(root).map_err(|e| format!("root {shown}: {}", describe(&e)))?;
+        let tree =
+            root::Root::open(&root_path).map_err(|e| format!("root {shown}: {}", describe(&e)))?;
         // Refuse an unreadable root now rather than 403 on every request.
         std::fs::read_dir(root).map_err(|e| format!("root {shown}: {}", describe(&e)))?;
         // A directory that can be listed but not entered (mode 0644) would
@@ -152,8 +158,6 @@ impl Site {
             let name = name.as_ref();
             check_index_name(name).map_err(|why| format!("index {name:?}: {why}"))?;
         }
-        let root_path =
-            std::path::absolute(root).map_err(|e| format!("root {shown}: {}", describe(&e)))?;
         let site = Site {
             root: tree,
             root_path,
@@ -180,12 +184,14 @@ impl Site {
     /// The tree a request is served from: every lookup of its response is
     /// made in it, so that a deploy swapping the root gives no response
     /// mixed from two releases.
+    pub fn with_tree<R>(&self, f: impl FnOnce(&Tree) -> R) -> R {
+        self.root.with_tree(Instant::now(), forget_old_tree, f)
+    }
+
+    /// The same tree, kept (one Arc clone): for the rare caller that
+    /// cannot work inside [`Site::with_tree`].
     pub fn tree(&self) -> Arc<root::Tree> {
-        self.root.tree(Instant::now(), || {
-            // This thread's caches hold the old tree's lookups.
-            cache::clear();
-            root_files::forget_local();
-        })
+        self.root.tree(Instant::now(), forget_old_tree)
     }
 
     pub fn runs_cgi(&self) -> bool {
@@ -512,6 +518,12 @@ impl Site {
         FileSet::discover(d.fd, rel, index, self.compression.as_ref())
             .map(|set| Resource::File(Arc::new(set)))
     }
+}
+
+/// This thread moved to a newer tree: its caches hold the old one's lookups.
+fn forget_old_tree() {
+    cache::clear();
+    root_files::forget_local();
 }
 
 /// The directory a lookup happens in.

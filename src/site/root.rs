@@ -151,38 +151,75 @@ impl Root {
         })
     }
 
-    /// The tree a request is served from. Asks the file system at most once
-    /// a second per thread; `moved` is called when this thread moves to a
-    /// newer tree (its caches are the old tree's).
-    pub fn tree(&self, now: Instant, moved: impl FnOnce()) -> Arc<Tree> {
+    /// Runs `f` with the tree a request is served from. Asks the file
+    /// system at most once a second per thread; `moved` is called when this
+    /// thread moves to a newer tree (its caches are the old tree's). The
+    /// tree is lent from the thread's view, not cloned: an Arc's count
+    /// shared by every worker thread would bounce between their caches on
+    /// every request.
+    pub fn with_tree<R>(
+        &self,
+        now: Instant,
+        moved: impl FnOnce(),
+        f: impl FnOnce(&Tree) -> R,
+    ) -> R {
         SEEN.with(|seen| {
-            let mut seen = seen.borrow_mut();
-            if let Some(s) = seen.as_mut().filter(|s| s.root == self.key) {
-                let behind = s.tree.generation != self.latest.load(Ordering::Acquire);
-                if !behind && now.duration_since(s.checked) < FRESH_FOR {
-                    return Arc::clone(&s.tree);
+            let up_to_date = seen.borrow().as_ref().is_some_and(|s| {
+                s.root == self.key
+                    && s.tree.generation == self.latest.load(Ordering::Acquire)
+                    && now.duration_since(s.checked) < FRESH_FOR
+            });
+            if !up_to_date {
+                match seen.try_borrow_mut() {
+                    Ok(mut view) => self.refresh(&mut view, now, moved),
+                    // Asked from inside `f` of another root: no view to
+                    // change while it is lent; the shared tree will do.
+                    Err(_) => return f(&self.follow(&self.shared())),
                 }
-                let tree = if behind {
+            }
+            let view = seen.borrow();
+            match view.as_ref() {
+                Some(s) => f(&s.tree),
+                None => f(&self.shared()),
+            }
+        })
+    }
+
+    /// The tree a request is served from, as [`Root::with_tree`] finds it,
+    /// for a caller that must keep it.
+    pub fn tree(&self, now: Instant, moved: impl FnOnce()) -> Arc<Tree> {
+        self.with_tree(now, moved, |_| ());
+        SEEN.with(|seen| match seen.borrow().as_ref() {
+            Some(s) if s.root == self.key => Arc::clone(&s.tree),
+            _ => self.shared(),
+        })
+    }
+
+    /// Brings this thread's view up to date: the newest tree if another
+    /// thread moved already, else what the path names now.
+    fn refresh(&self, view: &mut Option<Seen>, now: Instant, moved: impl FnOnce()) {
+        match view.as_mut().filter(|s| s.root == self.key) {
+            Some(s) => {
+                let tree = if s.tree.generation != self.latest.load(Ordering::Acquire) {
                     self.shared()
                 } else {
                     s.checked = now;
                     self.follow(&s.tree)
                 };
                 if tree.generation != s.tree.generation {
-                    s.tree = Arc::clone(&tree);
+                    s.tree = tree;
                     moved();
                 }
-                return tree;
             }
-            let tree = self.follow(&self.shared());
-            *seen = Some(Seen {
-                root: self.key,
-                checked: now,
-                tree: Arc::clone(&tree),
-            });
-            moved();
-            tree
-        })
+            None => {
+                *view = Some(Seen {
+                    root: self.key,
+                    checked: now,
+                    tree: self.follow(&self.shared()),
+                });
+                moved();
+            }
+        }
     }
 
     fn shared(&self) -> Arc<Tree> {
