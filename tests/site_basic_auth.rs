@@ -326,6 +326,40 @@ fn no_response_holds_a_password(v: Variant) {
     }
 }
 
+/// `--auth /admin=FILE` and a `Basic-Auth` block over the same paths: the same
+/// credentials must pass both, the area's first (tests/auth.rs's hashes).
+fn with_auth_both_must_let_the_same_credentials_in(v: Variant) {
+    const ALICE_HASH: &str = "alice:$2y$04$jEih4bNT9UwQY6C/9jCo6.dw/NPM2P3prfOZX8vj5Us4DQQxeKQ8m";
+    const BOB_HASH: &str = "bob:$apr1$swZZAssr$69PguNuVV/IVgoBksf9OG.";
+    const ALICE_WONDERLAND: &str = "Basic YWxpY2U6d29uZGVybGFuZA==";
+    const BOB_BUILDER: &str = "Basic Ym9iOmJ1aWxkZXI=";
+    const ZED: &str = "Basic emVkOnp6ei1vbmx5LWhlcmU=";
+    let root = site();
+    root.file(
+        "_headers",
+        "/admin/*\n  Basic-Auth: alice:wonderland zed:zzz-only-here\n",
+    );
+    let etc = Docroot::new();
+    let users = etc.file("users.htpasswd", format!("{ALICE_HASH}\n{BOB_HASH}\n"));
+    let server = Server::builder(v, root.path())
+        .arg("--auth")
+        .arg(format!("/admin={}", users.display()))
+        .start();
+    let resp = get_as(&server, "/admin/x.html", Some(ALICE_WONDERLAND));
+    assert_eq!(
+        (resp.status, resp.body_str().as_str()),
+        (200, ADMIN_PAGE),
+        "{resp:#?}"
+    );
+    // Only in the site's file: the area refuses; only in htpasswd: the lock does.
+    assert_challenged(&get_as(&server, "/admin/x.html", Some(ZED)), "/admin");
+    assert_challenged(
+        &get_as(&server, "/admin/x.html", Some(BOB_BUILDER)),
+        "/admin/*",
+    );
+    assert_challenged(&get_as(&server, "/admin/x.html", None), "/admin");
+}
+
 matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     no_credentials_get_401_with_the_blocks_realm,
     each_pair_of_the_block_gets_in,
@@ -336,4 +370,5 @@ matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     the_log_names_the_user_and_no_message_a_password,
     host_instructions_are_reported_and_never_sent,
     no_response_holds_a_password,
+    with_auth_both_must_let_the_same_credentials_in,
 );
