@@ -380,6 +380,14 @@ impl Reply<'_> {
                 Answer::Cgi(Box::new(job))
             }
             _ if post => Answer::Send(self.not_allowed()),
+            Ok(Resource::File(set)) if Some(set.url()) != ctx.path => {
+                // An index file, reached through its directory's URL: a
+                // password that protects the file by its own URL holds.
+                match self.access(ctx, req, Some(set.url())) {
+                    Ok(_) => Answer::Send(self.resource(req, Ok(Resource::File(set)))),
+                    Err(denied) => Answer::Send(*denied),
+                }
+            }
             resolved => Answer::Send(self.resource(req, resolved)),
         }
     }

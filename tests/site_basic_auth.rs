@@ -30,14 +30,18 @@ const HEADERS: &str = "\
 
 /team/*
   basic-auth: carol:Tr0ub4dor
+
+/guide/index.html
+  Basic-Auth: dave:Pa55word
 ";
 
 /// Every password of [`HEADERS`], and the field's name: none may ever reach a client.
-const SECRETS: [&str; 4] = ["hunter2", "s3cret", "Tr0ub4dor", "basic-auth"];
+const SECRETS: [&str; 5] = ["hunter2", "s3cret", "Tr0ub4dor", "Pa55word", "basic-auth"];
 
 const ALICE: &str = "Basic YWxpY2U6aHVudGVyMg==";
 const BOB: &str = "Basic Ym9iOnMzY3JldDp3aXRoOmNvbG9ucw==";
 const CAROL: &str = "Basic Y2Fyb2w6VHIwdWI0ZG9y";
+const DAVE: &str = "Basic ZGF2ZTpQYTU1d29yZA==";
 /// alice with a wrong password, and with bob's.
 const ALICE_WRONG: &str = "Basic YWxpY2U6d3Jvbmc=";
 const ALICE_BOBS: &str = "Basic YWxpY2U6czNjcmV0OndpdGg6Y29sb25z";
@@ -59,6 +63,7 @@ fn site() -> Docroot {
     root.file("admin/files/a.txt", "a file in a listed directory\n");
     root.file("team/t.txt", "team\n");
     root.file("pub/b.txt", "a public file in a listed directory\n");
+    root.file("guide/index.html", "<p>the guide</p>\n");
     root
 }
 
@@ -189,6 +194,19 @@ fn a_rewrite_to_a_protected_path_is_refused(v: Variant) {
     }
 }
 
+/// A block that names an index file protects it through its directory's URL too.
+fn an_index_file_is_protected_through_its_directory(v: Variant) {
+    let root = site();
+    let server = Server::start(v, &root);
+    for path in ["/guide/", "/guide/index.html"] {
+        assert_challenged(&get_as(&server, path, None), "/guide/index.html");
+        assert_challenged(&get_as(&server, path, Some(ALICE)), "/guide/index.html");
+        let resp = get_as(&server, path, Some(DAVE));
+        let got = (resp.status, resp.body_str());
+        assert_eq!(got, (200, "<p>the guide</p>\n".to_string()), "{resp:#?}");
+    }
+}
+
 fn the_sites_401_page_is_the_body(v: Variant) {
     let root = site();
     let page = "<!DOCTYPE html>\n<title>Who?</title>\n<p>Log in first.</p>\n";
@@ -203,7 +221,7 @@ fn the_log_names_the_user_and_no_message_a_password(v: Variant) {
     let root = site();
     root.file(
         "_headers",
-        format!("{HEADERS}\n/broken/*\n  Basic-Auth: dave hunter2 :Tr0ub4dor\n"),
+        format!("{HEADERS}\n/broken/*\n  Basic-Auth: erin hunter2 :Tr0ub4dor\n"),
     );
     let server = Server::builder(v, root.path()).log_format("common").start();
     assert_admin_page(&get_as(&server, "/admin/x.html", Some(BOB)));
@@ -225,13 +243,13 @@ fn the_log_names_the_user_and_no_message_a_password(v: Variant) {
         .wait_for(IO_TIMEOUT, logged)
         .unwrap_or_else(|| panic!("no such log lines: {:#?}", server.stderr().snapshot()));
     // The malformed pairs were reported, by file and line, without their text.
-    let message = wait_file_line_message(server.stderr(), &root.join("_headers"), 16);
+    let message = wait_file_line_message(server.stderr(), &root.join("_headers"), 19);
     assert!(
         message.contains("Basic-Auth: 3 entries are not user:password"),
         "{message}"
     );
     for line in server.stderr().snapshot() {
-        for secret in ["hunter2", "s3cret", "Tr0ub4dor", "dave"] {
+        for secret in ["hunter2", "s3cret", "Tr0ub4dor", "erin"] {
             assert!(!line.contains(secret), "{secret} in {line:?}");
         }
     }
@@ -291,6 +309,8 @@ fn no_response_holds_a_password(v: Variant) {
         "/missing",
         "/_headers",
         "/_redirects",
+        "/guide/",
+        "/guide",
     ];
     for path in paths {
         for authorization in [None, Some(ALICE), Some(ALICE_WRONG), Some(CAROL)] {
@@ -366,6 +386,7 @@ matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     wrong_credentials_get_401,
     paths_no_block_protects_stay_open,
     a_rewrite_to_a_protected_path_is_refused,
+    an_index_file_is_protected_through_its_directory,
     the_sites_401_page_is_the_body,
     the_log_names_the_user_and_no_message_a_password,
     host_instructions_are_reported_and_never_sent,
