@@ -67,14 +67,6 @@ fn site() -> Docroot {
     root
 }
 
-fn get_as(server: &Server, path: &str, authorization: Option<&str>) -> HResponse {
-    let headers: Vec<(&str, &str)> = authorization
-        .map(|a| ("authorization", a))
-        .into_iter()
-        .collect();
-    server.request("GET", path, &headers)
-}
-
 /// A 401 asking for Basic credentials in `realm`, showing nothing of the page.
 fn assert_challenged(resp: &HResponse, realm: &str) {
     assert_eq!(resp.status, 401, "{resp:#?}");
@@ -85,6 +77,19 @@ fn assert_challenged(resp: &HResponse, realm: &str) {
         "{resp:#?}"
     );
     assert!(!resp.body_str().contains("admin"), "{resp:#?}");
+}
+
+/// `path` asks for credentials of `realm`: none and `wrong` are refused, `right` gets
+/// `body`.
+fn assert_locked(server: &Server, path: &str, realm: &str, [wrong, right]: [&str; 2], body: &str) {
+    assert_challenged(&server.get_as(path, None), realm);
+    assert_challenged(&server.get_as(path, Some(wrong)), realm);
+    let resp = server.get_as(path, Some(right));
+    assert_eq!(
+        (resp.status, resp.body_str().as_str()),
+        (200, body),
+        "{resp:#?}"
+    );
 }
 
 fn assert_admin_page(resp: &HResponse) {
@@ -119,24 +124,24 @@ fn no_credentials_get_401_with_the_blocks_realm(v: Variant) {
         "/admin/missing",
         "/admin/files/",
     ] {
-        assert_challenged(&get_as(&server, path, None), "/admin/*");
+        assert_challenged(&server.get_as(path, None), "/admin/*");
     }
     assert_challenged(&server.request("HEAD", "/admin/x.html", &[]), "/admin/*");
-    assert_challenged(&get_as(&server, "/team/t.txt", None), "/team/*");
+    assert_challenged(&server.get_as("/team/t.txt", None), "/team/*");
 }
 
 fn each_pair_of_the_block_gets_in(v: Variant) {
     let root = site();
     let server = Server::start(v, &root);
     for authorization in [ALICE, BOB] {
-        assert_admin_page(&get_as(&server, "/admin/x.html", Some(authorization)));
-        let index = get_as(&server, "/admin/", Some(authorization));
+        assert_admin_page(&server.get_as("/admin/x.html", Some(authorization)));
+        let index = server.get_as("/admin/", Some(authorization));
         assert_eq!(
             (index.status, index.body_str().as_str()),
             (200, "<p>admin index</p>\n")
         );
     }
-    let team = get_as(&server, "/team/t.txt", Some(CAROL));
+    let team = server.get_as("/team/t.txt", Some(CAROL));
     assert_eq!((team.status, team.body_str().as_str()), (200, "team\n"));
 }
 
@@ -151,10 +156,10 @@ fn wrong_credentials_get_401(v: Variant) {
         "Basic !!",
         "Bearer YWxpY2U6aHVudGVyMg==",
     ] {
-        let resp = get_as(&server, "/admin/x.html", Some(authorization));
+        let resp = server.get_as("/admin/x.html", Some(authorization));
         assert_challenged(&resp, "/admin/*");
     }
-    assert_challenged(&get_as(&server, "/team/t.txt", Some(ALICE)), "/team/*");
+    assert_challenged(&server.get_as("/team/t.txt", Some(ALICE)), "/team/*");
 }
 
 fn paths_no_block_protects_stay_open(v: Variant) {
@@ -165,7 +170,7 @@ fn paths_no_block_protects_stay_open(v: Variant) {
         ("/", "home\n"),
         ("/pub/b.txt", "a public file in a listed directory\n"),
     ] {
-        let resp = get_as(&server, path, None);
+        let resp = server.get_as(path, None);
         assert_eq!(
             (resp.status, resp.body_str().as_str()),
             (200, body),
@@ -174,23 +179,16 @@ fn paths_no_block_protects_stay_open(v: Variant) {
         assert_eq!(resp.header("x-site"), Some("all"), "{resp:#?}");
     }
     // `/admin/*` does not match `/admin`: its answer is the way to `/admin/`, which asks.
-    let resp = get_as(&server, "/admin", None);
+    let resp = server.get_as("/admin", None);
     assert_eq!(resp.status, 301, "{resp:#?}");
-    assert_challenged(&get_as(&server, "/admin/", None), "/admin/*");
+    assert_challenged(&server.get_as("/admin/", None), "/admin/*");
 }
 
 fn a_rewrite_to_a_protected_path_is_refused(v: Variant) {
     let root = site();
     let server = Server::start(v, &root);
     for path in ["/leak", "/leak2"] {
-        assert_challenged(&get_as(&server, path, None), "/admin/*");
-        assert_challenged(&get_as(&server, path, Some(ALICE_WRONG)), "/admin/*");
-        let resp = get_as(&server, path, Some(ALICE));
-        assert_eq!(
-            (resp.status, resp.body_str().as_str()),
-            (200, ADMIN_PAGE),
-            "{resp:#?}"
-        );
+        assert_locked(&server, path, "/admin/*", [ALICE_WRONG, ALICE], ADMIN_PAGE);
     }
 }
 
@@ -199,11 +197,8 @@ fn an_index_file_is_protected_through_its_directory(v: Variant) {
     let root = site();
     let server = Server::start(v, &root);
     for path in ["/guide/", "/guide/index.html"] {
-        assert_challenged(&get_as(&server, path, None), "/guide/index.html");
-        assert_challenged(&get_as(&server, path, Some(ALICE)), "/guide/index.html");
-        let resp = get_as(&server, path, Some(DAVE));
-        let got = (resp.status, resp.body_str());
-        assert_eq!(got, (200, "<p>the guide</p>\n".to_string()), "{resp:#?}");
+        let realm = "/guide/index.html";
+        assert_locked(&server, path, realm, [ALICE, DAVE], "<p>the guide</p>\n");
     }
 }
 
@@ -212,7 +207,7 @@ fn the_sites_401_page_is_the_body(v: Variant) {
     let page = "<!DOCTYPE html>\n<title>Who?</title>\n<p>Log in first.</p>\n";
     root.file("401.html", page);
     let server = Server::start(v, &root);
-    let resp = get_as(&server, "/admin/x.html", None);
+    let resp = server.get_as("/admin/x.html", None);
     assert_challenged(&resp, "/admin/*");
     assert_eq!(resp.body_str(), page, "{resp:#?}");
 }
@@ -224,9 +219,9 @@ fn the_log_names_the_user_and_no_message_a_password(v: Variant) {
         format!("{HEADERS}\n/broken/*\n  Basic-Auth: erin hunter2 :Tr0ub4dor\n"),
     );
     let server = Server::builder(v, root.path()).log_format("common").start();
-    assert_admin_page(&get_as(&server, "/admin/x.html", Some(BOB)));
+    assert_admin_page(&server.get_as("/admin/x.html", Some(BOB)));
     assert_challenged(
-        &get_as(&server, "/admin/x.html", Some(ALICE_WRONG)),
+        &server.get_as("/admin/x.html", Some(ALICE_WRONG)),
         "/admin/*",
     );
     let logged = |lines: &[String]| {
@@ -260,7 +255,7 @@ fn the_log_names_the_user_and_no_message_a_password(v: Variant) {
 fn host_instructions_are_reported_and_never_sent(v: Variant) {
     let root = site();
     let server = Server::start(v, &root);
-    let resp = get_as(&server, "/public.txt", None);
+    let resp = server.get_as("/public.txt", None);
     assert_eq!(resp.status, 200, "{resp:#?}");
     for name in [
         "netlify-cdn-cache-control",
@@ -283,11 +278,13 @@ fn host_instructions_are_reported_and_never_sent(v: Variant) {
 fn no_response_holds_a_password(v: Variant) {
     let root = site();
     let server = Server::builder(v, root.path()).arg("--listing").start();
-    let etag = get_as(&server, "/admin/x.html", Some(ALICE))
+    let etag = server
+        .get_as("/admin/x.html", Some(ALICE))
         .header("etag")
         .expect("an ETag")
         .to_string();
-    let public_etag = get_as(&server, "/public.txt", None)
+    let public_etag = server
+        .get_as("/public.txt", None)
         .header("etag")
         .expect("an ETag")
         .to_string();
@@ -365,19 +362,19 @@ fn with_auth_both_must_let_the_same_credentials_in(v: Variant) {
         .arg("--auth")
         .arg(format!("/admin={}", users.display()))
         .start();
-    let resp = get_as(&server, "/admin/x.html", Some(ALICE_WONDERLAND));
+    let resp = server.get_as("/admin/x.html", Some(ALICE_WONDERLAND));
     assert_eq!(
         (resp.status, resp.body_str().as_str()),
         (200, ADMIN_PAGE),
         "{resp:#?}"
     );
     // Only in the site's file: the area refuses; only in htpasswd: the lock does.
-    assert_challenged(&get_as(&server, "/admin/x.html", Some(ZED)), "/admin");
+    assert_challenged(&server.get_as("/admin/x.html", Some(ZED)), "/admin");
     assert_challenged(
-        &get_as(&server, "/admin/x.html", Some(BOB_BUILDER)),
+        &server.get_as("/admin/x.html", Some(BOB_BUILDER)),
         "/admin/*",
     );
-    assert_challenged(&get_as(&server, "/admin/x.html", None), "/admin");
+    assert_challenged(&server.get_as("/admin/x.html", None), "/admin");
 }
 
 matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
