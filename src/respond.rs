@@ -14,6 +14,7 @@ use crate::http::response::{self, Chunk};
 use crate::http::status::Status;
 use crate::page;
 use crate::pool;
+use crate::rules::locks::Locks;
 use crate::rules::redirects::Match as RuleMatch;
 use crate::site::file::{FileSet, Source};
 use crate::site::listing::{self, Listing, Sort};
@@ -262,9 +263,10 @@ impl Reply<'_> {
         }
     }
 
-    /// Whether `--auth` lets the request for `url` through: the user whose
-    /// credentials passed (None: no area covers it), or the 401 (boxed:
-    /// a refusal is rare, and the usual result stays small).
+    /// Whether `--auth` and the site's `Basic-Auth` let the request for
+    /// `url` through: the user whose credentials passed (None: nothing
+    /// covers it), or the 401 (boxed: a refusal is rare, and the usual
+    /// result stays small).
     fn access(
         &self,
         ctx: &SiteCtx,
@@ -275,8 +277,13 @@ impl Reply<'_> {
         // A path that cannot be read is refused elsewhere; "/" stands in
         // so that an area at the root still covers it. A path that is not
         // UTF-8 is read lossily: it stays under the same prefixes.
-        let url = String::from_utf8_lossy(url.unwrap_or(b"/"));
-        match site.access(&url, req.authorization.as_deref()) {
+        let url = url.unwrap_or(b"/");
+        let locks = match ctx.files {
+            Some(files) => files.headers.locks(ctx.host, url),
+            None => Locks::none(),
+        };
+        let text = String::from_utf8_lossy(url);
+        match site.access(&text, locks, req.authorization.as_deref()) {
             Access::Open => Ok(None),
             Access::Granted { user } => Ok(Some(user)),
             Access::Denied { realm } => {
@@ -387,6 +394,14 @@ impl Reply<'_> {
                 Answer::Cgi(Box::new(job))
             }
             _ if post => Answer::Send(self.not_allowed()),
+            Ok(Resource::File(set)) if Some(set.url()) != ctx.path => {
+                // An index file, reached through its directory's URL: a
+                // password that protects the file by its own URL holds.
+                match self.access(ctx, req, Some(set.url())) {
+                    Ok(_) => Answer::Send(self.resource(req, Ok(Resource::File(set)))),
+                    Err(denied) => Answer::Send(*denied),
+                }
+            }
             resolved => Answer::Send(self.resource(req, resolved)),
         }
     }

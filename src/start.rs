@@ -211,10 +211,10 @@ impl Steps for Process {
             None => site,
         };
         // The files are re-read on change from where the server then runs.
+        // Without areas the guard still checks the `Basic-Auth` locks of
+        // the site's `_headers`.
         #[cfg(feature = "auth")]
-        let site = if cfg.auth.is_empty() {
-            site
-        } else {
+        let site = {
             let mut warn = |w: &str| eprintln!("staticd: {w}");
             site.with_auth(crate::auth::Auth::load(&cfg.auth, &mut warn)?)
         };

@@ -172,12 +172,17 @@ fn fewest_allocations_logging(
     statuses: RangeInclusive<u16>,
     format: staticd::config::LogFormat,
 ) -> u64 {
-    const WARM_UP: usize = 20;
-    const PER_WINDOW: usize = 100;
-    const WINDOWS: usize = 6;
     let mut f = Fixture::new(features);
     f.statuses = statuses;
     f.cfg.log_format = format;
+    fewest_allocations_of(f, raw)
+}
+
+/// [`fewest_allocations`] with a fixture made ready by the caller.
+fn fewest_allocations_of(mut f: Fixture, raw: &[u8]) -> u64 {
+    const WARM_UP: usize = 20;
+    const PER_WINDOW: usize = 100;
+    const WINDOWS: usize = 6;
     let mut session = Session::new("127.0.0.1".into());
     let expected = f.exchange(&mut session, raw);
     assert!(expected >= 1);
@@ -535,6 +540,28 @@ mod over_tls {
         }
         (0..100).map(|_| t.request(raw)).min().unwrap()
     }
+}
+
+/// A file behind a `Basic-Auth` lock of `_headers`, asked for with good
+/// credentials: decoding them, comparing them with every pair and logging
+/// the user allocate nothing.
+#[cfg(feature = "auth")]
+#[test]
+fn a_basic_auth_lock_passed_allocates_nothing() {
+    let mut f = Fixture::new(Features::default());
+    let root = f._dir.path();
+    let headers = "/small.txt\n  Basic-Auth: bob:builder alice:hunter2\n";
+    std::fs::write(root.join("_headers"), headers).unwrap();
+    let guard = staticd::auth::Auth::from_memory(&[], &mut |m| panic!("{m}")).unwrap();
+    f.site = Site::open(root, &["index.html"], Features::default())
+        .unwrap()
+        .with_auth(guard);
+    // alice:hunter2
+    let raw = get(
+        "/small.txt",
+        "Authorization: Basic YWxpY2U6aHVudGVyMg==\r\n",
+    );
+    assert_eq!(fewest_allocations_of(f, &raw), 0);
 }
 
 /// Matching `_headers` and `_redirects` rules and writing the fields they

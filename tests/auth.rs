@@ -90,14 +90,6 @@ fn start(v: Variant, fx: &Fixture) -> Server {
         .start()
 }
 
-fn get_as(server: &Server, path: &str, authorization: Option<&str>) -> HResponse {
-    let headers: Vec<(&str, &str)> = authorization
-        .map(|a| ("authorization", a))
-        .into_iter()
-        .collect();
-    server.request("GET", path, &headers)
-}
-
 /// A 401 that asks for Basic credentials with a realm, and shows nothing of the file.
 fn assert_challenged(resp: &HResponse) {
     assert_eq!(resp.status, 401, "{resp:#?}");
@@ -124,7 +116,7 @@ fn no_credentials_get_401_with_a_basic_challenge(v: Variant) {
         "/private/secret.txt",
         "/private/nothing",
     ] {
-        assert_challenged(&get_as(&server, path, None));
+        assert_challenged(&server.get_as(path, None));
     }
     assert_challenged(&server.request("HEAD", "/private/secret.txt", &[]));
 }
@@ -140,7 +132,7 @@ fn wrong_credentials_get_401(v: Variant) {
         "Bearer YWxpY2U6d29uZGVybGFuZA==",
         "YWxpY2U6d29uZGVybGFuZA==",
     ] {
-        let resp = get_as(&server, "/private/secret.txt", Some(authorization));
+        let resp = server.get_as("/private/secret.txt", Some(authorization));
         assert_challenged(&resp);
     }
 }
@@ -149,12 +141,12 @@ fn every_supported_hash_lets_its_user_in(v: Variant) {
     let fx = fixture();
     let server = start(v, &fx);
     for authorization in [ALICE_OK, BOB_OK, CAROL_OK, DAVE_OK] {
-        assert_secret(&get_as(&server, "/private/secret.txt", Some(authorization)));
+        assert_secret(&server.get_as("/private/secret.txt", Some(authorization)));
     }
     // The scheme is case-insensitive (RFC 9110 11.1).
     let lower = ALICE_OK.replacen("Basic", "basic", 1);
-    assert_secret(&get_as(&server, "/private/secret.txt", Some(&lower)));
-    let resp = get_as(&server, "/private/", Some(BOB_OK));
+    assert_secret(&server.get_as("/private/secret.txt", Some(&lower)));
+    let resp = server.get_as("/private/", Some(BOB_OK));
     assert_eq!(resp.status, 200, "{resp:#?}");
     assert_eq!(resp.body_str(), "<p>private index</p>\n");
 }
@@ -168,8 +160,8 @@ fn the_access_log_names_the_user(v: Variant) {
         .arg(auth_arg("/private", &fx.htpasswd))
         .log_format("common")
         .start();
-    assert_secret(&get_as(&server, "/private/secret.txt", Some(ALICE_OK)));
-    assert_challenged(&get_as(&server, "/private/secret.txt", None));
+    assert_secret(&server.get_as("/private/secret.txt", Some(ALICE_OK)));
+    assert_challenged(&server.get_as("/private/secret.txt", None));
     let logged = |lines: &[String]| {
         let alice = lines.iter().any(|l| {
             l.contains(" - alice [")
@@ -209,7 +201,7 @@ fn outside_the_prefix_no_credentials_are_needed(v: Variant) {
         ("/public.txt", "public\n"),
         ("/public/x.txt", "x\n"),
     ] {
-        let resp = get_as(&server, path, None);
+        let resp = server.get_as(path, None);
         assert_eq!(resp.status, 200, "{path}: {resp:#?}");
         assert_eq!(resp.body_str(), body);
         assert!(resp.header("www-authenticate").is_none(), "{resp:#?}");
@@ -243,13 +235,13 @@ fn other_spellings_of_a_protected_path_are_protected_too(v: Variant) {
 fn refused_hash_kinds_are_reported_and_cannot_log_in(v: Variant) {
     let fx = fixture();
     let server = start(v, &fx);
-    assert_challenged(&get_as(&server, "/private/secret.txt", Some(EVE_OK)));
-    assert_challenged(&get_as(&server, "/private/secret.txt", Some(FRANK_OK)));
+    assert_challenged(&server.get_as("/private/secret.txt", Some(EVE_OK)));
+    assert_challenged(&server.get_as("/private/secret.txt", Some(FRANK_OK)));
     for line in [5, 6] {
         wait_file_line_message(server.stderr(), &fx.htpasswd, line);
     }
     // The other users of the file still log in.
-    assert_secret(&get_as(&server, "/private/secret.txt", Some(ALICE_OK)));
+    assert_secret(&server.get_as("/private/secret.txt", Some(ALICE_OK)));
     let good = file_line_prefix(&fx.htpasswd, 1);
     let lines = server.stderr().snapshot();
     assert!(!lines.iter().any(|l| l.starts_with(&good)), "{lines:#?}");
@@ -292,15 +284,15 @@ fn without_tls_one_warning_at_start_up(v: Variant) {
 fn an_added_user_is_let_in_without_a_restart(v: Variant) {
     let fx = fixture();
     let server = start(v, &fx);
-    assert_challenged(&get_as(&server, "/private/secret.txt", Some(GINA_OK)));
+    assert_challenged(&server.get_as("/private/secret.txt", Some(GINA_OK)));
     let edited = edit(&fx.htpasswd, &(users() + GINA + "\n"));
     assert_reloaded(edited, || {
-        let resp = get_as(&server, "/private/secret.txt", Some(GINA_OK));
+        let resp = server.get_as("/private/secret.txt", Some(GINA_OK));
         (resp.status == 200 && resp.body_str() == SECRET)
             .then_some(())
             .ok_or_else(|| format!("{resp:#?}"))
     });
-    assert_secret(&get_as(&server, "/private/secret.txt", Some(ALICE_OK)));
+    assert_secret(&server.get_as("/private/secret.txt", Some(ALICE_OK)));
 }
 
 fn each_prefix_has_its_own_users(v: Variant) {
@@ -313,12 +305,12 @@ fn each_prefix_has_its_own_users(v: Variant) {
         .arg("--auth")
         .arg(auth_arg("/admin", &admins))
         .start();
-    assert_secret(&get_as(&server, "/private/secret.txt", Some(ALICE_OK)));
-    assert_challenged(&get_as(&server, "/private/secret.txt", Some(HENRY_OK)));
-    let resp = get_as(&server, "/admin/panel.txt", Some(HENRY_OK));
+    assert_secret(&server.get_as("/private/secret.txt", Some(ALICE_OK)));
+    assert_challenged(&server.get_as("/private/secret.txt", Some(HENRY_OK)));
+    let resp = server.get_as("/admin/panel.txt", Some(HENRY_OK));
     assert_eq!((resp.status, resp.body_str().as_str()), (200, "panel\n"));
-    assert_challenged(&get_as(&server, "/admin/panel.txt", Some(ALICE_OK)));
-    assert_challenged(&get_as(&server, "/admin/panel.txt", None));
+    assert_challenged(&server.get_as("/admin/panel.txt", Some(ALICE_OK)));
+    assert_challenged(&server.get_as("/admin/panel.txt", None));
 }
 
 fn works_with_vhosts(v: Variant) {
@@ -370,14 +362,14 @@ fn a_rewrite_cannot_get_round_the_prefix(v: Variant) {
     );
     let server = start(v, &fx);
     for path in ["/leak", "/leak2"] {
-        assert_challenged(&get_as(&server, path, None));
-        assert_secret(&get_as(&server, path, Some(ALICE_OK)));
+        assert_challenged(&server.get_as(path, None));
+        assert_secret(&server.get_as(path, Some(ALICE_OK)));
     }
     // The fallback catches every other path, but not before the prefix asks for a user.
     for path in ["/private/missing", "/private/secret.txt"] {
-        assert_challenged(&get_as(&server, path, None));
+        assert_challenged(&server.get_as(path, None));
     }
-    let resp = get_as(&server, "/elsewhere", None);
+    let resp = server.get_as("/elsewhere", None);
     assert_eq!((resp.status, resp.body_str().as_str()), (200, "public\n"));
 }
 
@@ -385,16 +377,16 @@ fn a_removed_user_is_shut_out_without_a_restart(v: Variant) {
     let fx = fixture();
     let server = start(v, &fx);
     // Logged in once, so whatever the server caches about alice is there.
-    assert_secret(&get_as(&server, "/private/secret.txt", Some(ALICE_OK)));
+    assert_secret(&server.get_as("/private/secret.txt", Some(ALICE_OK)));
     let without_alice = users().replacen(&format!("{ALICE}\n"), "", 1);
     let edited = edit(&fx.htpasswd, &without_alice);
     assert_reloaded(edited, || {
-        let resp = get_as(&server, "/private/secret.txt", Some(ALICE_OK));
+        let resp = server.get_as("/private/secret.txt", Some(ALICE_OK));
         (resp.status == 401)
             .then_some(())
             .ok_or_else(|| format!("{resp:#?}"))
     });
-    assert_secret(&get_as(&server, "/private/secret.txt", Some(BOB_OK)));
+    assert_secret(&server.get_as("/private/secret.txt", Some(BOB_OK)));
 }
 
 matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:

@@ -514,8 +514,11 @@ fn check_cgi_head(h: &CgiHead) {
 ///   never more than `MAX_RULES` blocks;
 /// * for a few requests (fixed ones, and ones made from the file's own
 ///   patterns so they match): every field name is a token and never one
-///   staticd owns; every value is non-empty, free of CR, LF, NUL and other
-///   controls but tab, and equals its single values joined with `, `.
+///   staticd owns, nor `Basic-Auth` or a CDN's instruction; every value is
+///   non-empty, free of CR, LF, NUL and other controls but tab, and equals
+///   its single values joined with `, `;
+/// * every `Basic-Auth` lock met has a realm fit for a quoted-string, and
+///   pairs with a non-empty user without `:` and a non-empty password.
 pub fn headers_file(data: &[u8]) {
     let rules = HeaderRules::parse(data, &mut increasing_lines());
     assert!(rules.len() <= rules::MAX_RULES);
@@ -532,11 +535,16 @@ pub fn headers_file(data: &[u8]) {
                     "transfer-encoding",
                     "connection",
                     "date",
-                    "server"
+                    "server",
+                    "basic-auth",
+                    "netlify-cdn-cache-control",
+                    "netlify-vary",
+                    "cloudflare-cdn-cache-control",
+                    "cache-tag",
                 ]
                 .iter()
                 .any(|owned| owned.eq_ignore_ascii_case(name)),
-                "a server-owned field {name}"
+                "a server-owned or host-instruction field {name}"
             );
             let joined = value.to_string();
             assert!(!joined.is_empty(), "{name} has an empty value");
@@ -546,6 +554,18 @@ pub fn headers_file(data: &[u8]) {
             );
             let each: Vec<String> = value.values().map(|v| v.to_string()).collect();
             assert_eq!(joined, each.join(", "));
+        }
+        for lock in rules.locks(host, &path).iter() {
+            let realm = lock.realm();
+            assert!(!realm.is_empty() && !realm.chars().any(char::is_control));
+            assert!(
+                !realm.replace("\\\\", "").replace("\\\"", "").contains('"'),
+                "an unescaped quote in the realm {realm:?}"
+            );
+            for pair in lock.pairs() {
+                assert!(!pair.user().is_empty() && !pair.user().contains(':'));
+                assert!(!pair.password().is_empty());
+            }
         }
     }
 }

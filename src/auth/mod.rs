@@ -14,6 +14,7 @@
 pub mod basic;
 mod cache;
 pub mod htpasswd;
+pub mod locks;
 
 use std::fs::{self, File, Metadata};
 use std::io::{self, Read};
@@ -24,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::config::AuthArea;
+use crate::rules::locks::Locks;
 use crate::site::{Access, Guard};
 use crate::sys::describe;
 use basic::Credentials;
@@ -179,7 +181,7 @@ impl Auth {
             readable: true,
         };
         self.areas.push(Area {
-            realm: escape_quoted(&prefix),
+            realm: crate::http::escape_quoted(&prefix),
             prefix,
             file,
             state: Mutex::new(state),
@@ -291,13 +293,27 @@ impl Auth {
     }
 }
 
-/// How the site asks: `Check` as the site's `Access`.
+/// How the site asks: the `--auth` area's `Check`, then the `_headers`
+/// locks', as the site's `Access`. Both must let the credentials through:
+/// the site's file cannot open what the command line protects, nor the
+/// command line what the site protects.
 impl Guard for Auth {
-    fn access(&self, path: &str, authorization: Option<&str>) -> Access<'_> {
-        match self.check(path, authorization.map(str::as_bytes)) {
-            Check::Open => Access::Open,
-            Check::Granted { user } => Access::Granted { user },
-            Check::Denied { realm } => Access::Denied { realm },
+    fn access<'a>(
+        &'a self,
+        path: &str,
+        locks: Locks<'a, '_>,
+        authorization: Option<&str>,
+    ) -> Access<'a> {
+        let authorization = authorization.map(str::as_bytes);
+        let area = match self.check(path, authorization) {
+            Check::Open => None,
+            Check::Granted { user } => Some(user),
+            Check::Denied { realm } => return Access::Denied { realm },
+        };
+        match (locks::check(locks, authorization), area) {
+            (Check::Denied { realm }, _) => Access::Denied { realm },
+            (_, Some(user)) | (Check::Granted { user }, None) => Access::Granted { user },
+            (Check::Open, None) => Access::Open,
         }
     }
 }
@@ -318,18 +334,6 @@ fn covers(prefix: &str, path: &str) -> bool {
         || path
             .strip_prefix(prefix)
             .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-}
-
-/// The realm as the inside of an HTTP quoted-string.
-fn escape_quoted(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c == '"' || c == '\\' {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// The file's bytes (at most one more than a table reads, so that the

@@ -23,6 +23,19 @@ pub fn is_token(name: &[u8]) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b))
 }
 
+/// `s` as the inside of a quoted-string (RFC 9110 §5.6.4): `"` and `\`
+/// escaped. A challenge's realm is written so.
+pub fn escape_quoted(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -34,5 +47,11 @@ mod tests {
         for bad in ["", "a b", "a:b", "a\r", "\u{e9}", "a(b)", "a/b"] {
             assert!(!is_token(bad.as_bytes()), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn quoted_string_insides() {
+        assert_eq!(escape_quoted("/admin/*"), "/admin/*");
+        assert_eq!(escape_quoted(r#"/a"b\c"#), r#"/a\"b\\c"#);
     }
 }

@@ -32,6 +32,17 @@
 //! - Paths match exactly and case-sensitively: `/blog/*` does not match
 //!   `/blog`, `/about` does not match `/about/`.
 //!
+//! Fields that are instructions to the host rather than response fields
+//! are never sent:
+//! - `Basic-Auth: user:password user2:password2` (Netlify's) protects the
+//!   paths its block's pattern matches: see `super::locks`.
+//! - Netlify-CDN-Cache-Control, Netlify-Vary, Netlify-Cache-Tag (Netlify's
+//!   CDN), Cloudflare-CDN-Cache-Control (Cloudflare's) and Cache-Tag (both)
+//!   are read by those CDNs and stripped before the response leaves them;
+//!   staticd does not follow them, so each is reported and ignored.
+//!   CDN-Cache-Control (RFC 9213) is sent: it is meant for any CDN in front
+//!   of the server, and Cloudflare passes it on too.
+//!
 //! And where staticd differs from both:
 //! - A placeholder must begin a path segment (`/:slug.html`, not
 //!   `/v:version`) and be its segment's only placeholder or splat.
@@ -46,6 +57,7 @@
 
 use std::fmt;
 
+use super::locks::{self, Lock, Locks};
 use super::pattern::Pattern;
 use super::template::Template;
 use super::{report_limit, Lines, Warn, MAX_RULES};
@@ -75,6 +87,17 @@ const SERVER_OWNED: [&str; 14] = [
     "server",
 ];
 
+/// Fields a host reads as an instruction to its own CDN and strips before
+/// the response leaves it, and whose they are. staticd has no such cache:
+/// sent, they would only tell every client what was meant for the host.
+const HOST_INSTRUCTIONS: [(&str, &str); 5] = [
+    ("netlify-cdn-cache-control", "Netlify's CDN"),
+    ("netlify-vary", "Netlify's CDN"),
+    ("netlify-cache-tag", "Netlify's CDN"),
+    ("cloudflare-cdn-cache-control", "Cloudflare's CDN"),
+    ("cache-tag", "Netlify's and Cloudflare's CDNs"),
+];
+
 #[derive(Debug, Default)]
 pub struct HeaderRules {
     blocks: Vec<Pattern>,
@@ -85,6 +108,9 @@ pub struct HeaderRules {
     /// `_redirects` rules about, to warn of a rewrite that would serve
     /// another file there.
     immutable: Vec<Box<[u8]>>,
+    /// The blocks' `Basic-Auth` lines, at most one lock a block, in file
+    /// order.
+    locks: Vec<Lock>,
 }
 
 /// One field name, as first written, with where it is set and removed.
@@ -111,7 +137,7 @@ impl HeaderRules {
         let mut lines = Lines::new(text);
         // The block that indented lines belong to; None before the first
         // pattern or after a malformed one (whose lines are dropped with it).
-        let mut current: Option<u16> = None;
+        let mut current: Option<(u16, &str)> = None;
         let mut seen_pattern = false;
         let mut limit_at = None;
         while let Some((number, line)) = lines.next_text(warn) {
@@ -128,7 +154,7 @@ impl HeaderRules {
                 current = match parse_pattern_line(trimmed) {
                     Ok(pattern) => {
                         rules.blocks.push(pattern);
-                        Some((rules.blocks.len() - 1) as u16)
+                        Some(((rules.blocks.len() - 1) as u16, trimmed))
                     }
                     Err(why) => {
                         warn(number, why);
@@ -138,12 +164,18 @@ impl HeaderRules {
                 continue;
             }
             match current {
-                Some(block) => {
-                    if let Err(why) = rules.add_field_line(block, trimmed) {
+                Some((block, pattern)) => {
+                    if let Err(why) = rules.add_field_line(block, pattern, trimmed) {
                         warn(number, &why);
                     }
                 }
                 None if !seen_pattern => warn(number, "a field line before any URL pattern"),
+                // The pattern above was reported; a password under it
+                // protecting nothing is worth a line of its own.
+                None if is_basic_auth(trimmed) => warn(
+                    number,
+                    "Basic-Auth under a malformed pattern protects nothing",
+                ),
                 None => {}
             }
         }
@@ -159,6 +191,12 @@ impl HeaderRules {
     /// Whether no block sets or removes anything.
     pub fn is_empty(&self) -> bool {
         self.names.is_empty()
+    }
+
+    /// The `Basic-Auth` locks a request for `host` and `path` (as for
+    /// [`HeaderRules::matching`]) meets. Allocates nothing.
+    pub fn locks<'r, 'a>(&'r self, host: Option<&'a str>, path: &'a [u8]) -> Locks<'r, 'a> {
+        Locks::new(&self.locks, &self.blocks, host, path)
     }
 
     /// How many blocks (patterns) the file holds.
@@ -183,8 +221,9 @@ impl HeaderRules {
         }
     }
 
-    /// Adds an indented line (`Name: value` or `! Name`) to `block`.
-    fn add_field_line(&mut self, block: u16, line: &str) -> Result<(), String> {
+    /// Adds an indented line (`Name: value` or `! Name`) to `block`, whose
+    /// pattern reads `pattern`.
+    fn add_field_line(&mut self, block: u16, pattern: &str, line: &str) -> Result<(), String> {
         if let Some(name) = line.strip_prefix('!') {
             let name = name.trim_matches([' ', '\t']);
             check_name(name)?;
@@ -196,8 +235,11 @@ impl HeaderRules {
             return Err("expected `Name: value` or `! Name`".into());
         };
         let name = name.trim_end_matches([' ', '\t']);
-        check_name(name)?;
         let value = value.trim_matches([' ', '\t']);
+        if name.eq_ignore_ascii_case(locks::NAME) {
+            return self.add_lock(block, pattern, value);
+        }
+        check_name(name)?;
         if value.is_empty() {
             return Err(format!("{name} has an empty value"));
         }
@@ -215,6 +257,18 @@ impl HeaderRules {
         self.names[id].values.push(self.values.len() as u32);
         self.values.push(Value { block, template });
         Ok(())
+    }
+
+    /// A `Basic-Auth` value, into `block`'s lock: the lock is there even if
+    /// every pair is malformed (then no one passes).
+    fn add_lock(&mut self, block: u16, pattern: &str, value: &str) -> Result<(), String> {
+        if self.locks.last().is_none_or(|l| l.block() != block) {
+            self.locks.push(Lock::new(block, pattern));
+        }
+        match self.locks.last_mut() {
+            Some(lock) => lock.add(value, pattern),
+            None => Ok(()),
+        }
     }
 
     /// The index of `name` (compared regardless of case), added if new.
@@ -252,7 +306,27 @@ fn check_name(name: &str) -> Result<(), String> {
     if SERVER_OWNED.iter().any(|o| o.eq_ignore_ascii_case(name)) {
         return Err(format!("staticd sets {name} itself; line ignored"));
     }
+    if let Some((_, whose)) = HOST_INSTRUCTIONS
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+    {
+        return Err(format!(
+            "{name} is an instruction to {whose}, which staticd does not follow; never sent, line ignored"
+        ));
+    }
+    // Only `! Basic-Auth` gets here: a value line is a lock.
+    if name.eq_ignore_ascii_case(locks::NAME) {
+        return Err(format!(
+            "{name} cannot be removed: what another block protects stays protected; line ignored"
+        ));
+    }
     Ok(())
+}
+
+/// Whether a field line is `Basic-Auth: ...`.
+fn is_basic_auth(line: &str) -> bool {
+    line.split_once(':')
+        .is_some_and(|(name, _)| name.trim_end().eq_ignore_ascii_case(locks::NAME))
 }
 
 /// The fields `_headers` gives one request.
@@ -536,6 +610,64 @@ mod tests {
         assert_eq!(fields(&rules, None, "/ok"), ["X-Good: yes"]);
         assert_eq!(fields(&rules, None, "/ok2"), ["X-Also: fine"]);
         assert!(rules.matching(None, b"/a/x/b/y").is_empty());
+    }
+
+    #[test]
+    fn basic_auth_is_a_lock_never_a_field() {
+        let (rules, warnings) = parse(
+            "/admin/*\n  Basic-Auth: alice:hunter2 bob:pw\n  X-A: 1\n  basic-auth  : carol:pw3\n\
+             /*\n  ! Basic-Auth\n  X-B: 2\n\
+             /open/*\n  X-C: 3\n",
+        );
+        let lines: Vec<usize> = warnings.iter().map(|(n, _)| *n).collect();
+        let expected: &[usize] = if cfg!(feature = "auth") {
+            &[6]
+        } else {
+            &[2, 4, 6]
+        };
+        assert_eq!(lines, expected, "{warnings:?}");
+        assert!(warnings.iter().all(|(_, w)| !w.contains("hunter2")));
+        assert_eq!(fields(&rules, None, "/admin/x.html"), ["X-A: 1", "X-B: 2"]);
+        let locks: Vec<&Lock> = rules.locks(None, b"/admin/x.html").iter().collect();
+        assert_eq!(locks.len(), 1);
+        assert_eq!(locks[0].realm(), "/admin/*");
+        let users: Vec<&str> = locks[0].pairs().iter().map(|p| &**p.user()).collect();
+        assert_eq!(users, ["alice", "bob", "carol"]);
+        assert_eq!(rules.locks(None, b"/open/x").iter().count(), 0);
+        assert_eq!(rules.locks(None, b"/admin").iter().count(), 0);
+        assert!(
+            format!("{rules:?}").contains("alice") && !format!("{rules:?}").contains("hunter2")
+        );
+    }
+
+    #[test]
+    fn a_lock_fails_closed() {
+        let (rules, warnings) =
+            parse("/a/*\n  Basic-Auth:\n/b/*\n  Basic-Auth: x y\n/c/* bad\n  Basic-Auth: u:p\n");
+        let lines: Vec<usize> = warnings.iter().map(|(n, _)| *n).collect();
+        assert_eq!(lines, [2, 4, 5, 6], "{warnings:?}");
+        assert!(warnings[3].1.contains("protects nothing"), "{warnings:?}");
+        for path in [&b"/a/x"[..], b"/b/x"] {
+            let locks: Vec<&Lock> = rules.locks(None, path).iter().collect();
+            assert_eq!(locks.len(), 1, "{path:?}");
+            assert!(locks[0].pairs().is_empty());
+        }
+    }
+
+    #[test]
+    fn host_instructions_are_reported_and_never_sent() {
+        let (rules, warnings) = parse(
+            "/*\n  Netlify-CDN-Cache-Control: public, s-maxage=60\n  netlify-vary: query\n\
+             \x20 Netlify-Cache-Tag: a\n  Cloudflare-CDN-Cache-Control: max-age=60\n  Cache-Tag: b\n\
+             \x20 ! Cache-Tag\n  CDN-Cache-Control: max-age=60\n  X-Kept: 1\n",
+        );
+        let lines: Vec<usize> = warnings.iter().map(|(n, _)| *n).collect();
+        assert_eq!(lines, [2, 3, 4, 5, 6, 7], "{warnings:?}");
+        assert!(warnings[0].1.contains("Netlify's CDN"), "{warnings:?}");
+        assert_eq!(
+            fields(&rules, None, "/x"),
+            ["CDN-Cache-Control: max-age=60", "X-Kept: 1"]
+        );
     }
 
     #[test]

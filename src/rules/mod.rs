@@ -5,14 +5,16 @@
 //! `pattern` is the URL pattern both files share (literal text, `:name`
 //! placeholders, one `*` splat); `template` puts captured values back into a
 //! header value or a redirect target; `headers` and `redirects` are the two
-//! files. Nothing here does I/O: the caller reads the file, hands its bytes
-//! to `parse` with a callback for the messages, and asks for matches.
+//! files; `locks` holds what `_headers`' `Basic-Auth` lines protect. Nothing
+//! here does I/O: the caller reads the file, hands its bytes to `parse` with
+//! a callback for the messages, and asks for matches.
 //!
 //! A malformed line is reported once (line number and reason), skipped, and
 //! the rest of the file applies. Past [`MAX_RULES`] rules or [`MAX_BYTES`]
 //! bytes the rest of the file is ignored, with one message.
 
 pub mod headers;
+pub mod locks;
 pub mod pattern;
 pub mod redirects;
 mod template;

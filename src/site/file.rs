@@ -62,6 +62,10 @@ pub struct FileSet {
     /// Set when the file is compressed on the fly: it qualifies and has no
     /// precompressed sibling to send instead.
     on_the_fly: Option<OnTheFly>,
+    /// The file's own URL path (`/docs/index.html` for `/docs/`): what
+    /// `--auth` and `Basic-Auth` are asked about again when it differs
+    /// from the URL that reached it.
+    url: Box<[u8]>,
 }
 
 /// Where a file's compressed variants are kept, and under what name.
@@ -92,6 +96,11 @@ impl FileSet {
     /// Opens the file at `rel` in `dir` (already open as `file`) and finds
     /// its siblings; with `compression`, a file that qualifies and has no
     /// precompressed sibling is compressed on the fly.
+    /// The file's own URL path, from the site's root.
+    pub fn url(&self) -> &[u8] {
+        &self.url
+    }
+
     pub fn discover(
         dir: BorrowedFd<'_>,
         rel: &[u8],
@@ -118,6 +127,7 @@ impl FileSet {
             alternatives: Vec::new(),
             vary: None,
             on_the_fly: None,
+            url: [b"/", rel].concat().into(),
         };
         if negotiate::is_replaceable_image(&ct) {
             if let Some(dot) = rel.iter().rposition(|&b| b == b'.') {

@@ -23,6 +23,7 @@ use std::time::Instant;
 
 use crate::cgi;
 use crate::config::Features;
+use crate::rules::locks::Locks;
 use crate::sys::{self, describe};
 use file::FileSet;
 use path::SitePath;
@@ -54,22 +55,28 @@ pub struct Lookup<'a> {
     pub accept_encoding: Option<&'a str>,
 }
 
-/// Whether `--auth` lets a request through.
+/// Whether `--auth` and the site's `Basic-Auth` let a request through.
 pub enum Access<'a> {
-    /// No area covers the path.
+    /// No area or lock covers the path.
     Open,
     /// The credentials of this user passed (the access log names it).
     Granted { user: Arc<str> },
-    /// 401, naming the area's realm.
+    /// 401, naming the area's or the lock's realm.
     Denied { realm: &'a str },
 }
 
-/// What decides `Access`: the `--auth` areas (`crate::auth`), which
-/// depend on the site rather than the site on them.
+/// What decides `Access`: the `--auth` areas and the `_headers` locks
+/// (`crate::auth`), which depend on the site rather than the site on them.
 pub trait Guard: Send + Sync {
-    /// Whether a request for `path` (decoded, from `/`) with these
-    /// credentials (an Authorization header's value) may go on.
-    fn access(&self, path: &str, authorization: Option<&str>) -> Access<'_>;
+    /// Whether a request for `path` (decoded, from `/`) that meets these
+    /// `Basic-Auth` locks, with these credentials (an Authorization
+    /// header's value), may go on.
+    fn access<'a>(
+        &'a self,
+        path: &str,
+        locks: Locks<'a, '_>,
+        authorization: Option<&str>,
+    ) -> Access<'a>;
 }
 
 /// Where ACME's HTTP-01 challenge answers are read (`crate::acme`), for
@@ -282,16 +289,26 @@ impl Site {
         }
     }
 
-    /// Whether a request for `path` (decoded, from `/`) with these
-    /// credentials may go on.
-    pub fn access(&self, path: &str, authorization: Option<&str>) -> Access<'_> {
+    /// Whether a request for `path` (decoded, from `/`) that meets these
+    /// `Basic-Auth` locks, with these credentials, may go on. Without a
+    /// guard (a build without the feature auth) a lock stays shut.
+    pub fn access<'a>(
+        &'a self,
+        path: &str,
+        locks: Locks<'a, '_>,
+        authorization: Option<&str>,
+    ) -> Access<'a> {
         #[cfg(feature = "auth")]
         if let Some(auth) = &self.auth {
-            return auth.access(path, authorization);
+            return auth.access(path, locks, authorization);
         }
-        #[cfg(not(feature = "auth"))]
         let _ = (path, authorization);
-        Access::Open
+        match locks.iter().next() {
+            Some(lock) => Access::Denied {
+                realm: lock.realm(),
+            },
+            None => Access::Open,
+        }
     }
 
     /// Puts paths under `--auth` areas behind these credentials.

@@ -511,6 +511,15 @@ impl Server {
         self.request("GET", path, &[])
     }
 
+    /// A GET with this Authorization value, if any.
+    pub fn get_as(&self, path: &str, authorization: Option<&str>) -> HResponse {
+        let headers: Vec<(&str, &str)> = authorization
+            .map(|a| ("authorization", a))
+            .into_iter()
+            .collect();
+        self.request("GET", path, &headers)
+    }
+
     /// One request, written as HTTP/1.1 text (e.g. by [`request`]), on a fresh
     /// connection: for tests of what a request means rather than of HTTP/1.1's framing.
     /// It goes as those bytes on a raw [`Conn`]; in an HTTP/2 (HTTP/3) cell an HTTP/1.1
