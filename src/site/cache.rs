@@ -22,16 +22,20 @@ pub struct Key<'a> {
     pub host: &'a [u8],
     pub rel: &'a [u8],
     pub trailing_slash: bool,
+    /// The lookup of `rel` as a pretty URL (`about` served from
+    /// `about.html`, `routes.rs`), not as itself.
+    pub pretty: bool,
 }
 
 impl Key<'_> {
-    /// The key as one byte string: host length, host, path, slash flag.
+    /// The key as one byte string: host length, host, path, slash and
+    /// pretty flags.
     fn encode(&self, out: &mut Vec<u8>) {
         out.clear();
         out.extend_from_slice(&(self.host.len() as u64).to_le_bytes());
         out.extend_from_slice(self.host);
         out.extend_from_slice(self.rel);
-        out.push(u8::from(self.trailing_slash));
+        out.push(u8::from(self.trailing_slash) | u8::from(self.pretty) << 1);
     }
 }
 

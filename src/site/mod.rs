@@ -9,6 +9,7 @@ pub mod negotiate;
 pub mod path;
 pub mod redirect;
 pub mod root_files;
+pub mod routes;
 pub mod vhost;
 
 use std::fs::{File, Metadata};
@@ -312,6 +313,7 @@ impl Site {
             host: self.host_key(q.host),
             rel: &q.path.rel,
             trailing_slash: q.path.trailing_slash,
+            pretty: false,
         };
         let now = Instant::now();
         if let Some(set) = cache::get(&key, now) {
