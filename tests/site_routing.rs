@@ -62,11 +62,7 @@ fn pretty_urls_serve_the_html_file(v: Variant) {
     // Asked again (the open-file cache): the same.
     assert_page(&get(&server, "/about"), 200, ABOUT);
     assert_error(&get(&server, "/nothing"), 404);
-}
-
-fn a_name_without_html_wins(v: Variant) {
-    let root = site();
-    let server = Server::start(v, &root);
+    // A pretty URL only where nothing else has the name:
     assert_page(&get(&server, "/plain"), 200, "plain file\n");
     // A directory named `both`: `/both` is the directory's redirect, not both.html.
     assert_moved(&get(&server, "/both"), 301, "/both/");
@@ -184,7 +180,21 @@ fn spa_serves_the_root_index_for_what_names_nothing(v: Variant) {
         "/index.html\n  Cache-Control: no-cache\n/app/*\n  X-App: route\n",
     );
     root.file("_redirects", "/old /about 301\n");
-    let server = Server::builder(v, root.path()).arg("--spa").start();
+    // A directory without an index is listed, and a script runs, as ever.
+    root.file("files/a.txt", "a\n");
+    let script = root.file(
+        "s.cgi",
+        "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\nran %s\\n' \"$PATH_INFO\"\n",
+    );
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap();
+    let server = Server::builder(v, root.path())
+        .args(["--spa", "--listing", "--cgi"])
+        .start();
+    let listing = get(&server, "/files/");
+    assert_eq!(listing.status, 200, "{listing:#?}");
+    assert!(listing.body_str().contains("a.txt"), "{listing:#?}");
+    assert_page(&get(&server, "/s.cgi/extra"), 200, "ran /extra\n");
     let route = get(&server, "/app/settings");
     assert_page(&route, 200, INDEX);
     // The `_headers` of the page served, not of the route.
@@ -206,7 +216,6 @@ fn spa_serves_the_root_index_for_what_names_nothing(v: Variant) {
 
 matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     pretty_urls_serve_the_html_file,
-    a_name_without_html_wins,
     pretty_urls_off,
     pretty_urls_with_redirects_and_headers,
     cloudflare_redirects_to_pretty_urls,
