@@ -365,7 +365,10 @@ fn pipelined_requests_allocate_nothing() {
 #[test]
 fn a_pretty_url_allocates_nothing() {
     // `/page` served from page.html, warm in the open-file cache.
-    assert_eq!(fewest_allocations(Features::default(), &get("/page", "")), 0);
+    assert_eq!(
+        fewest_allocations(Features::default(), &get("/page", "")),
+        0
+    );
 }
 
 #[test]

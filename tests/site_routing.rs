@@ -82,6 +82,10 @@ fn pretty_urls_off(v: Variant) {
     assert_error(&get(&server, "/about"), 404);
     assert_error(&get(&server, "/about/"), 404);
     assert_page(&get(&server, "/about.html"), 200, ABOUT);
+    let by_variable = Server::builder(v, root.path())
+        .env("STATICD_PRETTY_URLS", "off")
+        .start();
+    assert_error(&get(&by_variable, "/about"), 404);
 }
 
 fn pretty_urls_with_redirects_and_headers(v: Variant) {
@@ -148,10 +152,12 @@ fn a_404_gets_the_nearest_404_html(v: Variant) {
     assert_page(&get(&server, "/blog/post"), 200, "<p>post</p>\n");
     // Asked again (the page is then in the open-file cache): the same.
     assert_page(&get(&server, "/blog/missing"), 404, BLOG_404);
-    let off = Server::builder(v, root.path())
-        .arg("--no-nearest-404")
-        .start();
-    assert_page(&get(&off, "/blog/missing"), 404, ROOT_404);
+    for off in [
+        Server::builder(v, root.path()).arg("--no-nearest-404"),
+        Server::builder(v, root.path()).env("STATICD_NO_NEAREST_404", "1"),
+    ] {
+        assert_page(&get(&off.start(), "/blog/missing"), 404, ROOT_404);
+    }
 }
 
 fn each_vhost_has_its_nearest_404_html(v: Variant) {
@@ -186,8 +192,7 @@ fn spa_serves_the_root_index_for_what_names_nothing(v: Variant) {
         "s.cgi",
         "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\nran %s\\n' \"$PATH_INFO\"\n",
     );
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let server = Server::builder(v, root.path())
         .args(["--spa", "--listing", "--cgi"])
         .start();
