@@ -20,7 +20,7 @@ use crate::site::listing::{self, Listing, Sort};
 use crate::site::negotiate;
 use crate::site::path::{self, PathError, PathUrl, SitePath};
 use crate::site::root_files::{self, RootFiles};
-use crate::site::routes::Pretty;
+use crate::site::routes::{Pretty, Routed};
 use crate::site::{Access, Lookup, Resource, ScriptTarget, Site, SiteError};
 
 const ALLOW: &str = "GET, HEAD, OPTIONS";
@@ -245,10 +245,12 @@ impl Reply<'_> {
             return self.redirect_rule(ctx, req, path, rule, post, force_close);
         }
         let q = lookup_of(ctx, req, path);
-        if let Some(set) = site.pretty_cached(&q) {
-            return self.pretty_page(ctx, req, set, post, force_close);
-        }
-        match (site.resolve(&q), rule) {
+        let resolved = match site.resolve_request(&q) {
+            Ok(Routed::Pretty(set)) => return self.pretty_page(ctx, req, set, post, force_close),
+            Ok(Routed::Found(resource)) => Ok(resource),
+            Err(e) => Err(e),
+        };
+        match (resolved, rule) {
             (Err(SiteError::NotFound), rule) => {
                 self.missing(ctx, req, path, rule.as_ref(), post, force_close)
             }

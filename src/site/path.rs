@@ -236,6 +236,15 @@ mod tests {
     }
 
     #[test]
+    fn path_urls() {
+        let url = |rel: &[u8], slash, query| PathUrl { rel, slash, query }.to_string();
+        assert_eq!(url(b"", true, None), "/");
+        assert_eq!(url(b"", true, Some("x=1")), "/?x=1");
+        assert_eq!(url(b"a b/c", false, None), "/a%20b/c");
+        assert_eq!(url(b"a/b", true, Some("q")), "/a/b/?q");
+    }
+
+    #[test]
     fn normalises() {
         assert_eq!(rel("/"), b"");
         assert_eq!(rel("/a/b.html"), b"a/b.html");

@@ -26,6 +26,13 @@ const HTML: &[u8] = b".html";
 /// deep the path a client makes up.
 pub const NEAREST_404_DEPTH: usize = 4;
 
+/// What a request's path names, as `resolve_request` found it.
+pub enum Routed {
+    Found(Resource),
+    /// The file of its pretty URL, remembered by the open-file cache.
+    Pretty(Arc<FileSet>),
+}
+
 /// What a path that names nothing is as a pretty URL.
 pub enum Pretty {
     /// `/about`: `about.html`, served under the URL asked for.
@@ -42,13 +49,21 @@ pub struct HtmlRedirect {
 }
 
 impl Site {
-    /// The pretty URL `q` names, from the open-file cache: asked before the
-    /// path itself, so a warm pretty URL costs no lookup.
-    pub fn pretty_cached(&self, q: &Lookup) -> Option<Arc<FileSet>> {
-        if !self.pretty_applies(q.path) || q.path.trailing_slash {
-            return None;
+    /// `resolve` for the path a request asks for: what the open-file
+    /// cache has for it, else for its pretty URL (found before), else a
+    /// fresh lookup. A warm pretty URL is one cache hit, as a file is.
+    pub fn resolve_request(&self, q: &Lookup) -> Result<Routed, SiteError> {
+        let now = Instant::now();
+        if let Some(set) = cache::find(&self.cache_key(q), now) {
+            return Ok(Routed::Found(Resource::File(set)));
         }
-        cache::get(&self.pretty_key(q), Instant::now())
+        if self.pretty_applies(q.path) && !q.path.trailing_slash {
+            if let Some(set) = cache::find(&self.pretty_key(q), now) {
+                return Ok(Routed::Pretty(set));
+            }
+        }
+        cache::missed();
+        self.resolve_fresh(q, now).map(Routed::Found)
     }
 
     /// After `q` named nothing: `about.html` for `/about` (or a redirect
