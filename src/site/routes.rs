@@ -125,22 +125,13 @@ impl Site {
         if !self.features.routes.nearest_404 {
             return None;
         }
-        let rel = url.strip_prefix(b"/")?;
-        let mut dir = nearest_404_start(rel)?;
+        let start = nearest_404_start(url.strip_prefix(b"/")?)?;
         let mut name = pool::take(&pool::HEADS);
-        let mut found = None;
-        while !dir.is_empty() {
-            name.clear();
-            name.extend_from_slice(dir);
-            name.extend_from_slice(b"/404.html");
-            found = self.error_page_at(host, &name);
-            if found.is_some() {
-                break;
-            }
-            dir = &dir[..dir.iter().rposition(|&b| b == b'/').unwrap_or(0)];
-        }
+        let found = self.in_site_dir(host, |dir| {
+            Ok(self.nearest_404_in(dir, host, start, &mut name))
+        });
         pool::give(&pool::HEADS, name);
-        found
+        found.ok().flatten().flatten()
     }
 
     /// `--spa`: the page a path that names nothing gets, the root's index
@@ -166,31 +157,38 @@ impl Site {
         self.index.first().map_or("", String::as_str)
     }
 
-    /// A `404.html` at `rel`, from the open-file cache or, when it is
-    /// there, from the file system: an absent one costs one `openat2`.
-    fn error_page_at(&self, host: Option<&str>, rel: &[u8]) -> Option<Arc<FileSet>> {
-        let key = cache::Key {
-            host: self.host_key(host),
-            rel,
-            trailing_slash: false,
-            pretty: false,
-        };
-        if let Some(set) = cache::get(&key, Instant::now()) {
-            return Some(set);
+    /// The `404.html` of `parent` or the nearest directory above it, in
+    /// the site directory `dir`: from the open-file cache, or when it is
+    /// there; an absent one costs one `openat2`. `name` is scratch.
+    fn nearest_404_in(
+        &self,
+        dir: BorrowedFd<'_>,
+        host: Option<&str>,
+        mut parent: &[u8],
+        name: &mut Vec<u8>,
+    ) -> Option<Arc<FileSet>> {
+        let now = Instant::now();
+        while !parent.is_empty() {
+            name.clear();
+            name.extend_from_slice(parent);
+            name.extend_from_slice(b"/404.html");
+            let path = SitePath {
+                rel: std::borrow::Cow::Borrowed(name),
+                trailing_slash: false,
+                query: None,
+            };
+            let q = quiet_lookup(&path, host);
+            if let Some(set) = cache::find(&self.cache_key(&q), now) {
+                return Some(set);
+            }
+            if sys::open_beneath(dir, name).is_ok() {
+                if let Ok(Resource::File(set)) = self.resolve(&q) {
+                    return Some(set);
+                }
+            }
+            parent = &parent[..parent.iter().rposition(|&b| b == b'/').unwrap_or(0)];
         }
-        let there = self.in_site_dir(host, |dir| Ok(sys::open_beneath(dir, rel).is_ok()));
-        if !matches!(there, Ok(Some(true))) {
-            return None;
-        }
-        let path = SitePath {
-            rel: std::borrow::Cow::Borrowed(rel),
-            trailing_slash: false,
-            query: None,
-        };
-        match self.resolve(&quiet_lookup(&path, host)) {
-            Ok(Resource::File(set)) => Some(set),
-            _ => None,
-        }
+        None
     }
 
     fn pretty_applies(&self, path: &SitePath) -> bool {
