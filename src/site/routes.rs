@@ -24,7 +24,7 @@ const HTML: &[u8] = b".html";
 /// The deepest directory below the root whose `404.html` a miss looks
 /// for: a miss costs at most this many lookups (`openat2`) more, however
 /// deep the path a client makes up.
-pub const NEAREST_404_DEPTH: usize = 4;
+const NEAREST_404_DEPTH: usize = 4;
 
 /// What a request's path names, as `resolve_request` found it.
 pub enum Routed {
