@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::builder::NonEmptyStringValueParser;
 use clap::{CommandFactory, FromArgMatches, Parser};
 
-use crate::config::{self, Bind, Config, LogFormat, Privileges};
+use crate::config::{self, Bind, Config, LogFormat, PrettyUrls, Privileges};
 use crate::site;
 
 /// The end of `--help`: what most people run. Every flag can also be set by
@@ -132,6 +132,20 @@ pub struct Cli {
     /// Generate an HTML (or JSON) index for directories without an index file.
     #[arg(long, env = "STATICD_LISTING", help_heading = "Serving", value_parser = switch)]
     listing: bool,
+
+    /// Pretty URLs, as Netlify and Cloudflare Pages have them.
+    #[arg(long, env = "STATICD_PRETTY_URLS", help_heading = "Serving", value_name = "MODE", value_enum, default_value_t = config::PRETTY_URLS)]
+    pretty_urls: PrettyUrls,
+
+    /// A 404 gets only the root's 404.html, not the nearest one in the
+    /// path's directory or a parent (Cloudflare Pages').
+    #[arg(long, env = "STATICD_NO_NEAREST_404", help_heading = "Serving", value_parser = switch)]
+    no_nearest_404: bool,
+
+    /// Single-page app: a path that names nothing (no file, pretty URL or
+    /// _redirects rule) gets the root's index page with 200.
+    #[arg(long, env = "STATICD_SPA", help_heading = "Serving", value_parser = switch)]
+    spa: bool,
 
     /// Switch to this user (name or uid) after binding the port.
     #[arg(long, env = "STATICD_USER", help_heading = "Production", value_name = "NAME", value_parser = NonEmptyStringValueParser::new())]
@@ -610,6 +624,11 @@ impl Cli {
                 cgi: self.cgi,
                 health_path: self.health_path,
                 compress,
+                routes: config::Routes {
+                    pretty_urls: self.pretty_urls,
+                    nearest_404: !self.no_nearest_404,
+                    spa: self.spa,
+                },
             },
             cgi_timeout: secs(self.cgi_timeout),
             cgi_max: self.cgi_max as usize,

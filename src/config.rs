@@ -34,6 +34,8 @@ pub const MIN_RATE: u64 = 500;
 pub const CGI_TIMEOUT: u64 = 30;
 /// `--cgi-max`.
 pub const CGI_MAX: u32 = 16;
+/// `--pretty-urls`.
+pub const PRETTY_URLS: PrettyUrls = PrettyUrls::On;
 /// `--log-format`.
 pub const LOG_FORMAT: LogFormat = LogFormat::Common;
 /// `--read-timeout`, in seconds.
@@ -167,6 +169,43 @@ pub struct Features {
     /// Compress text on the fly (`--compress-*`); None: `--no-compress`,
     /// or a build without the feature.
     pub compress: Option<CompressSettings>,
+    /// Netlify's and Cloudflare Pages' routing: pretty URLs, the nearest
+    /// `404.html`, the single-page-app fallback.
+    pub routes: Routes,
+}
+
+/// `--pretty-urls`, `--no-nearest-404` and `--spa`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Routes {
+    pub pretty_urls: PrettyUrls,
+    /// A 404 gets the `404.html` of the nearest directory above the path
+    /// that has one, not only the root's (Cloudflare Pages).
+    pub nearest_404: bool,
+    /// A path that names nothing gets the root's index page with 200.
+    pub spa: bool,
+}
+
+/// On by default, as both hosts have them.
+impl Default for Routes {
+    fn default() -> Self {
+        Routes {
+            pretty_urls: PRETTY_URLS,
+            nearest_404: true,
+            spa: false,
+        }
+    }
+}
+
+/// `/about` served from `about.html`. The doc comments are the
+/// `--pretty-urls` help.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PrettyUrls {
+    /// `/about` and `/about/` are plain paths
+    Off,
+    /// `/about` serves `about.html` when nothing named `about` exists; `/about/` redirects to `/about`
+    On,
+    /// as `on`, and `/about.html` redirects to `/about`, `/about/index.html` to `/about/` (Cloudflare Pages)
+    Redirect,
 }
 
 /// `--compress-cache` and `--compress-max`.

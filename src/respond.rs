@@ -19,8 +19,9 @@ use crate::rules::redirects::Match as RuleMatch;
 use crate::site::file::{FileSet, Source};
 use crate::site::listing::{self, Listing, Sort};
 use crate::site::negotiate;
-use crate::site::path::{self, PathError, SitePath};
+use crate::site::path::{self, PathError, PathUrl, SitePath};
 use crate::site::root_files::{self, RootFiles};
+use crate::site::routes::{Pretty, Routed};
 use crate::site::{Access, Lookup, Resource, ScriptTarget, Site, SiteError, Tree};
 
 const ALLOW: &str = "GET, HEAD, OPTIONS";
@@ -185,13 +186,17 @@ pub fn health(site: &Site, req: &Request, force_close: bool) -> Option<Response>
 
 /// What the site has at `path`.
 fn lookup(ctx: &SiteCtx, req: &Request, path: &SitePath) -> Result<Resource, SiteError> {
-    let lookup = Lookup {
+    ctx.site.resolve(ctx.tree, &lookup_of(ctx, req, path))
+}
+
+/// The request's lookup of `path`.
+fn lookup_of<'a>(ctx: &SiteCtx<'a>, req: &'a Request, path: &'a SitePath<'a>) -> Lookup<'a> {
+    Lookup {
         path,
         host: ctx.host,
         accept: req.accept.as_deref(),
         accept_encoding: req.accept_encoding.as_deref(),
-    };
-    ctx.site.resolve(ctx.tree, &lookup)
+    }
 }
 
 /// `/` and the decoded path (with its trailing slash), as `_headers`,
@@ -254,13 +259,112 @@ impl Reply<'_> {
         if let Some(rule) = rule.as_ref().filter(|r| r.force()) {
             return self.redirect_rule(ctx, req, path, rule, post, force_close);
         }
-        let resolved = lookup(ctx, req, path);
+        let q = lookup_of(ctx, req, path);
+        let resolved = match site.resolve_request(ctx.tree, &q) {
+            Ok(Routed::Pretty(set)) => return self.pretty_page(ctx, req, set, post, force_close),
+            Ok(Routed::Found(resource)) => Ok(resource),
+            Err(e) => Err(e),
+        };
         match (resolved, rule) {
-            (Err(SiteError::NotFound), Some(rule)) => {
-                self.redirect_rule(ctx, req, path, &rule, post, force_close)
+            (Err(SiteError::NotFound), rule) => {
+                self.missing(ctx, req, path, rule.as_ref(), post, force_close)
             }
+            (Ok(Resource::File(set)), _) if !post => match site.html_redirect(ctx.tree, &q) {
+                Ok(Some(to)) => Answer::Send(self.moved_to(PathUrl {
+                    rel: &path.rel[..to.keep],
+                    slash: to.slash,
+                    query: path.query,
+                })),
+                Ok(None) => self.resolved(ctx, req, Ok(Resource::File(set)), post, force_close),
+                Err(e) => self.resolved(ctx, req, Err(e), post, force_close),
+            },
             (resolved, _) => self.resolved(ctx, req, resolved, post, force_close),
         }
+    }
+
+    /// A path that names nothing: its pretty URL, else the `_redirects`
+    /// rule that matched, else `--spa`'s page, else a 404.
+    fn missing(
+        &self,
+        ctx: &SiteCtx,
+        req: &Request,
+        path: &SitePath,
+        rule: Option<&RuleMatch>,
+        post: bool,
+        force_close: bool,
+    ) -> Answer {
+        let site = ctx.site;
+        match site.pretty(ctx.tree, &lookup_of(ctx, req, path)) {
+            Ok(Some(Pretty::Serve(set))) => {
+                return self.pretty_page(ctx, req, set, post, force_close)
+            }
+            // The file's one URL is without the slash (both hosts).
+            Ok(Some(Pretty::DropSlash)) => {
+                return Answer::Send(self.moved_to(PathUrl {
+                    rel: &path.rel,
+                    slash: false,
+                    query: path.query,
+                }))
+            }
+            Ok(None) => {}
+            Err(e) => return self.resolved(ctx, req, Err(e), post, force_close),
+        }
+        if let Some(rule) = rule {
+            return self.redirect_rule(ctx, req, path, rule, post, force_close);
+        }
+        let Some(page) = site.spa_page(ctx.tree, ctx.host) else {
+            return self.resolved(ctx, req, Err(SiteError::NotFound), post, force_close);
+        };
+        let mut url = pool::take(&pool::HEADS);
+        url.push(b'/');
+        url.extend_from_slice(site.first_index().as_bytes());
+        let answer = self.served_as(ctx, req, &url, Ok(Resource::File(page)), post, force_close);
+        pool::give(&pool::HEADS, url);
+        answer
+    }
+
+    /// `/about` served from `about.html`: a rewrite, with the `_headers` of
+    /// the file served (`/about.html`), as for a `_redirects` 200.
+    fn pretty_page(
+        &self,
+        ctx: &SiteCtx,
+        req: &Request,
+        set: Arc<FileSet>,
+        post: bool,
+        force_close: bool,
+    ) -> Answer {
+        let mut url = pool::take(&pool::HEADS);
+        url.extend_from_slice(ctx.path.unwrap_or(b"/"));
+        url.extend_from_slice(b".html");
+        let answer = self.served_as(ctx, req, &url, Ok(Resource::File(set)), post, force_close);
+        pool::give(&pool::HEADS, url);
+        answer
+    }
+
+    /// What the site serves for a request from another URL path than the
+    /// one asked for (`url`: a pretty URL's file, `--spa`'s page): that
+    /// URL's `--auth` areas and `_headers` apply, as for a rewrite.
+    fn served_as(
+        &self,
+        ctx: &SiteCtx,
+        req: &Request,
+        url: &[u8],
+        resolved: Result<Resource, SiteError>,
+        post: bool,
+        force_close: bool,
+    ) -> Answer {
+        if let Err(denied) = self.access(ctx, req, Some(url)) {
+            return Answer::Send(*denied);
+        }
+        self.rewritten(ctx, req, url, resolved, post, force_close)
+    }
+
+    /// A redirect to a pretty URL (308, as Cloudflare Pages answers): the
+    /// site's `_headers` apply as to any redirect.
+    fn moved_to(&self, location: PathUrl) -> Response {
+        let mut h = Head::new(Status::PermanentRedirect);
+        h.header_display("Location", location);
+        self.short_body(Status::PermanentRedirect, h)
     }
 
     /// Whether `--auth` and the site's `Basic-Auth` let the request for
@@ -349,6 +453,19 @@ impl Reply<'_> {
                 _ => self.error(Status::NotFound),
             });
         }
+        self.rewritten(ctx, req, url, resolved, post, force_close)
+    }
+
+    /// The answer for what a rewrite to `url` resolved to.
+    fn rewritten(
+        &self,
+        ctx: &SiteCtx,
+        req: &Request,
+        url: &[u8],
+        resolved: Result<Resource, SiteError>,
+        post: bool,
+        force_close: bool,
+    ) -> Answer {
         // The `_headers` of the file served, not of the URL asked for: with
         // the usual single-page app (`/* /index.html 200`, `/assets/*`
         // immutable for a year), a missing /assets/app.js would otherwise
@@ -802,7 +919,12 @@ impl Reply<'_> {
         if status.code() < 400 {
             return None;
         }
-        ctx.site.error_page(ctx.tree, ctx.host, status.code())
+        // Cloudflare's nearest 404.html: the path's directory, then up.
+        let nearest = match (status.code(), ctx.path) {
+            (404, Some(url)) => ctx.site.nearest_error_page(ctx.tree, ctx.host, url),
+            _ => None,
+        };
+        nearest.or_else(|| ctx.site.error_page(ctx.tree, ctx.host, status.code()))
     }
 
     /// A file of the site as the body of an error (or `_redirects` 404)

@@ -62,6 +62,18 @@ pub fn open_beneath(dir: BorrowedFd<'_>, rel: &[u8]) -> io::Result<File> {
     }
 }
 
+/// Whether anything (a file, a directory, a symlink: not followed) is
+/// named `rel` beneath `dir`. A path that cannot be looked up for another
+/// reason than absence counts as there: nothing may take its place.
+pub fn exists_beneath(dir: BorrowedFd<'_>, rel: &[u8]) -> bool {
+    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+    match rustix::fs::openat2(dir, rel, flags, Mode::empty(), resolve) {
+        Ok(_) => true,
+        Err(e) => !matches!(e, rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR),
+    }
+}
+
 /// Opens a directory beneath `dir` as a handle for further lookups.
 pub fn open_dir_beneath(dir: BorrowedFd<'_>, rel: &[u8]) -> io::Result<OwnedFd> {
     let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;

@@ -84,6 +84,7 @@ impl Fixture {
         std::fs::write(root.join("small.txt"), vec![b's'; 1000]).unwrap();
         std::fs::write(root.join("large.bin"), vec![b'L'; 100_000]).unwrap();
         std::fs::write(root.join("index.html"), b"<!doctype html><title>i</title>").unwrap();
+        std::fs::write(root.join("page.html"), b"<!doctype html><title>p</title>").unwrap();
         std::fs::write(root.join("app.js"), vec![b'j'; 5000]).unwrap();
         std::fs::write(root.join("app.js.gz"), vec![b'z'; 900]).unwrap();
         std::fs::write(root.join("letters.txt"), letters(200_000)).unwrap();
@@ -364,6 +365,15 @@ fn pipelined_requests_allocate_nothing() {
     raw.extend(get("/index.html", ""));
     raw.extend(get("/app.js", ""));
     assert_eq!(fewest_allocations(Features::default(), &raw), 0);
+}
+
+#[test]
+fn a_pretty_url_allocates_nothing() {
+    // `/page` served from page.html, warm in the open-file cache.
+    assert_eq!(
+        fewest_allocations(Features::default(), &get("/page", "")),
+        0
+    );
 }
 
 #[test]

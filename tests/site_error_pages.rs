@@ -149,11 +149,12 @@ fn statuses_without_a_page_keep_the_built_in_one(v: Variant) {
 fn a_site_without_404_html_keeps_the_built_in_page(v: Variant) {
     let root = Docroot::new();
     root.file("a.txt", "alpha\n");
-    // Not in the site's root: not its error page.
+    // Not in the site's root: the error page of sub/ only (the nearest
+    // 404.html, tests/site_routing.rs), not of the root.
     root.file("sub/404.html", PAGE_404);
     let server = Server::start(v, &root);
     assert_error_h(&server.get("/missing"), 404);
-    assert_error_h(&server.get("/sub/missing"), 404);
+    assert_error_h(&server.get("/other/missing"), 404);
     let resp = server.request("GET", "/missing", &[("accept", BROWSER)]);
     assert_eq!(resp.status, 404, "{resp:#?}");
     assert!(resp.body_str().starts_with("<!DOCTYPE html>"), "{resp:#?}");

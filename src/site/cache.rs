@@ -22,16 +22,20 @@ pub struct Key<'a> {
     pub host: &'a [u8],
     pub rel: &'a [u8],
     pub trailing_slash: bool,
+    /// The lookup of `rel` as a pretty URL (`about` served from
+    /// `about.html`, `routes.rs`), not as itself.
+    pub pretty: bool,
 }
 
 impl Key<'_> {
-    /// The key as one byte string: host length, host, path, slash flag.
+    /// The key as one byte string: host length, host, path, slash and
+    /// pretty flags.
     fn encode(&self, out: &mut Vec<u8>) {
         out.clear();
         out.extend_from_slice(&(self.host.len() as u64).to_le_bytes());
         out.extend_from_slice(self.host);
         out.extend_from_slice(self.rel);
-        out.push(u8::from(self.trailing_slash));
+        out.push(u8::from(self.trailing_slash) | u8::from(self.pretty) << 1);
     }
 }
 
@@ -54,17 +58,32 @@ thread_local! {
 
 /// The cached file set for `key`, if it was looked up less than a second ago.
 pub fn get(key: &Key, now: Instant) -> Option<Arc<FileSet>> {
-    CACHE.with(|c| {
+    let found = find(key, now);
+    if found.is_none() {
+        missed();
+    }
+    found
+}
+
+/// `get` for a lookup tried under more than one key (a path, then its
+/// pretty URL): a hit is counted, a miss is the caller's to count once.
+pub fn find(key: &Key, now: Instant) -> Option<Arc<FileSet>> {
+    let found = CACHE.with(|c| {
         let c = &mut *c.borrow_mut();
         key.encode(&mut c.scratch);
         let fresh = c.entries.get(c.scratch.as_slice());
         let fresh = fresh.filter(|e| now.duration_since(e.checked) < FRESH_FOR);
-        crate::metrics::count(match fresh {
-            Some(_) => crate::metrics::Event::CacheHit,
-            None => crate::metrics::Event::CacheMiss,
-        });
         fresh.map(|e| Arc::clone(&e.set))
-    })
+    });
+    if found.is_some() {
+        crate::metrics::count(crate::metrics::Event::CacheHit);
+    }
+    found
+}
+
+/// A lookup the cache did not answer.
+pub fn missed() {
+    crate::metrics::count(crate::metrics::Event::CacheMiss);
 }
 
 /// Forgets every entry of this thread, closing their descriptors.

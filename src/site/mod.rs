@@ -11,6 +11,7 @@ pub mod path;
 pub mod redirect;
 pub mod root;
 pub mod root_files;
+pub mod routes;
 pub mod vhost;
 
 use std::fs::{File, Metadata};
@@ -349,15 +350,25 @@ impl Site {
 
     /// Resolves a request path, through the open-file cache for files.
     pub fn resolve(&self, tree: &Tree, q: &Lookup) -> Result<Resource, SiteError> {
-        let key = cache::Key {
+        let now = Instant::now();
+        if let Some(set) = cache::get(&self.cache_key(q), now) {
+            return Ok(Resource::File(set));
+        }
+        self.resolve_fresh(tree, q, now)
+    }
+
+    /// What the open-file cache knows `q` by.
+    fn cache_key<'k>(&self, q: &'k Lookup) -> cache::Key<'k> {
+        cache::Key {
             host: self.host_key(q.host),
             rel: &q.path.rel,
             trailing_slash: q.path.trailing_slash,
-        };
-        let now = Instant::now();
-        if let Some(set) = cache::get(&key, now) {
-            return Ok(Resource::File(set));
+            pretty: false,
         }
+    }
+
+    /// `resolve` once the open-file cache had nothing.
+    fn resolve_fresh(&self, tree: &Tree, q: &Lookup, now: Instant) -> Result<Resource, SiteError> {
         let mut resolved = self.resolve_uncached(tree, q);
         if matches!(resolved, Err(SiteError::NoDescriptors)) {
             // The cache's descriptors count against the same limit as the
@@ -366,7 +377,7 @@ impl Site {
             resolved = self.resolve_uncached(tree, q);
         }
         if let Ok(Resource::File(set)) = &resolved {
-            cache::put(&key, Arc::clone(set), now);
+            cache::put(&self.cache_key(q), Arc::clone(set), now);
         }
         resolved
     }

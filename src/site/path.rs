@@ -58,25 +58,45 @@ impl<'a> SitePath<'a> {
 
     /// The URL path of this directory (`/a/b/`), for listings.
     pub fn directory_url_without_query(&self) -> String {
-        let mut url = String::with_capacity(self.rel.len() + 2);
-        url.push('/');
-        percent_encode_path(&self.rel, &mut url);
-        if !self.rel.is_empty() {
-            url.push('/');
-        }
-        url
+        self.as_directory(None).to_string()
     }
 
     /// The URL of this path as a directory (`/a/b/`), query kept: the
     /// target of the redirect for `/a/b`. Built from the normalised path,
     /// never the raw target, so it cannot become `//host/...`.
     pub fn directory_url(&self) -> String {
-        let mut url = self.directory_url_without_query();
-        if let Some(q) = &self.query {
-            url.push('?');
-            url.push_str(q);
+        self.as_directory(self.query).to_string()
+    }
+
+    fn as_directory<'q>(&'q self, query: Option<&'q str>) -> PathUrl<'q> {
+        PathUrl {
+            rel: &self.rel,
+            slash: true,
+            query,
         }
-        url
+    }
+}
+
+/// The URL of a site-relative path (`rel` percent-encoded after `/`, then
+/// `/` if `slash` and `rel` is not the root, then `?query`), written
+/// where it goes: a Location built with it allocates nothing.
+pub struct PathUrl<'a> {
+    pub rel: &'a [u8],
+    pub slash: bool,
+    pub query: Option<&'a str>,
+}
+
+impl fmt::Display for PathUrl<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("/")?;
+        percent_encode(self.rel, path_keeps, f)?;
+        if self.slash && !self.rel.is_empty() {
+            f.write_str("/")?;
+        }
+        match self.query {
+            Some(q) => write!(f, "?{q}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -213,6 +233,15 @@ mod tests {
 
     fn rel(target: &str) -> Vec<u8> {
         SitePath::from_target(target).unwrap().rel.into_owned()
+    }
+
+    #[test]
+    fn path_urls() {
+        let url = |rel: &[u8], slash, query| PathUrl { rel, slash, query }.to_string();
+        assert_eq!(url(b"", true, None), "/");
+        assert_eq!(url(b"", true, Some("x=1")), "/?x=1");
+        assert_eq!(url(b"a b/c", false, None), "/a%20b/c");
+        assert_eq!(url(b"a/b", true, Some("q")), "/a/b/?q");
     }
 
     #[test]
