@@ -85,9 +85,16 @@ pub struct Cli {
     max_connections: Option<u32>,
 
     /// Most connections open at once from one client address (standalone;
-    /// IPv6 by --ipv6-prefix); more are refused (503, or closed). 0: no bound.
+    /// IPv6 by --ipv6-prefix); more are refused (503, or closed). Loopback
+    /// clients and --trusted-proxy peers are not counted. 0: no bound.
     #[arg(long, env = "STATICD_MAX_CONNECTIONS_PER_IP", help_heading = "Limits", value_name = "N", default_value_t = config::MAX_CONNECTIONS_PER_IP)]
     max_connections_per_ip: u32,
+
+    /// Count loopback clients (127.0.0.0/8, ::1) for --max-connections-per-ip
+    /// too. Without it they are not counted: a benchmark or a proxy on the
+    /// same machine brings every client from one address.
+    #[arg(long, env = "STATICD_PER_IP_LOOPBACK", help_heading = "Limits", value_parser = switch)]
+    per_ip_loopback: bool,
 
     /// IPv6 clients are counted for --max-connections-per-ip by this
     /// prefix of their address (one host usually holds a whole /64).
@@ -634,6 +641,7 @@ impl Cli {
             cgi_max: self.cgi_max as usize,
             max_connections,
             max_connections_per_ip: self.max_connections_per_ip as usize,
+            per_ip_loopback: self.per_ip_loopback,
             // Within 1..=128, as parsed.
             ipv6_prefix: self.ipv6_prefix as u8,
             min_rate: self.min_rate,

@@ -111,6 +111,10 @@ pub struct Config {
     /// Most connections open at once from one client address (standalone;
     /// 0: no bound).
     pub max_connections_per_ip: usize,
+    /// `--per-ip-loopback`: loopback clients are held to
+    /// `max_connections_per_ip` too (by default they are not: a benchmark
+    /// or a proxy on the same machine is one address by design).
+    pub per_ip_loopback: bool,
     /// IPv6 clients are counted by this many leading bits of their address.
     pub ipv6_prefix: u8,
     /// Bytes per second below which a request body or a response is given
@@ -365,6 +369,7 @@ impl Default for Config {
             // The command line sizes it by the descriptor limit.
             max_connections: 1024,
             max_connections_per_ip: MAX_CONNECTIONS_PER_IP as usize,
+            per_ip_loopback: false,
             ipv6_prefix: IPV6_PREFIX as u8,
             min_rate: MIN_RATE,
             shutdown_grace: secs(SHUTDOWN_GRACE),

@@ -59,6 +59,10 @@ fn startup_line_names_the_listening_address(v: Variant) {
             root.path().display(),
             addr.port()
         ),
+        // The per-address bound says who it leaves out (issue 39).
+        "staticd: --max-connections-per-ip (256) does not count loopback clients \
+         (--per-ip-loopback counts loopback clients)"
+            .to_string(),
         format!("staticd: listening on 127.0.0.1:{}", addr.port()),
     ];
     // With HTTPS, HTTP/3 on the same port over UDP, said once its endpoint is up (after

@@ -43,23 +43,6 @@ fn log_lines(log: &Path) -> usize {
         .count()
 }
 
-/// What wrk printed about failures: its `Socket errors` and `Non-2xx or 3xx` lines,
-/// which it prints only when there were some.
-fn wrk_failures(stdout: &str) -> Vec<&str> {
-    stdout
-        .lines()
-        .filter(|l| l.contains("Socket errors") || l.contains("Non-2xx"))
-        .collect()
-}
-
-fn wrk_requests(stdout: &str) -> u64 {
-    stdout
-        .lines()
-        .find_map(|l| l.trim().split_once(" requests in "))
-        .and_then(|(n, _)| n.parse().ok())
-        .unwrap_or_else(|| panic!("no request count in wrk's output:\n{stdout}"))
-}
-
 /// The hand-over under `wrk ARGS` load; returns wrk's output and each process's count
 /// of logged responses.
 fn hand_over(wrk: PathBuf, wrk_args: &'static [&'static str]) -> (String, usize, usize) {

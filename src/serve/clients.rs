@@ -62,9 +62,14 @@ impl PerClient {
 
     /// Whether connections from `ip` are counted: not when the bound is
     /// off, nor for a `--trusted-proxy` peer, whose connections carry many
-    /// clients (it bounds its own).
+    /// clients (it bounds its own), nor for a loopback one unless
+    /// `--per-ip-loopback`: a proxy or a load generator on the same machine
+    /// brings every client from one address. Every transport admits
+    /// through this one decision.
     pub(crate) fn counts(&self, ip: IpAddr, cfg: &Config) -> bool {
-        self.max > 0 && !cfg.trusted_proxies.contains(ip)
+        self.max > 0
+            && !cfg.trusted_proxies.contains(ip)
+            && (cfg.per_ip_loopback || !is_loopback(ip))
     }
 
     /// Counts one more connection from `ip`: a claim that gives the place
@@ -86,6 +91,33 @@ impl PerClient {
     pub(crate) fn max(&self) -> usize {
         self.max
     }
+}
+
+/// 127.0.0.0/8 and ::1, also as an IPv4-mapped address (`::ffff:127.0.0.1`,
+/// what a dual-stack listener sees of an IPv4 loopback client).
+fn is_loopback(ip: IpAddr) -> bool {
+    ip.to_canonical().is_loopback()
+}
+
+/// The start-up line that says which clients `--max-connections-per-ip`
+/// leaves out, or None when it counts every client (or is off).
+pub(crate) fn not_counted_line(cfg: &Config) -> Option<String> {
+    let max = cfg.max_connections_per_ip;
+    let proxies = !cfg.trusted_proxies.0.is_empty();
+    let who = match (cfg.per_ip_loopback, proxies) {
+        _ if max == 0 => return None,
+        (true, false) => return None,
+        (true, true) => "--trusted-proxy peers",
+        (false, false) => "loopback clients",
+        (false, true) => "loopback clients and --trusted-proxy peers",
+    };
+    let hint = match cfg.per_ip_loopback {
+        true => "",
+        false => " (--per-ip-loopback counts loopback clients)",
+    };
+    Some(format!(
+        "staticd: --max-connections-per-ip ({max}) does not count {who}{hint}"
+    ))
 }
 
 /// One counted connection of a client.
@@ -173,6 +205,54 @@ mod tests {
         let mapped: IpAddr = "::ffff:192.0.2.1".parse().unwrap();
         let v4: IpAddr = "192.0.2.1".parse().unwrap();
         assert_eq!(ClientKey::of(mapped, 64), ClientKey::of(v4, 64));
+    }
+
+    #[test]
+    fn loopback_is_every_form_of_it() {
+        for ip in ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.2"] {
+            assert!(is_loopback(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["128.0.0.1", "192.0.2.1", "::2", "::ffff:192.0.2.1", "::"] {
+            assert!(!is_loopback(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    #[test]
+    fn loopback_and_trusted_proxies_are_counted_only_when_asked() {
+        let t = table(256);
+        let outside: IpAddr = "192.0.2.1".parse().unwrap();
+        let proxy: IpAddr = "192.0.2.9".parse().unwrap();
+        let local: IpAddr = "::ffff:127.0.0.1".parse().unwrap();
+        let mut cfg = Config {
+            trusted_proxies: crate::config::TrustedProxies(vec!["192.0.2.9".parse().unwrap()]),
+            ..Config::default()
+        };
+        assert!(t.counts(outside, &cfg));
+        assert!(!t.counts(proxy, &cfg));
+        assert!(!t.counts(local, &cfg));
+        cfg.per_ip_loopback = true;
+        assert!(t.counts(local, &cfg));
+        assert!(!t.counts(proxy, &cfg));
+        assert!(!table(0).counts(outside, &cfg));
+    }
+
+    #[test]
+    fn the_start_up_line_names_what_is_not_counted() {
+        let mut cfg = Config::default();
+        assert_eq!(
+            not_counted_line(&cfg).unwrap(),
+            "staticd: --max-connections-per-ip (256) does not count loopback clients \
+             (--per-ip-loopback counts loopback clients)"
+        );
+        cfg.per_ip_loopback = true;
+        assert_eq!(not_counted_line(&cfg), None);
+        cfg.trusted_proxies = crate::config::TrustedProxies(vec!["10.0.0.0/8".parse().unwrap()]);
+        assert_eq!(
+            not_counted_line(&cfg).unwrap(),
+            "staticd: --max-connections-per-ip (256) does not count --trusted-proxy peers"
+        );
+        cfg.max_connections_per_ip = 0;
+        assert_eq!(not_counted_line(&cfg), None);
     }
 
     #[test]

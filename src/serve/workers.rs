@@ -48,6 +48,9 @@ pub(crate) fn run_workers(
     if let Some(line) = super::announce::serving_line(&cfg.root, &addrs, cfg.https.is_some()) {
         eprintln!("{line}");
     }
+    if let Some(line) = super::clients::not_counted_line(&cfg) {
+        eprintln!("{line}");
+    }
     let mut names = Vec::new();
     for l in listeners.first().into_iter().flatten() {
         let name = l.name()?;

@@ -387,3 +387,22 @@ fn try_start_superserver(
     }
     Ok((process, stderr, addr))
 }
+
+/// Raises this process's soft descriptor limit to `want`, as far as the hard
+/// limit allows (the servers and tools it starts inherit it), so that
+/// thousands of connections fit at both ends; returns the soft limit now.
+pub fn raise_nofile(want: u64) -> u64 {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let hard = limit.maximum.unwrap_or(u64::MAX);
+    let soft = limit.current.unwrap_or(u64::MAX);
+    if soft >= want {
+        return soft;
+    }
+    let raised = Rlimit {
+        current: Some(want.min(hard)),
+        maximum: limit.maximum,
+    };
+    setrlimit(Resource::Nofile, raised).expect("raise RLIMIT_NOFILE");
+    want.min(hard)
+}

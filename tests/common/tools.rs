@@ -159,3 +159,21 @@ pub fn run_bounded(cmd: &mut Command, input: &[u8], limit: Duration) -> Run {
     }
     run
 }
+
+/// What wrk printed about failures: its `Socket errors` and `Non-2xx or 3xx` lines,
+/// which it prints only when there were some.
+pub fn wrk_failures(stdout: &str) -> Vec<&str> {
+    stdout
+        .lines()
+        .filter(|l| l.contains("Socket errors") || l.contains("Non-2xx"))
+        .collect()
+}
+
+/// How many requests wrk counted (`N requests in ...`).
+pub fn wrk_requests(stdout: &str) -> u64 {
+    stdout
+        .lines()
+        .find_map(|l| l.trim().split_once(" requests in "))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("no request count in wrk's output:\n{stdout}"))
+}

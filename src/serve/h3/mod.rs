@@ -36,6 +36,7 @@ use tokio::sync::watch;
 
 use super::limits::Connections;
 use crate::client_name::ClientName;
+use crate::complaint::{complain, Complaint};
 use crate::config::Config;
 use crate::log;
 use crate::site::Site;
@@ -260,6 +261,9 @@ fn admit(incoming: quinn::Incoming, served: &Arc<Served>, local: SocketAddr) {
     let peer = incoming.remote_address();
     let ip = peer.ip().to_canonical();
     let Ok(claim) = shared.conns.claim(Some(ip), &shared.cfg) else {
+        // Logged and counted as TCP's refusals are (`clients::refuse`).
+        let max = shared.conns.max_per_client();
+        complain(&ClientName::ip(ip), Complaint::OverPerClient { max });
         incoming.refuse();
         return;
     };
