@@ -140,7 +140,22 @@ impl HeaderRules {
         let mut current: Option<(u16, &str)> = None;
         let mut seen_pattern = false;
         let mut limit_at = None;
-        while let Some((number, line)) = lines.next_text(warn) {
+        while let Some((number, line)) = lines.next_line() {
+            let line = match line {
+                Ok(text) => text,
+                Err(bytes) => {
+                    warn(number, super::NOT_TEXT);
+                    // A password line the parser cannot read must not leave
+                    // its block's paths open: the block is locked all the
+                    // same, and only the pairs read elsewhere get in.
+                    if let Some((block, pattern)) = current.filter(|_| is_basic_auth_bytes(bytes)) {
+                        if let Err(why) = rules.add_lock(block, pattern, "") {
+                            warn(number, &why);
+                        }
+                    }
+                    continue;
+                }
+            };
             let trimmed = line.trim_matches([' ', '\t']);
             if trimmed.is_empty() || trimmed.starts_with('#') {
                 continue;
@@ -321,6 +336,15 @@ fn check_name(name: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Whether a line that is not UTF-8 is a `Basic-Auth: ...` field line.
+fn is_basic_auth_bytes(line: &[u8]) -> bool {
+    let Some(colon) = line.iter().position(|&b| b == b':') else {
+        return false;
+    };
+    let name = line[..colon].trim_ascii();
+    name.eq_ignore_ascii_case(locks::NAME.as_bytes())
 }
 
 /// Whether a field line is `Basic-Auth: ...`.
@@ -678,6 +702,24 @@ mod tests {
         });
         assert_eq!(warnings, [2]);
         assert_eq!(fields(&rules, None, "/a"), ["X-B: ok"]);
+    }
+
+    #[test]
+    fn a_password_line_that_is_not_utf8_locks_its_block_all_the_same() {
+        let mut warnings = Vec::new();
+        let text = b"/a/*\n  Basic-Auth: alice:caf\xe9\n/b/*\n  Basic-Auth: bob:pw\n  basic-auth : eve:\xff\n";
+        let rules = HeaderRules::parse(text, &mut |n, _| warnings.push(n));
+        let a: Vec<_> = rules.locks(None, b"/a/x").iter().collect();
+        assert_eq!(a.len(), 1, "the block is locked");
+        assert!(a[0].pairs().is_empty(), "and no one can open it");
+        let b: Vec<_> = rules.locks(None, b"/b/x").iter().collect();
+        assert_eq!(b.len(), 1);
+        let users: Vec<_> = b[0].pairs().iter().map(|p| p.user().to_string()).collect();
+        assert_eq!(users, ["bob"]);
+        assert!(
+            warnings.contains(&2) && warnings.contains(&5),
+            "{warnings:?}"
+        );
     }
 
     #[test]

@@ -32,6 +32,9 @@ pub const MAX_BYTES: usize = 64 * 1024;
 /// wrong with it. The caller adds the file's name.
 pub type Warn<'w> = &'w mut dyn FnMut(usize, &str);
 
+/// What is said of a line that is not UTF-8.
+const NOT_TEXT: &str = "not UTF-8 text; line ignored";
+
 /// The lines of a rules file within [`MAX_BYTES`], numbered from 1, without
 /// their line ending. A line that is not UTF-8 is reported and skipped.
 struct Lines<'t> {
@@ -62,21 +65,26 @@ impl<'t> Lines<'t> {
     /// The next line that is text, reporting those that are not.
     fn next_text(&mut self, warn: &mut dyn FnMut(usize, &str)) -> Option<(usize, &'t str)> {
         loop {
-            if self.rest.is_empty() {
-                return None;
-            }
-            let (line, rest) = match self.rest.iter().position(|&b| b == b'\n') {
-                Some(i) => (&self.rest[..i], &self.rest[i + 1..]),
-                None => (self.rest, &[][..]),
-            };
-            self.rest = rest;
-            self.number += 1;
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            match std::str::from_utf8(line) {
-                Ok(text) => return Some((self.number, text)),
-                Err(_) => warn(self.number, "not UTF-8 text; line ignored"),
+            match self.next_line()? {
+                (number, Ok(text)) => return Some((number, text)),
+                (number, Err(_)) => warn(number, NOT_TEXT),
             }
         }
+    }
+
+    /// The next line: its text, or its bytes when it is not UTF-8.
+    fn next_line(&mut self) -> Option<(usize, Result<&'t str, &'t [u8]>)> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let (line, rest) = match self.rest.iter().position(|&b| b == b'\n') {
+            Some(i) => (&self.rest[..i], &self.rest[i + 1..]),
+            None => (self.rest, &[][..]),
+        };
+        self.rest = rest;
+        self.number += 1;
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        Some((self.number, std::str::from_utf8(line).map_err(|_| line)))
     }
 }
 
