@@ -315,12 +315,8 @@ impl Reply<'_> {
         let Some(page) = site.spa_page(ctx.tree, ctx.host) else {
             return self.resolved(ctx, req, Err(SiteError::NotFound), post, force_close);
         };
-        let mut url = pool::take(&pool::HEADS);
-        url.push(b'/');
-        url.extend_from_slice(site.first_index().as_bytes());
-        let answer = self.served_as(ctx, req, &url, Ok(Resource::File(page)), post, force_close);
-        pool::give(&pool::HEADS, url);
-        answer
+        let url = [&b"/"[..], site.first_index().as_bytes()];
+        self.file_served_as(ctx, req, url, page, post, force_close)
     }
 
     /// `/about` served from `about.html`: a rewrite, with the `_headers` of
@@ -333,9 +329,25 @@ impl Reply<'_> {
         post: bool,
         force_close: bool,
     ) -> Answer {
+        let url = [ctx.path.unwrap_or(b"/"), &b".html"[..]];
+        self.file_served_as(ctx, req, url, set, post, force_close)
+    }
+
+    /// [`Reply::served_as`] for a file, its URL path written from `parts`
+    /// into a pooled buffer (no allocation).
+    fn file_served_as(
+        &self,
+        ctx: &SiteCtx,
+        req: &Request,
+        parts: [&[u8]; 2],
+        set: Arc<FileSet>,
+        post: bool,
+        force_close: bool,
+    ) -> Answer {
         let mut url = pool::take(&pool::HEADS);
-        url.extend_from_slice(ctx.path.unwrap_or(b"/"));
-        url.extend_from_slice(b".html");
+        for part in parts {
+            url.extend_from_slice(part);
+        }
         let answer = self.served_as(ctx, req, &url, Ok(Resource::File(set)), post, force_close);
         pool::give(&pool::HEADS, url);
         answer
