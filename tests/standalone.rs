@@ -61,7 +61,7 @@ fn startup_line_names_the_listening_address(v: Variant) {
         ),
         // The per-address bound says who it leaves out (issue 39).
         "staticd: --max-connections-per-ip (256) does not count loopback clients \
-         (--per-ip-loopback counts loopback clients)"
+         (--per-ip-loopback counts them too)"
             .to_string(),
         format!("staticd: listening on 127.0.0.1:{}", addr.port()),
     ];

@@ -113,7 +113,7 @@ pub(crate) fn not_counted_line(cfg: &Config) -> Option<String> {
     };
     let hint = match cfg.per_ip_loopback {
         true => "",
-        false => " (--per-ip-loopback counts loopback clients)",
+        false => " (--per-ip-loopback counts them too)",
     };
     Some(format!(
         "staticd: --max-connections-per-ip ({max}) does not count {who}{hint}"
@@ -242,7 +242,7 @@ mod tests {
         assert_eq!(
             not_counted_line(&cfg).unwrap(),
             "staticd: --max-connections-per-ip (256) does not count loopback clients \
-             (--per-ip-loopback counts loopback clients)"
+             (--per-ip-loopback counts them too)"
         );
         cfg.per_ip_loopback = true;
         assert_eq!(not_counted_line(&cfg), None);
