@@ -198,8 +198,9 @@ fn a_swapped_root_symlink_is_followed(v: Variant) {
     assert_eq!(server.get("/only-b.txt").status, 404);
     swap(&current, "b");
     let took = until_release(&server, "/page.txt", "b");
-    // One second per worker thread's look, with room for a loaded machine.
-    assert!(took < Duration::from_secs(4), "followed after {took:?}");
+    // About a second (a worker's look), with room for a loaded machine: CI runs
+    // this beside load tests.
+    assert!(took < Duration::from_secs(6), "followed after {took:?}");
     let r = server.get("/only-b.txt");
     assert_eq!((r.status, r.body_str().as_str()), (200, "only in b\n"));
     let missing = server.get("/nothing");
