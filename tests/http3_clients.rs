@@ -273,7 +273,18 @@ fn sigterm_lets_an_h3_stream_in_flight_finish_and_exits_zero() {
         let download = s.spawn(|| {
             h3py(
                 &aioquic,
-                &["get", "--ca", &ca, "--started", &started_arg, &url],
+                // The client's own deadline near the grace (60 s): aioquic on
+                // a loaded machine took more than its default 10 s for 4 MiB.
+                &[
+                    "get",
+                    "--ca",
+                    &ca,
+                    "--started",
+                    &started_arg,
+                    "--timeout",
+                    "45",
+                    &url,
+                ],
             )
         });
         // The stop comes once the response is under way, not after a fixed

@@ -7,9 +7,10 @@ stop answering mid-handshake, flood handshakes, replay a 0-RTT flight.
 Each command prints one JSON object on stdout.
 
   get     URL... [--ca F] [--ticket F] [--zero-rtt] [--method M] [--data S]
-          [--out DIR] [--started F]: the requests on one connection;
-          statuses, headers, body lengths (bodies written to DIR/<n> when
-          given; F created when the first response headers arrive)
+          [--out DIR] [--started F] [--timeout S]: the requests on one
+          connection; statuses, headers, body lengths (bodies written to
+          DIR/<n> when given; F created when the first response headers
+          arrive); S seconds for the responses (10 by default)
   flood   HOST PORT N: N handshakes' first flights from one socket, never
           continued; how many answers were Retry packets
   amplify HOST PORT: one client Initial, never continued; the bytes the
@@ -166,7 +167,7 @@ def cmd_get(args):
     if not args.zero_rtt:
         client.pump(lambda: client.connected or client.closed is not None, time.time() + TIMEOUT)
     ids = [client.request(args.method, url, args.data) for url in args.urls]
-    deadline = time.time() + TIMEOUT
+    deadline = time.time() + args.timeout
     if args.started:
         # Tells a waiting test that the response is on its way: its headers
         # have come, so the request is in flight at the server.
@@ -333,6 +334,7 @@ def main():
     g.add_argument("--data")
     g.add_argument("--out")
     g.add_argument("--started")
+    g.add_argument("--timeout", type=float, default=TIMEOUT)
     f = sub.add_parser("flood")
     f.add_argument("host")
     f.add_argument("port", type=int)

@@ -184,6 +184,12 @@ pub(super) async fn connection(
             let idle = conn.idle.notified();
             let _ = tokio::time::timeout_at(deadline.into(), idle).await;
         }
+        // A stream is done once its last bytes are handed to QUIC, not once
+        // the client has them: closing now would discard what a slow client
+        // has yet to receive (up to the send window; aioquic on a loaded
+        // machine lost the last MiB of 4). The client closes once it has
+        // everything, having had GOAWAY; the grace bounds the wait.
+        let _ = tokio::time::timeout_at(deadline.into(), quic.closed()).await;
     }
     quic.close(quinn::VarInt::from_u32(super::code::NO_ERROR), b"");
 }
