@@ -18,7 +18,8 @@
 //! addresses beyond `RETRY_ABOVE` at once get a Retry (address validation,
 //! RFC 9000 §8.1), and quinn itself sends no more than three times what an
 //! unvalidated address sent. A graceful stop sends GOAWAY, lets streams in
-//! flight finish within `--shutdown-grace`, and closes.
+//! flight finish within `--shutdown-grace` (and the client close a
+//! connection once it has them), and closes.
 
 mod cgi;
 mod request;
