@@ -1146,3 +1146,144 @@ matrix!([h1, uring] both_modes:
     slowhttptest_slow_read,
     slowhttptest_slowloris,
 );
+
+// --- 7: HTTP/2 header blocks that never end, from many addresses --------------------------
+
+/// The attackers' addresses: 127.0.0.10 to 127.0.0.49.
+fn attacker(i: usize) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, 0, 10 + (i % 40) as u8))
+}
+
+/// What an h2c attacker sends before it falls silent: the preface, empty
+/// SETTINGS, and a HEADERS frame for stream 1 without END_HEADERS (its
+/// block, `:method GET` `:scheme http` `:path /`, waits for a CONTINUATION
+/// that never comes).
+const UNFINISHED_BLOCK: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\
+    \x00\x00\x00\x04\x00\x00\x00\x00\x00\
+    \x00\x00\x03\x01\x01\x00\x00\x00\x01\x82\x86\x84";
+
+/// How one attacker's connection ended.
+#[derive(Default, Debug)]
+struct Ended {
+    /// Closed by the server (EOF or reset) before the test's limit.
+    closed: usize,
+    /// Of those, ended in order: a GOAWAY frame, then EOF.
+    with_goaway: usize,
+    /// Still open at the limit.
+    open: usize,
+}
+
+/// Whether `bytes` (what the server sent an h2c client) hold a GOAWAY frame.
+fn has_goaway(bytes: &[u8]) -> bool {
+    let mut at = 0;
+    while at + 9 <= bytes.len() {
+        let len = usize::from(bytes[at]) << 16
+            | usize::from(bytes[at + 1]) << 8
+            | usize::from(bytes[at + 2]);
+        if bytes[at + 3] == 0x7 {
+            return true;
+        }
+        at += 9 + len;
+    }
+    false
+}
+
+/// Waits until the server has ended every connection of `conns`, at most
+/// until `limit`, reading what it sends.
+fn wait_all_ended(conns: Vec<TcpStream>, limit: Instant) -> Ended {
+    let mut left: Vec<(TcpStream, Vec<u8>)> = conns
+        .into_iter()
+        .map(|c| {
+            c.set_nonblocking(true).unwrap();
+            (c, Vec::new())
+        })
+        .collect();
+    let mut ended = Ended::default();
+    let mut chunk = [0u8; 4096];
+    loop {
+        left.retain_mut(|(conn, got)| loop {
+            match io::Read::read(conn, &mut chunk) {
+                Ok(0) => {
+                    ended.closed += 1;
+                    ended.with_goaway += usize::from(has_goaway(got));
+                    return false;
+                }
+                Ok(n) => got.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    ended.closed += 1;
+                    return false;
+                }
+            }
+        });
+        if left.is_empty() || Instant::now() >= limit {
+            ended.open = left.len();
+            return ended;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Standalone, `--max-connections 1000 --max-connections-per-ip 50
+/// --per-ip-loopback --read-timeout 3`: 2,000 h2c connections from 40
+/// addresses (50 each, within the per-address bound), each with a header
+/// block that never ends. At the bound the oldest of them make room, as idle
+/// connections do (they owe their clients nothing yet); the rest are closed
+/// when their block's --read-timeout expires, each with a GOAWAY. The good
+/// client at 127.0.0.1 is served throughout.
+fn unfinished_h2_header_blocks_from_many_addresses(v: Variant) {
+    with_p99_under_bound(|| unfinished_h2_header_blocks_from_many_addresses_try(v));
+}
+
+fn unfinished_h2_header_blocks_from_many_addresses_try(v: Variant) -> Option<Figures> {
+    const ATTACKS: usize = 2000;
+    let _serial = serial();
+    raise_nofile(8192);
+    let root = site();
+    let server = Server::builder(v, root.path())
+        .plain()
+        .args([
+            "--max-connections",
+            "1000",
+            "--max-connections-per-ip",
+            "50",
+        ])
+        .args(["--per-ip-loopback", "--read-timeout", "3"])
+        .start();
+    let good = GoodClient::start(server.connector());
+    let addr = server.addr();
+    let started = Instant::now();
+    let attack = thread::spawn(move || {
+        (0..ATTACKS)
+            .map(|i| {
+                let mut conn = connect_from(attacker(i), addr);
+                // The server may have shed it already: what matters is what it does.
+                let _ = conn.write_all(UNFINISHED_BLOCK);
+                conn
+            })
+            .collect::<Vec<TcpStream>>()
+    });
+    let conns = attack.join().expect("the attackers' thread");
+    let opened = started.elapsed();
+    // Each must end by its block's deadline (3 s after it arrived) and the
+    // close's grace; the limit leaves room for a loaded machine.
+    let ended = wait_all_ended(conns, Instant::now() + Duration::from_secs(30));
+    let took = started.elapsed();
+    let figures = good.finish();
+    report(&format!(
+        "{ATTACKS} h2c connections with unfinished header blocks from 40 addresses (opened in \
+         {}, all ended after {}): {ended:?}",
+        secs(opened),
+        secs(took)
+    ));
+    assert_eq!(ended.open, 0, "connections left open: {ended:?}");
+    assert_eq!(ended.closed, ATTACKS, "{ended:?}");
+    assert!(
+        ended.with_goaway > ATTACKS / 2,
+        "most were not told GOAWAY before the close: {ended:?}"
+    );
+    Some(figures)
+}
+
+matrix!([h1, uring] standalone: unfinished_h2_header_blocks_from_many_addresses);

@@ -295,6 +295,31 @@ impl Connection {
         false
     }
 
+    /// Whether the connection owes its client nothing: no request decided
+    /// and unanswered (streams whose head is still arriving owe nothing
+    /// yet), nothing to send, not closing. Such a connection may be closed
+    /// to make room at `--max-connections`, as an idle HTTP/1.1 one is.
+    pub fn owes_nothing(&mut self) -> bool {
+        if self.engine.wants_write() {
+            return false;
+        }
+        let h = self.engine.handler();
+        h.closing.is_none() && h.plan.is_empty() && h.map.values().all(|s| !s.decided)
+    }
+
+    /// Closes a connection that owes nothing (see `owes_nothing`) to make
+    /// room for another: GOAWAY, then the close. A request whose head was
+    /// still arriving is above the GOAWAY's last id, unprocessed: a client
+    /// may send it again elsewhere (RFC 9113 §6.8).
+    pub fn shed(&mut self, now: Instant) {
+        let h = self.engine.handler();
+        if h.closing.is_some() {
+            return;
+        }
+        h.closing = Some(now + h.served.cfg.shutdown_grace.min(LAST_WORDS));
+        self.engine.terminate(code::NO_ERROR);
+    }
+
     /// A graceful stop: GOAWAY, the streams in flight finish within the
     /// shutdown grace; with none, the connection ends at once.
     pub fn stop(&mut self, now: Instant) {

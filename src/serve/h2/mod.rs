@@ -27,7 +27,7 @@ use crate::config::Config;
 use crate::h2session::{Connection, Plan};
 use crate::pace::Pace;
 use crate::pool;
-use crate::serve::pacing;
+use crate::serve::{idle, pacing};
 use crate::session::Kind;
 use crate::site::Site;
 
@@ -80,8 +80,10 @@ pub(crate) async fn serve(mut link: impl Link, served: Served, stop: impl Future
         if timer.deadline() != deadline {
             timer.as_mut().reset(deadline);
         }
+        // Owing nothing, it may be closed to make room at --max-connections.
+        let idle = !stopped && conn.owes_nothing();
         tokio::select! {
-            read = link.read(&mut input) => {
+            read = idle::unless_shed(link.read(&mut input), idle) => {
                 match read {
                     Ok(true) => {
                         now = Instant::now();
@@ -98,6 +100,10 @@ pub(crate) async fn serve(mut link: impl Link, served: Served, stop: impl Future
                         // The read buffer is the thread's, lent for a read
                         // (see `Link::read`): a waiting connection holds none.
                         pool::give(&pool::READS, std::mem::take(&mut input));
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionAborted => {
+                        now = Instant::now();
+                        conn.shed(now);
                     }
                     _ => break,
                 }
