@@ -1151,3 +1151,211 @@ fn stalled_stream_is_logged_as_received(receive_buffer: usize) {
         "the log line's size ({logged}) is not the body bytes that went out ({received}): {line}"
     );
 }
+
+// 10. Unfinished requests (issue 40, finding 1), in every HTTP/2 cell and both modes.
+
+/// The read timeout the unfinished-request tests give the server; its keep-alive
+/// timeout is far longer, so that only the read timeout can close in time.
+const READ_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long after the read timeout the connection may take to end: the GOAWAY,
+/// then at most the server's last-words grace (1 s), on a loaded machine.
+const CLOSE_SLACK: Duration = Duration::from_secs(6);
+
+/// A server of `v`'s cell (over TLS in h2_tls) that logs, for the tests of this part.
+fn start_cell(v: Variant, root: &Docroot, args: &[&str]) -> Server {
+    Server::builder(v, root.path())
+        .log_format("common")
+        .args(args)
+        .start()
+}
+
+/// A GET of /small.txt through the cell's own client (HTTP/2, over TLS in h2_tls):
+/// it must be answered within [`PROBE_TIMEOUT`] whatever the attack is doing.
+fn probe_cell(connector: &Connector) -> Duration {
+    let started = Instant::now();
+    let resp = connector.client().get("/small.txt");
+    let took = started.elapsed();
+    assert_eq!(resp.status, 200, "probe: {}", resp.body_str());
+    assert_eq!(resp.body, SMALL.as_bytes(), "probe body");
+    assert!(
+        took < PROBE_TIMEOUT,
+        "the probe took {took:?} (bound {PROBE_TIMEOUT:?})"
+    );
+    took
+}
+
+/// Probes the server every 50 ms on another thread until the returned guard is
+/// dropped; dropping it joins the thread (and so re-raises a failed probe) and
+/// returns the probes' count and slowest time.
+struct Prober {
+    stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<(usize, Duration)>>,
+}
+
+impl Prober {
+    fn start(server: &Server) -> Prober {
+        let connector = server.connector();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = thread::spawn(move || {
+            let (mut n, mut slowest) = (0, Duration::ZERO);
+            while !flag.load(Ordering::SeqCst) {
+                slowest = slowest.max(probe_cell(&connector));
+                n += 1;
+                thread::sleep(Duration::from_millis(50));
+            }
+            (n, slowest)
+        });
+        Prober {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn finish(mut self) -> (usize, Duration) {
+        self.stop.store(true, Ordering::SeqCst);
+        let thread = self.thread.take().unwrap();
+        match thread.join() {
+            Ok(figures) => figures,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+}
+
+impl Drop for Prober {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Opens a connection that sends `opening` after its SETTINGS and then
+/// `trickle` (if any) every 300 ms until the server ends it: the server must send
+/// GOAWAY(NO_ERROR) and close the connection [`READ_TIMEOUT`] after `opening` (not
+/// before, and not later for the trickle), while the cell's own client is served.
+/// Returns the frames the server sent.
+fn closed_at_the_read_timeout(v: Variant, what: &str, opening: &[u8], trickle: Option<&[u8]>) {
+    let root = site();
+    let server = start_cell(
+        v,
+        &root,
+        &["--read-timeout", "1", "--keepalive-timeout", "60"],
+    );
+    let prober = Prober::start(&server);
+    let (mut conn, _) = H2Conn::handshake_with(&server.connector(), &[]);
+    conn.send(opening).unwrap();
+    let started = Instant::now();
+    let deadline = started + READ_TIMEOUT + CLOSE_SLACK;
+    let mut frames = Vec::new();
+    let mut next_piece = started + Duration::from_millis(300);
+    let end = loop {
+        let until = match trickle {
+            Some(_) => next_piece.min(deadline),
+            None => deadline,
+        };
+        match conn.next(until) {
+            Next::Frame(f) => {
+                if f.is(kind::PING) && !f.has(flag::ACK) {
+                    let payload: [u8; 8] = f.payload[..8].try_into().unwrap();
+                    let _ = conn.send(&h2frames::ping(payload, true));
+                }
+                frames.push(f);
+            }
+            Next::Timeout if Instant::now() < deadline => {
+                if let Some(piece) = trickle {
+                    // The server may have closed meanwhile: the read says so.
+                    let _ = conn.send(piece);
+                    next_piece += Duration::from_millis(300);
+                }
+            }
+            end => break end,
+        }
+    };
+    let took = started.elapsed();
+    let (probes, slowest) = prober.finish();
+    eprintln!(
+        "{what}: {frames:?}, then {end:?} after {took:?}; {probes} probes meanwhile, the slowest {slowest:?}"
+    );
+    let goaway = h2frames::goaway_of(&frames)
+        .unwrap_or_else(|| panic!("{what}: no GOAWAY within {took:?}: {frames:?} {end:?}"));
+    assert_eq!(
+        goaway.error_code(),
+        Some(code::NO_ERROR),
+        "{what}: {goaway:?}"
+    );
+    assert!(
+        matches!(end, Next::Closed | Next::Broken(_)),
+        "{what}: still open {took:?} after it began (--read-timeout 1): {end:?}"
+    );
+    assert!(
+        took >= READ_TIMEOUT - Duration::from_millis(100),
+        "{what}: closed after {took:?}, before the read timeout"
+    );
+    assert!(probes > 0, "{what}: no probe ran");
+}
+
+/// HEADERS without END_HEADERS, then nothing: the connection can carry nothing else
+/// until the block ends (RFC 9113 §6.10).
+fn header_block_that_never_ends_is_closed_at_the_read_timeout(v: Variant) {
+    let opening = h2frames::headers(1, &get("/small.txt"), flag::END_STREAM);
+    closed_at_the_read_timeout(v, "HEADERS without END_HEADERS", &opening, None);
+    let root = site();
+    let server = start_cell(v, &root, &["--read-timeout", "1"]);
+    let (mut conn, _) = H2Conn::handshake_with(&server.connector(), &[]);
+    conn.send(&opening).unwrap();
+    let line = server
+        .stderr()
+        .wait_for(IO_TIMEOUT, |lines| {
+            lines
+                .iter()
+                .any(|l| l.contains("header block not complete within --read-timeout (1 s)"))
+        })
+        .map(|_| ());
+    assert!(
+        line.is_some(),
+        "no complaint line: {:#?}",
+        server.stderr().snapshot()
+    );
+}
+
+/// HEADERS and a CONTINUATION, neither ending the block, then nothing.
+fn continuation_that_never_ends_is_closed_at_the_read_timeout(v: Variant) {
+    let block = get("/small.txt");
+    let (first, rest) = block.split_at(block.len() / 2);
+    let mut opening = h2frames::headers(1, first, flag::END_STREAM);
+    opening.extend(h2frames::continuation(1, rest, false));
+    closed_at_the_read_timeout(v, "HEADERS + CONTINUATION, no END_HEADERS", &opening, None);
+}
+
+/// HEADERS, then an empty CONTINUATION every 300 ms: the deadline counts from the
+/// block's first frame, so the trickle does not put it off.
+fn trickled_continuations_do_not_put_the_read_timeout_off(v: Variant) {
+    let opening = h2frames::headers(1, &get("/small.txt"), flag::END_STREAM);
+    let piece = h2frames::continuation(1, &[], false);
+    closed_at_the_read_timeout(
+        v,
+        "HEADERS + an empty CONTINUATION every 300 ms",
+        &opening,
+        Some(&piece),
+    );
+}
+
+/// The preface and SETTINGS, then nothing: a connection that opened no stream is
+/// held to the read timeout, as an HTTP/1.1 connection's first request is.
+fn silence_after_the_preface_is_closed_at_the_read_timeout(v: Variant) {
+    closed_at_the_read_timeout(v, "preface + SETTINGS, then silence", &[], None);
+}
+
+/// A complete head without END_STREAM whose body never comes: the answer goes out,
+/// and the body is held to --read-timeout as HTTP/1.1's is.
+fn request_body_that_never_comes_is_closed_at_the_read_timeout(v: Variant) {
+    let opening = h2frames::headers(1, &get("/small.txt"), flag::END_HEADERS);
+    closed_at_the_read_timeout(v, "a request body that never comes", &opening, None);
+}
+
+matrix!([h2c, h2_tls] both_modes:
+    header_block_that_never_ends_is_closed_at_the_read_timeout,
+    continuation_that_never_ends_is_closed_at_the_read_timeout,
+    trickled_continuations_do_not_put_the_read_timeout_off,
+    silence_after_the_preface_is_closed_at_the_read_timeout,
+    request_body_that_never_comes_is_closed_at_the_read_timeout,
+);
