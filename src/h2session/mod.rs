@@ -842,9 +842,13 @@ impl nghttp2::Handler for Streams {
             return;
         };
         self.last_end = self.now;
-        // Reset by the client, or by us for its error: either way a stream
-        // that cost us work and finished nothing (MadeYouReset).
-        if s.reset || code != code::NO_ERROR {
+        // Reset by the client, or for its error (by us, or by nghttp2 for
+        // a malformed request): either way a stream that cost us work and
+        // finished nothing (MadeYouReset). Our own failures (a status HTTP/2
+        // cannot carry, a script cut short, a client too slow to read) are
+        // not the client's doing.
+        let ours = matches!(code, code::INTERNAL_ERROR | code::CANCEL);
+        if s.reset || s.cancelled || (code != code::NO_ERROR && !ours) {
             self.resets += 1;
         } else {
             self.finished += 1;
