@@ -19,6 +19,12 @@ pub enum Complaint {
     SlowResponse { rate: u64 },
     /// `--max-connections` was reached: idle keep-alive connections closed.
     AtMaxConnections { max: usize },
+    /// An HTTP/2 header block (HEADERS and its CONTINUATIONs) did not end
+    /// within `--read-timeout` (in seconds).
+    UnfinishedHead { secs: u64 },
+    /// HTTP/2 header blocks that decode far beyond the header list limit
+    /// (an HPACK bomb), again on one connection.
+    HeaderBomb,
 }
 
 /// How often one address may be named for one kind of complaint.
@@ -41,6 +47,7 @@ pub fn complain(client: &str, what: Complaint) {
         Complaint::SlowResponse { .. } => count(Event::SlowResponse),
         // Counted per connection closed, where they are (`park`).
         Complaint::AtMaxConnections { .. } => {}
+        Complaint::UnfinishedHead { .. } | Complaint::HeaderBomb => {}
     }
     let mut recent = RECENT.lock().unwrap_or_else(|p| p.into_inner());
     if should_log(&mut recent, client, what, Instant::now()) {
@@ -78,6 +85,8 @@ fn fingerprint(client: &str, what: Complaint) -> u64 {
         Complaint::SlowBody { .. } => 2,
         Complaint::SlowResponse { .. } => 3,
         Complaint::AtMaxConnections { .. } => 4,
+        Complaint::UnfinishedHead { .. } => 5,
+        Complaint::HeaderBomb => 6,
     };
     client
         .bytes()
@@ -100,6 +109,12 @@ fn line(client: &str, what: Complaint) -> String {
         ),
         Complaint::AtMaxConnections { max } => format!(
             "staticd: --max-connections ({max}) reached: closing idle keep-alive connections\n"
+        ),
+        Complaint::UnfinishedHead { secs } => format!(
+            "staticd: {client}: HTTP/2 header block not complete within --read-timeout ({secs} s): connection closed\n"
+        ),
+        Complaint::HeaderBomb => format!(
+            "staticd: {client}: HTTP/2 header blocks decoding far beyond the header list limit, again: connection closed\n"
         ),
     }
 }

@@ -458,6 +458,26 @@ pub fn sent(
     }
 }
 
+/// The status logged for a request that got no response because its stream
+/// was reset before one was decided: nginx's 499, for a request whose
+/// client (here, by the error the reset answered) ended it before any
+/// response.
+pub const NOT_ANSWERED: u16 = 499;
+
+/// Logs `request`, which was never answered (see `NOT_ANSWERED`): no
+/// response was made, no byte of one went out.
+pub fn unanswered(cfg: &Config, tls: Option<log::Tls>, client: &str, request: &parse::Request) {
+    let entry = log::Entry {
+        client: crate::proxy::forwarded::client_name(&cfg.trusted_proxies, client, Some(request)),
+        request: Some(request),
+        status: NOT_ANSWERED,
+        user: None,
+        body: 0..0,
+        tls,
+    };
+    log::format(cfg.log_format, &entry, SystemTime::now()).emit(0);
+}
+
 /// The head as HTTP/1.1 bytes into `wire`, and a small body held in memory
 /// after it, so that both leave in one write.
 fn encode_http1(

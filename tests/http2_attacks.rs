@@ -9,8 +9,10 @@
 //! * the protocol reaction is the expected one (GOAWAY and its code, RST_STREAM,
 //!   `431`), or, for the floods the issue leaves open, what happened is printed.
 //!
-//! Every server here is standalone and cleartext (h2c with prior knowledge), and every
-//! wait has a deadline.
+//! The servers of parts 1 to 9 are standalone and cleartext (h2c with prior
+//! knowledge); those of parts 10 to 12 (issue 40) run in every HTTP/2 cell of both
+//! modes (`matrix!`: h2c, and h2 over TLS by ALPN), probed by the cell's own client
+//! throughout. Every wait has a deadline.
 
 #![cfg(feature = "http2")]
 
@@ -1151,3 +1153,439 @@ fn stalled_stream_is_logged_as_received(receive_buffer: usize) {
         "the log line's size ({logged}) is not the body bytes that went out ({received}): {line}"
     );
 }
+
+// 10. Unfinished requests (issue 40, finding 1), in every HTTP/2 cell and both modes.
+
+/// The read timeout the unfinished-request tests give the server; its keep-alive
+/// timeout is far longer, so that only the read timeout can close in time.
+const READ_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long after the read timeout the connection may take to end: the GOAWAY,
+/// then at most the server's last-words grace (1 s), on a loaded machine.
+const CLOSE_SLACK: Duration = Duration::from_secs(6);
+
+/// A server of `v`'s cell (over TLS in h2_tls) that logs, for the tests of this part.
+fn start_cell(v: Variant, root: &Docroot, args: &[&str]) -> Server {
+    Server::builder(v, root.path())
+        .log_format("common")
+        .args(args)
+        .start()
+}
+
+/// A GET of /small.txt through the cell's own client (HTTP/2, over TLS in h2_tls):
+/// it must be answered within [`PROBE_TIMEOUT`] whatever the attack is doing.
+fn probe_cell(connector: &Connector) -> Duration {
+    let started = Instant::now();
+    let resp = connector.client().get("/small.txt");
+    let took = started.elapsed();
+    assert_eq!(resp.status, 200, "probe: {}", resp.body_str());
+    assert_eq!(resp.body, SMALL.as_bytes(), "probe body");
+    assert!(
+        took < PROBE_TIMEOUT,
+        "the probe took {took:?} (bound {PROBE_TIMEOUT:?})"
+    );
+    took
+}
+
+/// Probes the server every 50 ms on another thread until the returned guard is
+/// dropped; dropping it joins the thread (and so re-raises a failed probe) and
+/// returns the probes' count and slowest time.
+struct Prober {
+    stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<(usize, Duration)>>,
+}
+
+impl Prober {
+    fn start(server: &Server) -> Prober {
+        let connector = server.connector();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = thread::spawn(move || {
+            let (mut n, mut slowest) = (0, Duration::ZERO);
+            while !flag.load(Ordering::SeqCst) {
+                slowest = slowest.max(probe_cell(&connector));
+                n += 1;
+                thread::sleep(Duration::from_millis(50));
+            }
+            (n, slowest)
+        });
+        Prober {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn finish(mut self) -> (usize, Duration) {
+        self.stop.store(true, Ordering::SeqCst);
+        let thread = self.thread.take().unwrap();
+        match thread.join() {
+            Ok(figures) => figures,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+}
+
+impl Drop for Prober {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Opens a connection that sends `opening` after its SETTINGS and then
+/// `trickle` (if any) every 300 ms until the server ends it: the server must send
+/// GOAWAY(NO_ERROR) and close the connection [`READ_TIMEOUT`] after `opening` (not
+/// before, and not later for the trickle), while the cell's own client is served.
+/// Returns the frames the server sent.
+fn closed_at_the_read_timeout(v: Variant, what: &str, opening: &[u8], trickle: Option<&[u8]>) {
+    let root = site();
+    let server = start_cell(
+        v,
+        &root,
+        &["--read-timeout", "1", "--keepalive-timeout", "60"],
+    );
+    let prober = Prober::start(&server);
+    let (mut conn, _) = H2Conn::handshake_with(&server.connector(), &[]);
+    conn.send(opening).unwrap();
+    let started = Instant::now();
+    let deadline = started + READ_TIMEOUT + CLOSE_SLACK;
+    let mut frames = Vec::new();
+    let mut next_piece = started + Duration::from_millis(300);
+    let end = loop {
+        let until = match trickle {
+            Some(_) => next_piece.min(deadline),
+            None => deadline,
+        };
+        match conn.next(until) {
+            Next::Frame(f) => {
+                if f.is(kind::PING) && !f.has(flag::ACK) {
+                    let payload: [u8; 8] = f.payload[..8].try_into().unwrap();
+                    let _ = conn.send(&h2frames::ping(payload, true));
+                }
+                frames.push(f);
+            }
+            Next::Timeout if Instant::now() < deadline => {
+                if let Some(piece) = trickle {
+                    // The server may have closed meanwhile: the read says so.
+                    let _ = conn.send(piece);
+                    next_piece += Duration::from_millis(300);
+                }
+            }
+            end => break end,
+        }
+    };
+    let took = started.elapsed();
+    let (probes, slowest) = prober.finish();
+    eprintln!(
+        "{what}: {frames:?}, then {end:?} after {took:?}; {probes} probes meanwhile, the slowest {slowest:?}"
+    );
+    let goaway = h2frames::goaway_of(&frames)
+        .unwrap_or_else(|| panic!("{what}: no GOAWAY within {took:?}: {frames:?} {end:?}"));
+    assert_eq!(
+        goaway.error_code(),
+        Some(code::NO_ERROR),
+        "{what}: {goaway:?}"
+    );
+    assert!(
+        matches!(end, Next::Closed | Next::Broken(_)),
+        "{what}: still open {took:?} after it began (--read-timeout 1): {end:?}"
+    );
+    assert!(
+        took >= READ_TIMEOUT - Duration::from_millis(100),
+        "{what}: closed after {took:?}, before the read timeout"
+    );
+    assert!(probes > 0, "{what}: no probe ran");
+}
+
+/// HEADERS without END_HEADERS, then nothing: the connection can carry nothing else
+/// until the block ends (RFC 9113 §6.10).
+fn header_block_that_never_ends_is_closed_at_the_read_timeout(v: Variant) {
+    let opening = h2frames::headers(1, &get("/small.txt"), flag::END_STREAM);
+    closed_at_the_read_timeout(v, "HEADERS without END_HEADERS", &opening, None);
+    let root = site();
+    let server = start_cell(v, &root, &["--read-timeout", "1"]);
+    let (mut conn, _) = H2Conn::handshake_with(&server.connector(), &[]);
+    conn.send(&opening).unwrap();
+    let line = server
+        .stderr()
+        .wait_for(IO_TIMEOUT, |lines| {
+            lines
+                .iter()
+                .any(|l| l.contains("header block not complete within --read-timeout (1 s)"))
+        })
+        .map(|_| ());
+    assert!(
+        line.is_some(),
+        "no complaint line: {:#?}",
+        server.stderr().snapshot()
+    );
+}
+
+/// HEADERS and a CONTINUATION, neither ending the block, then nothing.
+fn continuation_that_never_ends_is_closed_at_the_read_timeout(v: Variant) {
+    let block = get("/small.txt");
+    let (first, rest) = block.split_at(block.len() / 2);
+    let mut opening = h2frames::headers(1, first, flag::END_STREAM);
+    opening.extend(h2frames::continuation(1, rest, false));
+    closed_at_the_read_timeout(v, "HEADERS + CONTINUATION, no END_HEADERS", &opening, None);
+}
+
+/// HEADERS, then an empty CONTINUATION every 300 ms: the deadline counts from the
+/// block's first frame, so the trickle does not put it off.
+fn trickled_continuations_do_not_put_the_read_timeout_off(v: Variant) {
+    let opening = h2frames::headers(1, &get("/small.txt"), flag::END_STREAM);
+    let piece = h2frames::continuation(1, &[], false);
+    closed_at_the_read_timeout(
+        v,
+        "HEADERS + an empty CONTINUATION every 300 ms",
+        &opening,
+        Some(&piece),
+    );
+}
+
+/// The preface and SETTINGS, then nothing: a connection that opened no stream is
+/// held to the read timeout, as an HTTP/1.1 connection's first request is.
+fn silence_after_the_preface_is_closed_at_the_read_timeout(v: Variant) {
+    closed_at_the_read_timeout(v, "preface + SETTINGS, then silence", &[], None);
+}
+
+/// A complete head without END_STREAM whose body never comes: the answer goes out,
+/// and the body is held to --read-timeout as HTTP/1.1's is.
+fn request_body_that_never_comes_is_closed_at_the_read_timeout(v: Variant) {
+    let opening = h2frames::headers(1, &get("/small.txt"), flag::END_HEADERS);
+    closed_at_the_read_timeout(v, "a request body that never comes", &opening, None);
+}
+
+matrix!([h2c, h2_tls] both_modes:
+    header_block_that_never_ends_is_closed_at_the_read_timeout,
+    continuation_that_never_ends_is_closed_at_the_read_timeout,
+    trickled_continuations_do_not_put_the_read_timeout_off,
+    silence_after_the_preface_is_closed_at_the_read_timeout,
+    request_body_that_never_comes_is_closed_at_the_read_timeout,
+);
+
+// 11. The HPACK bomb's CPU (issue 40, finding 3).
+
+/// The bomb the outside tester sent: one ~4,000-byte field added to the dynamic
+/// table, then ~140,000 one-byte references to it: a 144 KB block that decodes to
+/// about 560 MB, as HEADERS and 8 CONTINUATIONs of at most 16 KiB.
+fn big_hpack_bomb(stream: u32) -> Vec<u8> {
+    let block = hpack_bomb(140_000);
+    let pieces: Vec<&[u8]> = block.chunks(16384).collect();
+    let mut frames = h2frames::headers(stream, pieces[0], flag::END_STREAM);
+    for (i, piece) in pieces.iter().enumerate().skip(1) {
+        frames.extend(h2frames::continuation(stream, piece, i == pieces.len() - 1));
+    }
+    frames
+}
+
+/// Five big HPACK bombs on one connection: the first stream is reset
+/// (ENHANCE_YOUR_CALM) before its block is all decoded, the second ends the
+/// connection with GOAWAY(ENHANCE_YOUR_CALM), and the server's CPU for it all stays
+/// small (standalone, where the harness has the server's process to measure), while
+/// the cell's own client is served throughout.
+fn hpack_bombs_are_cut_off_and_the_second_ends_the_connection(v: Variant) {
+    // 5 bombs cost 1.6 s of CPU before (release build); cut off, a few ms each.
+    const CPU_BOUND: Duration = Duration::from_millis(200);
+    let root = site();
+    let mut server = start_cell(v, &root, &[]);
+    probe_cell(&server.connector());
+    let cpu_before = (v.mode == Mode::Standalone).then(|| server.process().cpu_time());
+    let prober = Prober::start(&server);
+    let (mut conn, _) = H2Conn::handshake_with(&server.connector(), &[]);
+    let mut bombs = Vec::new();
+    for i in 0..5 {
+        bombs.extend(big_hpack_bomb(1 + 2 * i));
+    }
+    eprintln!("5 HPACK bombs: {} bytes", bombs.len());
+    // The server stops reading at the second: the rest may not go.
+    let writer = {
+        let mut tcp = conn.tcp.try_clone().unwrap();
+        let wire = match server.is_tls() {
+            true => None,
+            false => Some(bombs.clone()),
+        };
+        wire.map(|wire| thread::spawn(move || tcp.write_all(&wire)))
+    };
+    if writer.is_none() {
+        // Over TLS the records are made by this connection's TLS state; the
+        // server's GOAWAY comes after it read what it needed.
+        let _ = conn.send(&bombs);
+    }
+    let (frames, end) = conn.read_until(Instant::now() + IO_TIMEOUT, |_| false);
+    if let Some(writer) = writer {
+        let _ = writer.join();
+    }
+    let (probes, slowest) = prober.finish();
+    let cpu = cpu_before.map(|before| server.process().cpu_time() - before);
+    eprintln!(
+        "5 HPACK bombs: {frames:?} {end:?}; server CPU {cpu:?}; {probes} probes, the slowest {slowest:?}"
+    );
+    let reset = frames
+        .iter()
+        .find(|f| f.is(kind::RST_STREAM) && f.stream == 1)
+        .unwrap_or_else(|| panic!("the first bomb's stream was not reset: {frames:?}"));
+    assert_eq!(
+        reset.error_code(),
+        Some(code::ENHANCE_YOUR_CALM),
+        "{reset:?}"
+    );
+    let goaway = h2frames::goaway_of(&frames)
+        .unwrap_or_else(|| panic!("no GOAWAY after bombs: {frames:?} {end:?}"));
+    assert_eq!(
+        goaway.error_code(),
+        Some(code::ENHANCE_YOUR_CALM),
+        "{goaway:?}"
+    );
+    assert!(
+        frames.iter().all(|f| f.status().is_none()),
+        "a bomb was answered: {frames:?}"
+    );
+    assert!(
+        connection_ended(&end),
+        "the connection was not closed: {end:?}"
+    );
+    if let Some(cpu) = cpu {
+        assert!(
+            cpu < CPU_BOUND,
+            "5 HPACK bombs cost the server {cpu:?} of CPU (bound {CPU_BOUND:?})"
+        );
+    }
+    assert!(probes > 0, "no probe ran");
+}
+
+// 12. MadeYouReset (CVE-2025-8671, issue 40, finding 5).
+
+/// Streams the server may reset for the client's errors on one connection, with
+/// none finishing, before it says GOAWAY(ENHANCE_YOUR_CALM): the 201 over the
+/// allowance, and the streams open at once (128) whose resets were already queued
+/// when it counted (208 in all, in runs here). Before, only the WINDOW_UPDATE credit
+/// stopped it, after 1,900 to 11,300 resets here (and 960,000 in 20 s on 48
+/// connections in the outside tester's run, with its pacing).
+const SERVER_RESETS_BOUND: usize = 400;
+
+/// GETs on a 1-byte window, each followed by WINDOW_UPDATEs that overflow its
+/// stream's window (which the server answers with RST_STREAM FLOW_CONTROL_ERROR,
+/// RFC 9113 §6.9.1), in batches while the server's frames are read; each batch's
+/// WINDOW_UPDATEs go with the next batch's GETs, so that most streams were answered
+/// (their 1-byte DATA earning the client WINDOW_UPDATE credit) before they are
+/// reset: the connection must get GOAWAY(ENHANCE_YOUR_CALM) within
+/// [`SERVER_RESETS_BOUND`] server resets.
+fn made_you_reset_gets_goaway_within_a_bounded_number_of_resets(v: Variant) {
+    const BATCH: u32 = 16;
+    let root = site();
+    let server = start_cell(v, &root, &[]);
+    let prober = Prober::start(&server);
+    let (mut conn, _) =
+        H2Conn::handshake_with(&server.connector(), &[(setting::INITIAL_WINDOW_SIZE, 1)]);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(20);
+    let mut next = 1u32;
+    let (mut resets, mut goaway, mut heads) = (0usize, None, 0usize);
+    let end = loop {
+        if goaway.is_some() || Instant::now() >= deadline {
+            break None;
+        }
+        let mut batch = Vec::new();
+        for _ in 0..BATCH {
+            batch.extend(get_frame(next, "/small.txt"));
+            if next > 2 * BATCH {
+                // The first opens the window all the way (the byte sent took
+                // the 1 it had), the second overflows it.
+                let answered = next - 2 * BATCH;
+                batch.extend(h2frames::window_update(answered, 0x7fff_ffff));
+                batch.extend(h2frames::window_update(answered, 0x7fff_ffff));
+            }
+            next += 2;
+        }
+        if conn.send(&batch).is_err() {
+            let (rest, end) = conn.read_to_end(Instant::now() + Duration::from_secs(2));
+            resets += rest.iter().filter(|f| f.is(kind::RST_STREAM)).count();
+            goaway = goaway.or_else(|| h2frames::goaway_of(&rest).cloned());
+            break Some(end);
+        }
+        // What the server answered so far, without waiting for more.
+        let (frames, end) = conn.read_until(Instant::now() + Duration::from_millis(5), |_| false);
+        resets += frames.iter().filter(|f| f.is(kind::RST_STREAM)).count();
+        heads += frames.iter().filter(|f| f.is(kind::HEADERS)).count();
+        goaway = goaway.or_else(|| h2frames::goaway_of(&frames).cloned());
+        if matches!(end, Some(Next::Closed | Next::Broken(_))) {
+            break end;
+        }
+    };
+    let (probes, slowest) = prober.finish();
+    eprintln!(
+        "MadeYouReset: {} streams opened, {resets} reset by the server, {heads} answered, GOAWAY {goaway:?}, end {end:?} after {:?}; {probes} probes, the slowest {slowest:?}",
+        next / 2,
+        started.elapsed()
+    );
+    let goaway = goaway.unwrap_or_else(|| {
+        panic!(
+            "no GOAWAY after {resets} server resets of {} streams",
+            next / 2
+        )
+    });
+    assert_eq!(
+        goaway.error_code(),
+        Some(code::ENHANCE_YOUR_CALM),
+        "{goaway:?}"
+    );
+    assert!(
+        resets <= SERVER_RESETS_BOUND,
+        "{resets} streams reset by the server before GOAWAY (bound {SERVER_RESETS_BOUND})"
+    );
+    assert!(probes > 0, "no probe ran");
+}
+
+/// A GET and a WINDOW_UPDATE overflowing its window in one write: the stream is
+/// reset before its answer is decided, so no file is opened for it, and its log
+/// line says it was not answered (499, no bytes), not 200.
+fn stream_reset_with_its_head_is_not_answered_nor_logged_200(v: Variant) {
+    let root = site();
+    let server = start_cell(v, &root, &[]);
+    let (mut conn, _) =
+        H2Conn::handshake_with(&server.connector(), &[(setting::INITIAL_WINDOW_SIZE, 1)]);
+    // The window is still 1 (nothing was sent): one overflows it.
+    let mut both = get_frame(1, "/small.txt");
+    both.extend(h2frames::window_update(1, 0x7fff_ffff));
+    conn.send(&both).unwrap();
+    let (frames, end) = conn.read_until(Instant::now() + IO_TIMEOUT, |frames| {
+        frames
+            .iter()
+            .any(|f| f.is(kind::RST_STREAM) || f.is(kind::GOAWAY))
+    });
+    eprintln!("GET + overflowing WINDOW_UPDATE: {frames:?} {end:?}");
+    let reset = frames
+        .iter()
+        .find(|f| f.is(kind::RST_STREAM) && f.stream == 1)
+        .unwrap_or_else(|| panic!("stream 1 was not reset: {frames:?} {end:?}"));
+    assert_eq!(
+        reset.error_code(),
+        Some(code::FLOW_CONTROL_ERROR),
+        "{reset:?}"
+    );
+    let lines = server
+        .stderr()
+        .wait_for(IO_TIMEOUT, |lines| {
+            lines
+                .iter()
+                .any(|l| l.contains("\"GET /small.txt HTTP/2.0\""))
+        })
+        .unwrap_or_else(|| panic!("no log line: {:#?}", server.stderr().snapshot()));
+    let line = lines
+        .iter()
+        .find(|l| l.contains("\"GET /small.txt HTTP/2.0\""))
+        .unwrap();
+    assert!(
+        line.ends_with("\"GET /small.txt HTTP/2.0\" 499 -"),
+        "the reset stream's line: {line}"
+    );
+    assert!(
+        frames.iter().all(|f| f.status().is_none()),
+        "the reset stream was answered: {frames:?}"
+    );
+}
+
+matrix!([h2c, h2_tls] both_modes:
+    hpack_bombs_are_cut_off_and_the_second_ends_the_connection,
+    made_you_reset_gets_goaway_within_a_bounded_number_of_resets,
+    stream_reset_with_its_head_is_not_answered_nor_logged_200,
+);

@@ -35,10 +35,25 @@ use crate::site::Site;
 /// What the client sends first (the fuzz checks open connections with it).
 pub use crate::http::H2_PREFACE as PREFACE;
 
-/// Streams reset by the client (after we accepted them) that a connection
-/// may accumulate beyond the ones it let finish before it is told to calm
-/// down: Rapid Reset (CVE-2023-44487) costs us work per stream opened.
+/// Streams reset after we accepted them, by the client or by us (for the
+/// client's error: a WINDOW_UPDATE that overflows, a malformed request, a
+/// header bomb), that a connection may accumulate beyond the ones it let
+/// finish before it is told to calm down: Rapid Reset (CVE-2023-44487) and
+/// MadeYouReset (CVE-2025-8671) cost us work per stream opened.
 const RESET_ALLOWANCE: usize = 200;
+
+/// Decoded bytes of one header block (each field's name and value and 32,
+/// as RFC 7541 §4.1 counts a table entry) past which it is no longer
+/// decoded: its stream is reset at once (ENHANCE_YOUR_CALM). Up to it, a
+/// head over the 16 KiB limit is answered 431 once it ends, as over
+/// HTTP/1.1. What lies beyond is an HPACK bomb: a few bytes on the wire for
+/// each reference to a large table entry, each costing nghttp2 a check of
+/// the whole value.
+const BOMB_BYTES: usize = 4 * MAX_HEAD_BYTES;
+
+/// Header blocks over `BOMB_BYTES` a connection may send before it gets
+/// GOAWAY(ENHANCE_YOUR_CALM): the first only costs its stream.
+const BOMBS_FORGIVEN: usize = 1;
 
 /// How long a connection that sent its last GOAWAY (idle, stalled, told to
 /// calm down) may take to get it out before the socket just closes.
@@ -114,6 +129,7 @@ impl Connection {
             last_end: now,
             finished: 0,
             resets: 0,
+            bombs: 0,
             closing: None,
         };
         Connection {
@@ -147,6 +163,29 @@ impl Connection {
         result.map(|_| ())
     }
 
+    /// A client that sent header bombs again: GOAWAY(ENHANCE_YOUR_CALM),
+    /// and nothing more of its bytes is read.
+    fn calm_bombs(&mut self, now: Instant) -> bool {
+        let h = self.engine.handler();
+        if h.bombs <= BOMBS_FORGIVEN || h.closing.is_some() {
+            return false;
+        }
+        crate::complaint::complain(&h.served.client, Complaint::HeaderBomb);
+        h.closing = Some(now + h.served.cfg.shutdown_grace.min(LAST_WORDS));
+        self.refused = true;
+        self.engine.terminate(code::ENHANCE_YOUR_CALM);
+        true
+    }
+
+    /// Resets `stream` for the client's error (`code`): the stream is
+    /// cancelled, its request never decided if it was not yet.
+    fn cancel(&mut self, stream: i32, code: u32) {
+        if let Some(s) = self.engine.handler().map.get_mut(&stream) {
+            s.cancelled = true;
+        }
+        self.engine.reset(stream, code);
+    }
+
     /// Hands the client's bytes to nghttp2 through the watch (see
     /// `watch`): a WINDOW_UPDATE that would overflow a stream's window
     /// resets that stream; a connection error found ends the connection.
@@ -158,6 +197,9 @@ impl Connection {
             match step {
                 watch::Step::Feed(bytes) => {
                     self.engine.receive(bytes)?;
+                    if self.calm_bombs(now) {
+                        return Ok(());
+                    }
                 }
                 watch::Step::Header(header) => {
                     self.engine.receive(&header)?;
@@ -171,7 +213,7 @@ impl Connection {
                     let window = self.engine.send_window(stream);
                     if window.is_some_and(|w| i64::from(w) + i64::from(increment) > i32::MAX as i64)
                     {
-                        self.engine.reset(stream, code::FLOW_CONTROL_ERROR);
+                        self.cancel(stream, code::FLOW_CONTROL_ERROR);
                     } else {
                         self.engine.receive(&frame)?;
                     }
@@ -242,17 +284,18 @@ impl Connection {
     }
 
     /// When `tick` has something to do: the idle timeout, a stream's send
-    /// deadline, or the end of the grace of a closing connection.
+    /// deadline, a header block's or a request body's read deadline, or the
+    /// end of the grace of a closing connection.
     pub fn deadline(&mut self) -> Instant {
         let h = self.engine.handler();
         if let Some(at) = h.closing {
             return at;
         }
         let keepalive = h.served.cfg.keepalive_timeout;
-        let waiting = h.map.values().filter_map(Stream::deadline).min();
+        let waiting = h.map.values().filter_map(Stream::next_deadline).min();
         match waiting {
             Some(at) => at,
-            None if h.map.is_empty() => h.last_end + keepalive,
+            None if h.map.is_empty() => h.idle_until(),
             // Streams wait for their scripts: the exchange has deadlines.
             None => h.now + keepalive,
         }
@@ -269,6 +312,34 @@ impl Connection {
         if let Some(at) = h.closing {
             return now >= at;
         }
+        let late = h
+            .map
+            .values()
+            .find(|s| s.read_deadline().is_some_and(|d| d <= now));
+        if let Some(s) = late {
+            // A header block holds the connection whole (nothing else may
+            // come until it ends), and a body a stream: either way, the
+            // client stopped sending what it started. GOAWAY(NO_ERROR), as
+            // for any timeout: no rule was broken, and the stream above
+            // the GOAWAY's last id was not processed, so a client that was
+            // merely slow may retry it on a new connection.
+            let cfg = &h.served.cfg;
+            let complaint = match s.head_by {
+                Some(_) => Some(Complaint::UnfinishedHead {
+                    secs: cfg.read_timeout.as_secs(),
+                }),
+                None => s
+                    .body_pace
+                    .is_some_and(|p| p.too_slow())
+                    .then_some(Complaint::SlowBody { rate: cfg.min_rate }),
+            };
+            if let Some(what) = complaint {
+                crate::complaint::complain(&h.served.client, what);
+            }
+            h.closing = Some(now + cfg.shutdown_grace.min(LAST_WORDS));
+            self.engine.terminate(code::NO_ERROR);
+            return false;
+        }
         let stalled = h
             .map
             .iter()
@@ -284,8 +355,7 @@ impl Connection {
             self.engine.terminate(code::NO_ERROR);
             return false;
         }
-        let keepalive = h.served.cfg.keepalive_timeout;
-        if h.map.is_empty() && h.last_end + keepalive <= now {
+        if h.map.is_empty() && h.idle_until() <= now {
             // No stream open: nothing to let finish. A stream the client
             // opened meanwhile is above the GOAWAY's last id: unprocessed,
             // safe to retry (RFC 9113 §6.8).
@@ -346,10 +416,30 @@ impl Connection {
         };
         let served = Arc::clone(&h.served);
         let stopping = h.stopping;
+        let now = h.now;
         stream.decided = true;
+        stream.head_by = None;
         let early = std::mem::take(&mut stream.early);
         let (cfg, kind, tls, client) = (&served.cfg, served.kind, served.tls, &*served.client);
         let head = std::mem::take(&mut stream.fields);
+        if stream.cancelled {
+            // Reset in the same read that completed its head: no file is
+            // opened for it, and its line says it was not answered. It
+            // stays in the map until nghttp2 closes it, to be counted.
+            if let (Ok(request), None) =
+                (fields::request(&head, HttpVersion::Http2), &stream.refused)
+            {
+                session::unanswered(cfg, tls, client, &request);
+            }
+            self.engine.handler().map.insert(id, stream);
+            return;
+        }
+        if !stream.ended {
+            // The body must come as HTTP/1.1's does: within --read-timeout,
+            // then at --min-rate (a script's stream reads it at the
+            // script's pace, under the exchange's deadlines).
+            stream.body_pace = Some(Pace::new(now, cfg.read_timeout, cfg.min_rate));
+        }
         let sent = match stream
             .refused
             .take()
@@ -380,6 +470,7 @@ impl Connection {
                             body: early,
                             ..CgiOut::default()
                         });
+                        stream.body_pace = None;
                         let h = self.engine.handler();
                         h.map.insert(id, stream);
                         h.events.push_back(Event::Cgi { stream: id, job });
@@ -576,6 +667,16 @@ struct Stream {
     deferred: bool,
     /// The client reset the stream.
     reset: bool,
+    /// We reset the stream for the client's error: its request is not to
+    /// be decided.
+    cancelled: bool,
+    /// Until the head is complete: when it must be (`--read-timeout` from
+    /// its first frame).
+    head_by: Option<Instant>,
+    /// Bytes of the head decoded so far (see `BOMB_BYTES`).
+    decoded: usize,
+    /// A static answer's request body still coming: how long it may take.
+    body_pace: Option<Pace>,
     cgi: Option<CgiOut>,
 }
 
@@ -589,6 +690,26 @@ impl Stream {
             None => self.left > 0,
         };
         waiting.then(|| pace.deadline())
+    }
+
+    /// When the client must have sent more: the rest of its head, or more
+    /// of a request body no script reads.
+    fn read_deadline(&self) -> Option<Instant> {
+        if self.head_by.is_some() {
+            return self.head_by;
+        }
+        match self.ended {
+            true => None,
+            false => self.body_pace.as_ref().map(Pace::deadline),
+        }
+    }
+
+    /// The earlier of the two deadlines.
+    fn next_deadline(&self) -> Option<Instant> {
+        match (self.deadline(), self.read_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 
@@ -630,8 +751,24 @@ struct Streams {
     last_end: Instant,
     finished: usize,
     resets: usize,
+    /// Header blocks cut off at `BOMB_BYTES`.
+    bombs: usize,
     /// Set once the connection's last GOAWAY is queued: when to close.
     closing: Option<Instant>,
+}
+
+impl Streams {
+    /// When a connection with no stream open has been idle too long: the
+    /// keep-alive timeout; before its first stream, the read timeout if
+    /// shorter, as an HTTP/1.1 connection's first request has.
+    fn idle_until(&self) -> Instant {
+        let cfg = &self.served.cfg;
+        let first = self.finished == 0 && self.resets == 0;
+        match first {
+            true => self.last_end + cfg.keepalive_timeout.min(cfg.read_timeout),
+            false => self.last_end + cfg.keepalive_timeout,
+        }
+    }
 }
 
 impl nghttp2::Handler for Streams {
@@ -639,7 +776,14 @@ impl nghttp2::Handler for Streams {
         if self.map.len() >= self.max_streams {
             return Err(code::REFUSED_STREAM);
         }
-        self.map.insert(stream, Stream::default());
+        let head_by = Some(self.now + self.served.cfg.read_timeout);
+        self.map.insert(
+            stream,
+            Stream {
+                head_by,
+                ..Stream::default()
+            },
+        );
         Ok(())
     }
 
@@ -647,6 +791,14 @@ impl nghttp2::Handler for Streams {
         let Some(s) = self.map.get_mut(&stream) else {
             return Ok(());
         };
+        s.decoded += name.len() + value.len() + 32;
+        if s.decoded > BOMB_BYTES {
+            // nghttp2 decodes the rest of the block without checking or
+            // passing its fields, which costs little.
+            self.bombs += 1;
+            s.cancelled = true;
+            return Err(code::ENHANCE_YOUR_CALM);
+        }
         if s.refused.is_none() {
             if let Err(e) = s.fields.push(name, value) {
                 // Answered 431 once the head ends, as HTTP/1.1 would;
@@ -662,6 +814,9 @@ impl nghttp2::Handler for Streams {
         let Some(s) = self.map.get_mut(&stream) else {
             return bytes.len();
         };
+        if let Some(pace) = &mut s.body_pace {
+            pace.progress(self.now, bytes.len() as u64);
+        }
         match &mut s.cgi {
             Some(cgi) => {
                 let was_empty = cgi.body.is_empty();
@@ -707,12 +862,18 @@ impl nghttp2::Handler for Streams {
         }
     }
 
-    fn closed(&mut self, stream: i32, _code: u32) {
+    fn closed(&mut self, stream: i32, code: u32) {
         let Some(s) = self.map.remove(&stream) else {
             return;
         };
         self.last_end = self.now;
-        if s.reset {
+        // Reset by the client, or for its error (by us, or by nghttp2 for
+        // a malformed request): either way a stream that cost us work and
+        // finished nothing (MadeYouReset). Our own failures (a status HTTP/2
+        // cannot carry, a script cut short, a client too slow to read) are
+        // not the client's doing.
+        let ours = matches!(code, code::INTERNAL_ERROR | code::CANCEL);
+        if s.reset || s.cancelled || (code != code::NO_ERROR && !ours) {
             self.resets += 1;
         } else {
             self.finished += 1;

@@ -386,9 +386,13 @@ pub enum Next {
     Timeout,
 }
 
-/// A raw HTTP/2 client connection over cleartext TCP.
+/// A raw HTTP/2 client connection over cleartext TCP, or over TLS (ALPN `h2`) with
+/// [`H2Conn::open_with`].
 pub struct H2Conn {
+    /// The socket (for its options; over TLS, writing to it bypasses TLS).
     pub tcp: TcpStream,
+    /// What frames are written to and read from: the socket, or TLS over it.
+    io: Stream,
     buf: Vec<u8>,
     /// Bytes of DATA payload received, per stream and in all.
     pub data_received: u64,
@@ -397,10 +401,21 @@ pub struct H2Conn {
 impl H2Conn {
     /// Connects, and sends the preface and a SETTINGS frame with `params`.
     pub fn open(addr: SocketAddr, params: &[(u16, u32)]) -> H2Conn {
-        let tcp = TcpStream::connect_timeout(&addr, IO_TIMEOUT).expect("connect");
+        H2Conn::open_with(&Connector::new(addr, None), params)
+    }
+
+    /// [`H2Conn::open`] to the server `connector` reaches: over TLS offering `h2`
+    /// when it speaks TLS.
+    pub fn open_with(connector: &Connector, params: &[(u16, u32)]) -> H2Conn {
+        let tcp = connector.tcp();
         tcp.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+        let io = match &connector.tls {
+            None => Stream::Plain(tcp.try_clone().unwrap()),
+            Some(tls) => Stream::tls(tcp.try_clone().unwrap(), &tls.offering_h2()),
+        };
         let mut conn = H2Conn {
             tcp,
+            io,
             buf: Vec::with_capacity(1 << 16),
             data_received: 0,
         };
@@ -413,7 +428,16 @@ impl H2Conn {
     /// [`H2Conn::open`], then the server's SETTINGS are read and acknowledged:
     /// returns them.
     pub fn handshake(addr: SocketAddr, params: &[(u16, u32)]) -> (H2Conn, Vec<(u16, u32)>) {
-        let mut conn = H2Conn::open(addr, params);
+        H2Conn::handshake_with(&Connector::new(addr, None), params)
+    }
+
+    /// [`H2Conn::handshake`] to the server `connector` reaches (see
+    /// [`H2Conn::open_with`]).
+    pub fn handshake_with(
+        connector: &Connector,
+        params: &[(u16, u32)],
+    ) -> (H2Conn, Vec<(u16, u32)>) {
+        let mut conn = H2Conn::open_with(connector, params);
         let first = match conn.next(Instant::now() + IO_TIMEOUT) {
             Next::Frame(f) if f.is(kind::SETTINGS) && !f.has(flag::ACK) => f,
             other => panic!("expected the server's SETTINGS first, got {other:?}"),
@@ -423,7 +447,7 @@ impl H2Conn {
     }
 
     pub fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.tcp.write_all(bytes)
+        self.io.write_all(bytes)
     }
 
     /// Reads the next frame, waiting until `deadline` at most.
@@ -443,7 +467,7 @@ impl H2Conn {
             self.tcp.set_read_timeout(Some(wait)).unwrap();
             let at = self.buf.len();
             self.buf.resize(at + (1 << 16), 0);
-            let got = self.tcp.read(&mut self.buf[at..]);
+            let got = self.io.read(&mut self.buf[at..]);
             self.buf.truncate(at + *got.as_ref().unwrap_or(&0));
             match got {
                 Ok(0) => return Next::Closed,
