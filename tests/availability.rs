@@ -1254,15 +1254,21 @@ fn unfinished_h2_header_blocks_from_many_addresses_try(v: Variant) -> Option<Fig
     let good = GoodClient::start(server.connector());
     let addr = server.addr();
     let started = Instant::now();
+    // 10 connections every 20 ms, 2,000 in about 4 s: the attack is what the
+    // connections hold, not how fast they come (a burst of thousands at once
+    // is the connection flood of section 5).
     let attack = thread::spawn(move || {
-        (0..ATTACKS)
-            .map(|i| {
-                let mut conn = connect_from(attacker(i), addr);
-                // The server may have shed it already: what matters is what it does.
-                let _ = conn.write_all(UNFINISHED_BLOCK);
-                conn
-            })
-            .collect::<Vec<TcpStream>>()
+        let mut conns = Vec::with_capacity(ATTACKS);
+        for i in 0..ATTACKS {
+            if i % 10 == 0 {
+                thread::sleep(Duration::from_millis(20));
+            }
+            let mut conn = connect_from(attacker(i), addr);
+            // The server may have shed it already: what matters is what it does.
+            let _ = conn.write_all(UNFINISHED_BLOCK);
+            conns.push(conn);
+        }
+        conns
     });
     let conns = attack.join().expect("the attackers' thread");
     let opened = started.elapsed();
