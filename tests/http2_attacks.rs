@@ -1230,6 +1230,14 @@ impl Drop for Prober {
     }
 }
 
+/// The first GOAWAY among `frames`, which must be there and say `code`.
+fn assert_goaway<'f>(frames: &'f [Frame], code: u32, what: &str) -> &'f Frame {
+    let goaway =
+        h2frames::goaway_of(frames).unwrap_or_else(|| panic!("{what}: no GOAWAY: {frames:?}"));
+    assert_eq!(goaway.error_code(), Some(code), "{what}: {goaway:?}");
+    goaway
+}
+
 /// Opens a connection that sends `opening` after its SETTINGS and then
 /// `trickle` (if any) every 300 ms until the server ends it: the server must send
 /// GOAWAY(NO_ERROR) and close the connection [`READ_TIMEOUT`] after `opening` (not
@@ -1277,13 +1285,8 @@ fn closed_at_the_read_timeout(v: Variant, what: &str, opening: &[u8], trickle: O
     eprintln!(
         "{what}: {frames:?}, then {end:?} after {took:?}; {probes} probes meanwhile, the slowest {slowest:?}"
     );
-    let goaway = h2frames::goaway_of(&frames)
-        .unwrap_or_else(|| panic!("{what}: no GOAWAY within {took:?}: {frames:?} {end:?}"));
-    assert_eq!(
-        goaway.error_code(),
-        Some(code::NO_ERROR),
-        "{what}: {goaway:?}"
-    );
+    let what = format!("{what}, {end:?} after {took:?}");
+    assert_goaway(&frames, code::NO_ERROR, &what);
     assert!(
         matches!(end, Next::Closed | Next::Broken(_)),
         "{what}: still open {took:?} after it began (--read-timeout 1): {end:?}"
@@ -1304,19 +1307,9 @@ fn header_block_that_never_ends_is_closed_at_the_read_timeout(v: Variant) {
     let server = start_cell(v, &root, &["--read-timeout", "1"]);
     let (mut conn, _) = H2Conn::handshake_with(&server.connector(), &[]);
     conn.send(&opening).unwrap();
-    let line = server
+    server
         .stderr()
-        .wait_for(IO_TIMEOUT, |lines| {
-            lines
-                .iter()
-                .any(|l| l.contains("header block not complete within --read-timeout (1 s)"))
-        })
-        .map(|_| ());
-    assert!(
-        line.is_some(),
-        "no complaint line: {:#?}",
-        server.stderr().snapshot()
-    );
+        .wait_line(|l| l.contains("header block not complete within --read-timeout (1 s)"));
 }
 
 /// HEADERS and a CONTINUATION, neither ending the block, then nothing.
@@ -1428,13 +1421,7 @@ fn hpack_bombs_are_cut_off_and_the_second_ends_the_connection(v: Variant) {
         Some(code::ENHANCE_YOUR_CALM),
         "{reset:?}"
     );
-    let goaway = h2frames::goaway_of(&frames)
-        .unwrap_or_else(|| panic!("no GOAWAY after bombs: {frames:?} {end:?}"));
-    assert_eq!(
-        goaway.error_code(),
-        Some(code::ENHANCE_YOUR_CALM),
-        "{goaway:?}"
-    );
+    assert_goaway(&frames, code::ENHANCE_YOUR_CALM, "5 HPACK bombs");
     assert!(
         frames.iter().all(|f| f.status().is_none()),
         "a bomb was answered: {frames:?}"
@@ -1517,17 +1504,11 @@ fn made_you_reset_gets_goaway_within_a_bounded_number_of_resets(v: Variant) {
         next / 2,
         started.elapsed()
     );
-    let goaway = goaway.unwrap_or_else(|| {
-        panic!(
-            "no GOAWAY after {resets} server resets of {} streams",
-            next / 2
-        )
-    });
-    assert_eq!(
-        goaway.error_code(),
-        Some(code::ENHANCE_YOUR_CALM),
-        "{goaway:?}"
+    let what = format!(
+        "MadeYouReset, {resets} server resets of {} streams",
+        next / 2
     );
+    assert_goaway(goaway.as_slice(), code::ENHANCE_YOUR_CALM, &what);
     assert!(
         resets <= SERVER_RESETS_BOUND,
         "{resets} streams reset by the server before GOAWAY (bound {SERVER_RESETS_BOUND})"
@@ -1562,18 +1543,9 @@ fn stream_reset_with_its_head_is_not_answered_nor_logged_200(v: Variant) {
         Some(code::FLOW_CONTROL_ERROR),
         "{reset:?}"
     );
-    let lines = server
+    let line = server
         .stderr()
-        .wait_for(IO_TIMEOUT, |lines| {
-            lines
-                .iter()
-                .any(|l| l.contains("\"GET /small.txt HTTP/2.0\""))
-        })
-        .unwrap_or_else(|| panic!("no log line: {:#?}", server.stderr().snapshot()));
-    let line = lines
-        .iter()
-        .find(|l| l.contains("\"GET /small.txt HTTP/2.0\""))
-        .unwrap();
+        .wait_line(|l| l.contains("\"GET /small.txt HTTP/2.0\""));
     assert!(
         line.ends_with("\"GET /small.txt HTTP/2.0\" 499 -"),
         "the reset stream's line: {line}"
