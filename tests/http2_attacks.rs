@@ -20,7 +20,8 @@
 mod common;
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -1346,6 +1347,77 @@ fn request_body_that_never_comes_is_closed_at_the_read_timeout(v: Variant) {
     let opening = h2frames::headers(1, &get("/small.txt"), flag::END_HEADERS);
     closed_at_the_read_timeout(v, "a request body that never comes", &opening, None);
 }
+
+/// Many connections from several addresses, each with a header block that never
+/// ends (1,000 from 10 addresses standalone; 50 from 5 in inetd mode, a process
+/// each): every one is closed at the read timeout, and the cell's own client is
+/// served throughout. Cleartext only: the point is the count, not TLS's cost.
+fn many_unfinished_header_blocks_are_all_closed_at_the_read_timeout(v: Variant) {
+    let (connections, addresses) = match v.mode {
+        Mode::Standalone => (1000, 10),
+        Mode::Inetd => (50, 5),
+    };
+    raise_nofile(4 * connections as u64);
+    let root = site();
+    let server = start_cell(
+        v,
+        &root,
+        &["--read-timeout", "2", "--keepalive-timeout", "60"],
+    );
+    let prober = Prober::start(&server);
+    let mut opening = h2frames::PREFACE.to_vec();
+    opening.extend(h2frames::settings(&[]));
+    opening.extend(h2frames::headers(1, &get("/small.txt"), flag::END_STREAM));
+    let started = Instant::now();
+    let mut conns: Vec<TcpStream> = (0..connections)
+        .map(|i| {
+            let source = IpAddr::from([127, 0, 0, 2 + (i % addresses) as u8]);
+            let mut tcp = connect_from(source, server.addr());
+            tcp.write_all(&opening).expect("send the opening");
+            tcp
+        })
+        .collect();
+    let opened = started.elapsed();
+    let deadline = started + Duration::from_secs(2) + CLOSE_SLACK + opened;
+    let mut open = 0;
+    for tcp in &mut conns {
+        let mut buf = [0u8; 4096];
+        let closed = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break false;
+            }
+            tcp.set_read_timeout(Some(left)).unwrap();
+            match tcp.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    break false
+                }
+                Err(_) => break true,
+            }
+        };
+        open += usize::from(!closed);
+    }
+    let took = started.elapsed();
+    let (probes, slowest) = prober.finish();
+    eprintln!(
+        "{connections} unfinished header blocks from {addresses} addresses (opened in {opened:?}): {open} still open after {took:?}; {probes} probes, the slowest {slowest:?}"
+    );
+    assert_eq!(
+        open, 0,
+        "{open} of {connections} connections with unfinished header blocks still open after {took:?} (--read-timeout 2)"
+    );
+    assert!(probes > 0, "no probe ran");
+}
+
+matrix!([h2c] both_modes: many_unfinished_header_blocks_are_all_closed_at_the_read_timeout);
 
 matrix!([h2c, h2_tls] both_modes:
     header_block_that_never_ends_is_closed_at_the_read_timeout,
