@@ -20,7 +20,8 @@
 mod common;
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -1230,6 +1231,14 @@ impl Drop for Prober {
     }
 }
 
+/// The first GOAWAY among `frames`, which must be there and say `code`.
+fn assert_goaway<'f>(frames: &'f [Frame], code: u32, what: &str) -> &'f Frame {
+    let goaway =
+        h2frames::goaway_of(frames).unwrap_or_else(|| panic!("{what}: no GOAWAY: {frames:?}"));
+    assert_eq!(goaway.error_code(), Some(code), "{what}: {goaway:?}");
+    goaway
+}
+
 /// Opens a connection that sends `opening` after its SETTINGS and then
 /// `trickle` (if any) every 300 ms until the server ends it: the server must send
 /// GOAWAY(NO_ERROR) and close the connection [`READ_TIMEOUT`] after `opening` (not
@@ -1277,13 +1286,8 @@ fn closed_at_the_read_timeout(v: Variant, what: &str, opening: &[u8], trickle: O
     eprintln!(
         "{what}: {frames:?}, then {end:?} after {took:?}; {probes} probes meanwhile, the slowest {slowest:?}"
     );
-    let goaway = h2frames::goaway_of(&frames)
-        .unwrap_or_else(|| panic!("{what}: no GOAWAY within {took:?}: {frames:?} {end:?}"));
-    assert_eq!(
-        goaway.error_code(),
-        Some(code::NO_ERROR),
-        "{what}: {goaway:?}"
-    );
+    let what = format!("{what}, {end:?} after {took:?}");
+    assert_goaway(&frames, code::NO_ERROR, &what);
     assert!(
         matches!(end, Next::Closed | Next::Broken(_)),
         "{what}: still open {took:?} after it began (--read-timeout 1): {end:?}"
@@ -1304,19 +1308,9 @@ fn header_block_that_never_ends_is_closed_at_the_read_timeout(v: Variant) {
     let server = start_cell(v, &root, &["--read-timeout", "1"]);
     let (mut conn, _) = H2Conn::handshake_with(&server.connector(), &[]);
     conn.send(&opening).unwrap();
-    let line = server
+    server
         .stderr()
-        .wait_for(IO_TIMEOUT, |lines| {
-            lines
-                .iter()
-                .any(|l| l.contains("header block not complete within --read-timeout (1 s)"))
-        })
-        .map(|_| ());
-    assert!(
-        line.is_some(),
-        "no complaint line: {:#?}",
-        server.stderr().snapshot()
-    );
+        .wait_line(|l| l.contains("header block not complete within --read-timeout (1 s)"));
 }
 
 /// HEADERS and a CONTINUATION, neither ending the block, then nothing.
@@ -1353,6 +1347,77 @@ fn request_body_that_never_comes_is_closed_at_the_read_timeout(v: Variant) {
     let opening = h2frames::headers(1, &get("/small.txt"), flag::END_HEADERS);
     closed_at_the_read_timeout(v, "a request body that never comes", &opening, None);
 }
+
+/// Many connections from several addresses, each with a header block that never
+/// ends (1,000 from 10 addresses standalone; 50 from 5 in inetd mode, a process
+/// each): every one is closed at the read timeout, and the cell's own client is
+/// served throughout. Cleartext only: the point is the count, not TLS's cost.
+fn many_unfinished_header_blocks_are_all_closed_at_the_read_timeout(v: Variant) {
+    let (connections, addresses) = match v.mode {
+        Mode::Standalone => (1000, 10),
+        Mode::Inetd => (50, 5),
+    };
+    raise_nofile(4 * connections as u64);
+    let root = site();
+    let server = start_cell(
+        v,
+        &root,
+        &["--read-timeout", "2", "--keepalive-timeout", "60"],
+    );
+    let prober = Prober::start(&server);
+    let mut opening = h2frames::PREFACE.to_vec();
+    opening.extend(h2frames::settings(&[]));
+    opening.extend(h2frames::headers(1, &get("/small.txt"), flag::END_STREAM));
+    let started = Instant::now();
+    let mut conns: Vec<TcpStream> = (0..connections)
+        .map(|i| {
+            let source = IpAddr::from([127, 0, 0, 2 + (i % addresses) as u8]);
+            let mut tcp = connect_from(source, server.addr());
+            tcp.write_all(&opening).expect("send the opening");
+            tcp
+        })
+        .collect();
+    let opened = started.elapsed();
+    let deadline = started + Duration::from_secs(2) + CLOSE_SLACK + opened;
+    let mut open = 0;
+    for tcp in &mut conns {
+        let mut buf = [0u8; 4096];
+        let closed = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break false;
+            }
+            tcp.set_read_timeout(Some(left)).unwrap();
+            match tcp.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    break false
+                }
+                Err(_) => break true,
+            }
+        };
+        open += usize::from(!closed);
+    }
+    let took = started.elapsed();
+    let (probes, slowest) = prober.finish();
+    eprintln!(
+        "{connections} unfinished header blocks from {addresses} addresses (opened in {opened:?}): {open} still open after {took:?}; {probes} probes, the slowest {slowest:?}"
+    );
+    assert_eq!(
+        open, 0,
+        "{open} of {connections} connections with unfinished header blocks still open after {took:?} (--read-timeout 2)"
+    );
+    assert!(probes > 0, "no probe ran");
+}
+
+matrix!([h2c] both_modes: many_unfinished_header_blocks_are_all_closed_at_the_read_timeout);
 
 matrix!([h2c, h2_tls] both_modes:
     header_block_that_never_ends_is_closed_at_the_read_timeout,
@@ -1428,13 +1493,7 @@ fn hpack_bombs_are_cut_off_and_the_second_ends_the_connection(v: Variant) {
         Some(code::ENHANCE_YOUR_CALM),
         "{reset:?}"
     );
-    let goaway = h2frames::goaway_of(&frames)
-        .unwrap_or_else(|| panic!("no GOAWAY after bombs: {frames:?} {end:?}"));
-    assert_eq!(
-        goaway.error_code(),
-        Some(code::ENHANCE_YOUR_CALM),
-        "{goaway:?}"
-    );
+    assert_goaway(&frames, code::ENHANCE_YOUR_CALM, "5 HPACK bombs");
     assert!(
         frames.iter().all(|f| f.status().is_none()),
         "a bomb was answered: {frames:?}"
@@ -1517,17 +1576,11 @@ fn made_you_reset_gets_goaway_within_a_bounded_number_of_resets(v: Variant) {
         next / 2,
         started.elapsed()
     );
-    let goaway = goaway.unwrap_or_else(|| {
-        panic!(
-            "no GOAWAY after {resets} server resets of {} streams",
-            next / 2
-        )
-    });
-    assert_eq!(
-        goaway.error_code(),
-        Some(code::ENHANCE_YOUR_CALM),
-        "{goaway:?}"
+    let what = format!(
+        "MadeYouReset, {resets} server resets of {} streams",
+        next / 2
     );
+    assert_goaway(goaway.as_slice(), code::ENHANCE_YOUR_CALM, &what);
     assert!(
         resets <= SERVER_RESETS_BOUND,
         "{resets} streams reset by the server before GOAWAY (bound {SERVER_RESETS_BOUND})"
@@ -1562,18 +1615,9 @@ fn stream_reset_with_its_head_is_not_answered_nor_logged_200(v: Variant) {
         Some(code::FLOW_CONTROL_ERROR),
         "{reset:?}"
     );
-    let lines = server
+    let line = server
         .stderr()
-        .wait_for(IO_TIMEOUT, |lines| {
-            lines
-                .iter()
-                .any(|l| l.contains("\"GET /small.txt HTTP/2.0\""))
-        })
-        .unwrap_or_else(|| panic!("no log line: {:#?}", server.stderr().snapshot()));
-    let line = lines
-        .iter()
-        .find(|l| l.contains("\"GET /small.txt HTTP/2.0\""))
-        .unwrap();
+        .wait_line(|l| l.contains("\"GET /small.txt HTTP/2.0\""));
     assert!(
         line.ends_with("\"GET /small.txt HTTP/2.0\" 499 -"),
         "the reset stream's line: {line}"
