@@ -272,3 +272,93 @@ impl Filter {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAX: u64 = 16384;
+
+    /// Everything `filter` passes of `input` fed in chunks of `size`.
+    fn run(filter: &mut Filter, input: &[u8], size: usize) -> Result<Vec<u8>, Violation> {
+        let mut out = Vec::new();
+        for chunk in input.chunks(size) {
+            let mut chunk = Bytes::copy_from_slice(chunk);
+            while let Some(passed) = filter.next(&mut chunk)? {
+                out.extend_from_slice(&passed);
+            }
+            assert!(chunk.is_empty());
+        }
+        Ok(out)
+    }
+
+    fn frame(ty: u8, payload: &[u8]) -> Vec<u8> {
+        assert!(payload.len() < 64);
+        [&[ty, payload.len() as u8][..], payload].concat()
+    }
+
+    #[test]
+    fn unknown_frames_are_dropped_and_the_rest_passes_whatever_the_chunks() {
+        let headers = frame(0x1, b"\0\0abc");
+        let data = frame(0x0, b"body");
+        // A reserved type (0x21) and a two-byte type (0x4041) with a
+        // two-byte length (0x4005).
+        let reserved = frame(0x21, b"ignored");
+        let long = [&[0x40, 0x41, 0x40, 0x05][..], b"12345"].concat();
+        let input = [&headers[..], &reserved, &long, &data].concat();
+        let want = [&headers[..], &data].concat();
+        for size in 1..input.len() {
+            let mut filter = Filter::new(Kind::Request, MAX);
+            assert_eq!(run(&mut filter, &input, size), Ok(want.clone()), "{size}");
+            assert!(filter.at_boundary());
+        }
+    }
+
+    #[test]
+    fn a_headers_frame_past_the_limit_fails_its_stream_at_its_header() {
+        // Declared 2^40 bytes (an 8-byte varint), no payload needed.
+        let input = [0x01, 0xc0, 0, 0, 0x01, 0, 0, 0, 0];
+        let mut filter = Filter::new(Kind::Request, MAX);
+        let stream = Violation::Stream(code::EXCESSIVE_LOAD);
+        assert_eq!(run(&mut filter, &input, 3), Err(stream));
+        let at_limit = [0x01, 0x80, 0, 0x40, 0x00, 0];
+        let mut filter = Filter::new(Kind::Request, MAX);
+        assert_eq!(run(&mut filter, &at_limit, 2), Ok(at_limit.to_vec()));
+    }
+
+    #[test]
+    fn a_required_insert_count_is_refused_with_a_zero_capacity_table() {
+        let input = frame(0x1, b"\x06\0abc");
+        for size in [1, 2, 3, input.len()] {
+            let mut filter = Filter::new(Kind::Request, MAX);
+            let failed = Violation::Connection(code::QPACK_DECOMPRESSION_FAILED);
+            assert_eq!(run(&mut filter, &input, size), Err(failed), "{size}");
+        }
+    }
+
+    #[test]
+    fn the_control_stream_is_bounded_and_other_streams_pass_raw() {
+        let settings = [&[0x00][..], &frame(0x4, b"\x06\x40\x00")].concat();
+        let mut filter = Filter::new(Kind::Unidirectional, MAX);
+        assert_eq!(run(&mut filter, &settings, 1), Ok(settings.clone()));
+        // A SETTINGS frame of 64 MiB.
+        let huge = [0x00, 0x04, 0x84, 0, 0, 0];
+        let mut filter = Filter::new(Kind::Unidirectional, MAX);
+        let load = Violation::Connection(code::EXCESSIVE_LOAD);
+        assert_eq!(run(&mut filter, &huge, 2), Err(load));
+        // QPACK's encoder stream: not frames.
+        let encoder = [0x02, 0x3f, 0xe1, 0x1f, 0x01, 0xff];
+        let mut filter = Filter::new(Kind::Unidirectional, MAX);
+        assert_eq!(run(&mut filter, &encoder, 2), Ok(encoder.to_vec()));
+    }
+
+    #[test]
+    fn a_stream_ending_inside_a_frame_is_not_at_a_boundary() {
+        let mut filter = Filter::new(Kind::Request, MAX);
+        run(&mut filter, &[0x21, 0x10, 1, 2], 4).unwrap();
+        assert!(!filter.at_boundary());
+        let mut filter = Filter::new(Kind::Request, MAX);
+        run(&mut filter, &[0x40], 1).unwrap();
+        assert!(!filter.at_boundary());
+    }
+}
