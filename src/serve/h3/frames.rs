@@ -125,11 +125,12 @@ impl Filter {
         }
     }
 
-    /// Whether the stream ended where a frame may end (not inside one).
+    /// Whether the stream ended where a frame may end (not inside one). A
+    /// unidirectional stream may end before its type (RFC 9114 §6.2).
     pub(super) fn at_boundary(&self) -> bool {
         match self.state {
-            State::Header | State::StreamType => self.held_len == 0,
-            State::Raw => true,
+            State::Header => self.held_len == 0,
+            State::StreamType | State::Raw => true,
             State::Pass { .. } | State::Skip(_) => false,
         }
     }
@@ -360,5 +361,9 @@ mod tests {
         let mut filter = Filter::new(Kind::Request, MAX);
         run(&mut filter, &[0x40], 1).unwrap();
         assert!(!filter.at_boundary());
+        // A unidirectional stream may end before its type is whole.
+        let mut filter = Filter::new(Kind::Unidirectional, MAX);
+        run(&mut filter, &[0x40], 1).unwrap();
+        assert!(filter.at_boundary());
     }
 }

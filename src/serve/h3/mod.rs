@@ -69,7 +69,6 @@ pub(super) mod code {
     pub const FRAME_ERROR: u64 = 0x106;
     pub const EXCESSIVE_LOAD: u64 = 0x107;
     pub const REQUEST_REJECTED: u64 = 0x10b;
-    pub const REQUEST_CANCELLED: u64 = 0x10c;
     pub const QPACK_DECOMPRESSION_FAILED: u64 = 0x200;
 
     /// A code as quinn takes it (every code above fits).

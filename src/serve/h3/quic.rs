@@ -6,12 +6,13 @@
 //! stream while a read is pending on it). Otherwise it does what h3-quinn
 //! does.
 //!
-//! A request stream dropped without its response finished: RESET_STREAM
-//! and STOP_SENDING with H3_REQUEST_REJECTED if nothing of a response was
-//! sent (nothing was done for it: a head that never completed, a 0-RTT
-//! request whose handshake never did), H3_REQUEST_CANCELLED if some was.
-//! One whose response is finished and whose request body is unread:
-//! STOP_SENDING with H3_NO_ERROR (RFC 9114 §4.1.1).
+//! A request stream dropped with nothing of a response sent: RESET_STREAM
+//! and STOP_SENDING with H3_REQUEST_REJECTED (nothing was done for it: a
+//! head that never completed, a 0-RTT request whose handshake never did).
+//! One dropped with a response written and not finished is finished, as
+//! quinn would: h3 writes its own 431 so, and staticd resets a response it
+//! cuts short itself (`send`). A request body left unread once a response
+//! was written: STOP_SENDING with H3_NO_ERROR (RFC 9114 §4.1.1).
 
 use std::future::Future;
 use std::pin::{pin, Pin};
@@ -343,7 +344,7 @@ fn stream_id(id: quinn::StreamId) -> StreamId {
 pub(super) struct Send<B: Buf> {
     stream: quinn::SendStream,
     writing: Option<WriteBuf<B>>,
-    /// Bytes of a response were given to quinn.
+    /// Bytes were given to quinn.
     wrote: bool,
     /// Finished or reset.
     ended: bool,
@@ -410,14 +411,9 @@ impl<B: Buf> quic::SendStream<B> for Send<B> {
 
 impl<B: Buf> Drop for Send<B> {
     fn drop(&mut self) {
-        // Else quinn finishes it: a response that ends with no head, or cut.
-        if self.request && !self.ended {
-            let unanswered = if self.wrote {
-                code::REQUEST_CANCELLED
-            } else {
-                code::REQUEST_REJECTED
-            };
-            let _ = self.stream.reset(code::varint(unanswered));
+        // Else quinn finishes it: a response that ends with no head.
+        if self.request && !self.ended && !self.wrote {
+            let _ = self.stream.reset(code::varint(code::REQUEST_REJECTED));
         }
     }
 }
@@ -482,13 +478,12 @@ impl<B: Buf> quic::SendStream<B> for Bidi<B> {
     }
 
     fn send_data<T: Into<WriteBuf<B>>>(&mut self, data: T) -> Result<(), StreamErrorIncoming> {
-        self.recv.unread = code::REQUEST_CANCELLED;
+        // Answered: the rest of the request is not needed (§4.1.1).
+        self.recv.unread = code::NO_ERROR;
         self.send.send_data(data)
     }
 
     fn poll_finish(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), StreamErrorIncoming>> {
-        // Answered: the rest of the request is not needed (§4.1.1).
-        self.recv.unread = code::NO_ERROR;
         self.send.poll_finish(cx)
     }
 
