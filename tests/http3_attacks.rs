@@ -1,10 +1,14 @@
 //! HTTP/3 under attack, each time with a second client measured as served:
 //! a handshake flood (Retry kicks in), an amplification attempt, 0-RTT
 //! requests whose handshake never completes (a GET is answered, a POST to a
-//! script is not run, nor is its replay), a stream flood past the limit, and
-//! a reader that goes silent mid-body. The attacks are made with aioquic's
-//! state machines (tests/tools/h3.py); the tests skip without it (a failure
-//! under `.ci/run`).
+//! script is not run, nor is its replay), a stream flood past the limit, a
+//! reader that goes silent mid-body, frames declared longer than anything
+//! staticd buffers (the server's RSS measured), a HEADERS frame that never
+//! completes, a connection that never asks for anything, and QPACK
+//! references a zero-capacity table cannot satisfy. The attacks are made
+//! with aioquic's state machines (tests/tools/h3.py, h3_attacks.py); the
+//! tests skip without it (a failure under `.ci/run`). HTTP/3 is served
+//! standalone only (inetd mode has no UDP), so these run in that mode.
 
 #![cfg(feature = "http3")]
 
@@ -231,4 +235,229 @@ fn a_reader_that_goes_silent_is_given_up_on_and_others_are_served() {
         .unwrap();
     let sent: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
     assert!(sent < 32 << 20, "{line}");
+}
+
+/// HTTP/3's and QPACK's error codes (RFC 9114 §8.1, RFC 9204 §6).
+const H3_NO_ERROR: u64 = 0x100;
+const H3_EXCESSIVE_LOAD: u64 = 0x107;
+const H3_REQUEST_REJECTED: u64 = 0x10b;
+const QPACK_DECOMPRESSION_FAILED: u64 = 0x200;
+
+/// What the good client may take for a small file while an attack goes on
+/// (a Python process's start and a handshake included, on a loaded machine).
+const PROMPT: Duration = Duration::from_secs(5);
+
+/// Runs tests/tools/h3_attacks.py with `args`; its JSON output.
+fn h3_attack(aioquic: &(PathBuf, PathBuf), args: &[&str]) -> serde_json::Value {
+    let script = aioquic.1.with_file_name("h3_attacks.py");
+    let (json, run) = h3py(&(aioquic.0.clone(), script), args);
+    eprintln!("h3_attacks.py {}: {}", args.join(" "), run.stdout.trim());
+    json
+}
+
+/// Runs `attack` while a second client fetches `path` again and again:
+/// every fetch must be served within `PROMPT`, during the attack and after.
+fn served_throughout<T: Send>(
+    aioquic: &(PathBuf, PathBuf),
+    server: &Server,
+    path: &str,
+    attack: impl FnOnce() -> T + Send,
+) -> T {
+    let ca = ca();
+    let url = url(server, path);
+    // Timed by the client from its first packet: Python's start, slow on a
+    // loaded machine, is not the server's doing.
+    let timed = || {
+        let (json, run) = h3py(aioquic, &["get", "--ca", &ca, &url]);
+        assert_eq!(json["responses"][0]["status"], 200, "{}", run.stdout);
+        assert_eq!(json["responses"][0]["done"], true, "{}", run.stdout);
+        let took = json["seconds"].as_f64().unwrap();
+        assert!(
+            took < PROMPT.as_secs_f64(),
+            "the good client waited {took} s"
+        );
+    };
+    let result = std::thread::scope(|s| {
+        let attack = s.spawn(attack);
+        let mut fetches = 0;
+        while !attack.is_finished() || fetches == 0 {
+            timed();
+            fetches += 1;
+        }
+        attack.join().unwrap()
+    });
+    timed();
+    result
+}
+
+/// The `frame` attack of h3_attacks.py on two connections at once, with
+/// the server's RSS: its JSON.
+fn frame_attack(
+    aioquic: &(PathBuf, PathBuf),
+    server: &mut Server,
+    attack: &str,
+) -> serde_json::Value {
+    let pid = server.process().id().to_string();
+    let url = url(server, "/");
+    let ca = ca();
+    let args = [
+        "frame", "--ca", &ca, &url, "--attack", attack, "--mib", "16", "--conns", "2", "--pid",
+        &pid,
+    ];
+    served_throughout(aioquic, server, "/index.html", || h3_attack(aioquic, &args))
+}
+
+/// The server's RSS grew by less than 8 MiB while 2 x 16 MiB of one frame
+/// came (h3 held it all: 32 MiB and more).
+fn assert_bounded(json: &serde_json::Value) {
+    let before = json["rss_before"].as_u64().unwrap();
+    let peak = json["rss_peak"].as_u64().unwrap();
+    assert!(
+        peak < before + 8 * 1024,
+        "RSS grew from {before} to {peak} KiB: {json}"
+    );
+}
+
+/// Each connection's bytes were taken by the server (acknowledged), at
+/// least 8 MiB of them: the bound is not that it stopped reading.
+fn assert_consumed(json: &serde_json::Value) {
+    for conn in json["conns"].as_array().unwrap() {
+        let acked = conn["acked"].as_u64().unwrap_or(0);
+        assert!(acked >= 8 << 20, "the server took {acked} bytes: {json}");
+    }
+}
+
+#[test]
+fn a_headers_frame_past_the_advertised_field_section_size_resets_its_stream_and_is_never_buffered()
+{
+    let Some(aioquic) = aioquic() else { return };
+    let root = Docroot::new();
+    root.file("index.html", "hello\n");
+    let mut server = server(&root, &[]);
+    // Declared 2^40 bytes where MAX_FIELD_SECTION_SIZE is 16384: the
+    // stream is reset and stopped (a stream error), the connection kept.
+    let json = frame_attack(&aioquic, &mut server, "headers");
+    for conn in json["conns"].as_array().unwrap() {
+        assert_eq!(conn["reset"], H3_EXCESSIVE_LOAD, "{json}");
+        assert_eq!(conn["stop"], H3_EXCESSIVE_LOAD, "{json}");
+        assert_eq!(conn["closed"], serde_json::Value::Null, "{json}");
+    }
+    assert_bounded(&json);
+}
+
+#[test]
+fn a_reserved_frame_type_on_a_request_stream_is_skipped_as_it_comes_not_buffered() {
+    let Some(aioquic) = aioquic() else { return };
+    let root = Docroot::new();
+    root.file("index.html", "hello\n");
+    // Time enough for all of it before the head's deadline.
+    let mut server = server(
+        &root,
+        &["--read-timeout", "50", "--keepalive-timeout", "50"],
+    );
+    let json = frame_attack(&aioquic, &mut server, "reserved");
+    assert_consumed(&json);
+    assert_bounded(&json);
+}
+
+#[test]
+fn a_settings_frame_of_64_mib_closes_its_connection_with_excessive_load() {
+    let Some(aioquic) = aioquic() else { return };
+    let root = Docroot::new();
+    root.file("index.html", "hello\n");
+    let mut server = server(&root, &[]);
+    let json = frame_attack(&aioquic, &mut server, "settings");
+    for conn in json["conns"].as_array().unwrap() {
+        assert_eq!(conn["closed"], H3_EXCESSIVE_LOAD, "{json}");
+    }
+    assert_bounded(&json);
+}
+
+#[test]
+fn a_reserved_frame_type_on_the_control_stream_is_skipped_as_it_comes_not_buffered() {
+    let Some(aioquic) = aioquic() else { return };
+    let root = Docroot::new();
+    root.file("index.html", "hello\n");
+    let mut server = server(&root, &["--keepalive-timeout", "50"]);
+    let json = frame_attack(&aioquic, &mut server, "control-reserved");
+    assert_consumed(&json);
+    assert_bounded(&json);
+}
+
+#[test]
+fn an_unfinished_headers_frame_is_reset_at_the_read_timeout_and_its_connection_closed() {
+    let Some(aioquic) = aioquic() else { return };
+    let root = Docroot::new();
+    root.file("index.html", "hello\n");
+    // The keep-alive timeout (QUIC's idle timeout too) well past the read
+    // timeout, and QUIC PINGs every second besides: only the head's
+    // deadline can end it.
+    let server = server(&root, &["--read-timeout", "2", "--keepalive-timeout", "30"]);
+    let url = url(&server, "/");
+    let ca = ca();
+    let args = ["partial", "--ca", &ca, &url, "--seconds", "20"];
+    let json = served_throughout(&aioquic, &server, "/index.html", || {
+        h3_attack(&aioquic, &args)
+    });
+    // Nothing was done for it: a client may send it again (RFC 9114 §8.1).
+    // The stream's reset may be overtaken by the connection's close, which
+    // follows at once: when it arrives, it says so.
+    for frame in ["reset", "stop"] {
+        let code = &json[frame];
+        assert!(
+            code.is_null() || *code == H3_REQUEST_REJECTED,
+            "{frame}: {json}"
+        );
+    }
+    assert_eq!(json["closed"], H3_NO_ERROR, "{json}");
+    let closed_at = json["closed_at"].as_f64().unwrap();
+    assert!(
+        (1.5..8.0).contains(&closed_at),
+        "closed at {closed_at} s: {json}"
+    );
+    assert!(json["pings"].as_u64().unwrap() >= 1, "{json}");
+}
+
+#[test]
+fn a_connection_that_opens_no_request_stream_is_closed_at_the_keepalive_timeout() {
+    let Some(aioquic) = aioquic() else { return };
+    let root = Docroot::new();
+    root.file("index.html", "hello\n");
+    let server = server(&root, &["--keepalive-timeout", "3"]);
+    let url = url(&server, "/");
+    let ca = ca();
+    // QUIC PINGs every second keep QUIC's own idle timer from firing.
+    let args = ["idle", "--ca", &ca, &url, "--seconds", "20"];
+    let json = served_throughout(&aioquic, &server, "/index.html", || {
+        h3_attack(&aioquic, &args)
+    });
+    assert_eq!(json["closed"], H3_NO_ERROR, "{json}");
+    let closed_at = json["closed_at"].as_f64().unwrap();
+    assert!(
+        (2.5..8.0).contains(&closed_at),
+        "closed at {closed_at} s: {json}"
+    );
+    assert!(json["pings"].as_u64().unwrap() >= 2, "{json}");
+}
+
+#[test]
+fn qpack_references_a_zero_capacity_table_cannot_satisfy_close_the_connection() {
+    let Some(aioquic) = aioquic() else { return };
+    let root = Docroot::new();
+    root.file("index.html", "hello\n");
+    let server = server(&root, &[]);
+    let url = url(&server, "/index.html");
+    let ca = ca();
+    // RFC 9204 §4.5.1.1 (a Required Insert Count where the table has no
+    // room) and §2.2.3 (a reference past what was inserted): connection
+    // errors, never a response, nor a stream ended without one.
+    for case in ["ric", "postbase"] {
+        let args = ["qpack", "--ca", &ca, &url, "--case", case];
+        let json = served_throughout(&aioquic, &server, "/index.html", || {
+            h3_attack(&aioquic, &args)
+        });
+        assert_eq!(json["closed"], QPACK_DECOMPRESSION_FAILED, "{case}: {json}");
+        assert_eq!(json["response_bytes"], 0, "{case}: {json}");
+        assert_eq!(json["fin"], false, "{case}: {json}");
+    }
 }

@@ -10,7 +10,8 @@ Each command prints one JSON object on stdout.
           [--out DIR] [--started F] [--timeout S]: the requests on one
           connection; statuses, headers, body lengths (bodies written to
           DIR/<n> when given; F created when the first response headers
-          arrive); S seconds for the responses (10 by default)
+          arrive); S seconds for the responses (10 by default); `seconds`:
+          how long they took, from the first packet
   flood   HOST PORT N: N handshakes' first flights from one socket, never
           continued; how many answers were Retry packets
   amplify HOST PORT: one client Initial, never continued; the bytes the
@@ -69,7 +70,7 @@ def addr_of(url):
 class Client:
     """One QUIC connection and its HTTP/3 layer over a socket of its own."""
 
-    def __init__(self, config, addr, ticket_file=None):
+    def __init__(self, config, addr, ticket_file=None, with_h3=True):
         self.addr = addr
         self.sock = socket.socket(
             socket.AF_INET6 if ":" in addr[0] else socket.AF_INET, socket.SOCK_DGRAM
@@ -82,7 +83,8 @@ class Client:
                     pickle.dump(ticket, f)
 
         self.quic = QuicConnection(configuration=config, session_ticket_handler=save)
-        self.h3 = H3Connection(self.quic)
+        # Without: a client that speaks HTTP/3 by hand (h3_attacks.py).
+        self.h3 = H3Connection(self.quic) if with_h3 else None
         self.connected = False
         self.closed = None
         self.responses = {}
@@ -145,6 +147,9 @@ class Client:
                 self.early_accepted = event.early_data_accepted
             if isinstance(event, ConnectionTerminated):
                 self.closed = event.error_code
+            self.on_event(event)
+            if self.h3 is None:
+                continue
             for h3 in self.h3.handle_event(event):
                 r = self.responses.get(getattr(h3, "stream_id", None))
                 if r is None:
@@ -161,8 +166,14 @@ class Client:
                     r["done"] = True
 
 
+    def on_event(self, event):
+        """A QUIC event, for a subclass to see."""
+
+
 def cmd_get(args):
     addr, _ = addr_of(args.urls[0])
+    # From the first packet: what the server took, Python's start left out.
+    began = time.time()
     client = Client(configuration(args), addr, args.ticket)
     if not args.zero_rtt:
         client.pump(lambda: client.connected or client.closed is not None, time.time() + TIMEOUT)
@@ -174,6 +185,7 @@ def cmd_get(args):
         client.pump(lambda: any(client.responses[i]["status"] is not None for i in ids), deadline)
         open(args.started, "w").close()
     client.pump(lambda: all(client.responses[i]["done"] for i in ids), deadline)
+    seconds = time.time() - began
     # Give the session ticket (sent after the handshake) a moment.
     if args.ticket:
         client.pump(lambda: os.path.exists(args.ticket), time.time() + 2)
@@ -188,7 +200,11 @@ def cmd_get(args):
         )
     client.quic.close()
     client.flush()
-    print(json.dumps({"responses": out, "early_data_accepted": getattr(client, "early_accepted", None)}))
+    print(
+        json.dumps(
+            {"responses": out, "early_data_accepted": getattr(client, "early_accepted", None), "seconds": seconds}
+        )
+    )
 
 
 def first_flight(args, addr):

@@ -22,6 +22,8 @@
 //! connection once it has them), and closes.
 
 mod cgi;
+mod frames;
+mod quic;
 mod request;
 mod send;
 
@@ -60,9 +62,19 @@ const SOCKET_BUFFER: usize = 4 << 20;
 /// unsent-bytes bound does its share.
 const SEND_WINDOW: u64 = 1 << 20;
 
-/// HTTP/3's error codes this module sends (RFC 9114 §8.1).
+/// HTTP/3's error codes staticd sends (RFC 9114 §8.1), and QPACK's (RFC
+/// 9204 §6). Never 0x0: it is not one of them.
 pub(super) mod code {
-    pub const NO_ERROR: u32 = 0x100;
+    pub const NO_ERROR: u64 = 0x100;
+    pub const FRAME_ERROR: u64 = 0x106;
+    pub const EXCESSIVE_LOAD: u64 = 0x107;
+    pub const REQUEST_REJECTED: u64 = 0x10b;
+    pub const QPACK_DECOMPRESSION_FAILED: u64 = 0x200;
+
+    /// A code as quinn takes it (every code above fits).
+    pub fn varint(code: u64) -> quinn::VarInt {
+        quinn::VarInt::from_u64(code).unwrap_or(quinn::VarInt::MAX)
+    }
 }
 
 /// Binds a UDP socket on each address, the TCP listeners' ones. An address
@@ -224,7 +236,7 @@ async fn serve(served: Arc<Served>, config: quinn::ServerConfig, sockets: Vec<Ud
     let deadline = served.shared.conns.stop_began() + served.shared.cfg.shutdown_grace;
     for endpoint in &endpoints {
         let _ = tokio::time::timeout_at(deadline.into(), endpoint.wait_idle()).await;
-        endpoint.close(quinn::VarInt::from_u32(code::NO_ERROR), b"");
+        endpoint.close(code::varint(code::NO_ERROR), b"");
     }
     // The CONNECTION_CLOSE frames go out before the sockets close.
     for endpoint in &endpoints {

@@ -10,7 +10,7 @@
 //! reaches an `--auth` area. A CGI answer waits too, whatever the method.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -37,8 +37,12 @@ pub(super) struct Conn {
     /// 0-RTT) or `FAILED`.
     handshake: AtomicU8,
     handshake_over: Notify,
-    /// Streams being answered.
+    /// Request streams open: being answered or waiting for their head.
     busy: AtomicUsize,
+    /// Request streams whose head came, being answered.
+    answering: AtomicUsize,
+    /// A stream's head did not come within `--read-timeout`.
+    expired: AtomicBool,
     idle: Notify,
 }
 
@@ -80,7 +84,9 @@ impl Conn {
 
 /// Serves one connection: the handshake, then each request stream in a
 /// task of its own, until the client closes, the connection idles out
-/// (`--keepalive-timeout` without a stream open), or a stop has let its
+/// (`--keepalive-timeout` without a stream open, whatever QUIC PINGs keep
+/// QUIC's own idle timer from doing), a stream's head has not come within
+/// `--read-timeout` while none is being answered, or a stop has let its
 /// streams finish.
 pub(super) async fn connection(
     connecting: quinn::Connecting,
@@ -110,6 +116,8 @@ pub(super) async fn connection(
         }),
         handshake_over: Notify::new(),
         busy: AtomicUsize::new(0),
+        answering: AtomicUsize::new(0),
+        expired: AtomicBool::new(false),
         idle: Notify::new(),
     });
     if let Some(zero_rtt) = zero_rtt {
@@ -127,7 +135,7 @@ pub(super) async fn connection(
             } else {
                 // A handshake that never completes (a replayed flight):
                 // its early requests never get past the gate.
-                quic.close(quinn::VarInt::from_u32(super::code::NO_ERROR), b"");
+                quic.close(super::code::varint(super::code::NO_ERROR), b"");
                 conn.handshake_ended(FAILED);
             }
         });
@@ -136,7 +144,10 @@ pub(super) async fn connection(
     }
     let h3 = h3::server::builder()
         .max_field_section_size(MAX_HEAD_BYTES as u64)
-        .build::<_, Bytes>(h3_quinn::Connection::new(quic.clone()))
+        .build::<_, Bytes>(super::quic::Connection::new(
+            quic.clone(),
+            MAX_HEAD_BYTES as u64,
+        ))
         .await;
     let Ok(mut h3) = h3 else {
         return;
@@ -145,6 +156,13 @@ pub(super) async fn connection(
     let mut stopping = false;
     loop {
         let idle = conn.idle.notified();
+        if conn.expired.swap(false, Ordering::AcqRel) && conn.answering.load(Ordering::Acquire) == 0
+        {
+            // Its only work was heads that never came: closed as an HTTP/1.1
+            // connection with a partial head is (GOAWAY, then the close).
+            let _ = h3.shutdown(0).await;
+            break;
+        }
         let open = conn.busy.load(Ordering::Acquire) > 0;
         let resolver = tokio::select! {
             accepted = h3.accept() => match accepted {
@@ -169,9 +187,20 @@ pub(super) async fn connection(
         };
         conn.busy.fetch_add(1, Ordering::AcqRel);
         let conn = Arc::clone(&conn);
+        let read_timeout = cfg.read_timeout;
         tokio::spawn(async move {
-            if let Ok((head, stream)) = resolver.resolve_request().await {
-                answer(&conn, head, stream).await;
+            // The stream is accepted at its first byte; its HEADERS frame
+            // must be whole within `--read-timeout` of it.
+            match tokio::time::timeout(read_timeout, resolver.resolve_request()).await {
+                Ok(Ok((head, stream))) => {
+                    conn.answering.fetch_add(1, Ordering::AcqRel);
+                    answer(&conn, head, stream).await;
+                    conn.answering.fetch_sub(1, Ordering::AcqRel);
+                }
+                Ok(Err(_)) => {}
+                // Dropped unanswered, the stream is reset with
+                // H3_REQUEST_REJECTED (`quic`): nothing was done for it.
+                Err(_) => conn.expired.store(true, Ordering::Release),
             }
             conn.busy.fetch_sub(1, Ordering::AcqRel);
             conn.idle.notify_waiters();
@@ -191,7 +220,7 @@ pub(super) async fn connection(
         // everything, having had GOAWAY; the grace bounds the wait.
         let _ = tokio::time::timeout_at(deadline.into(), quic.closed()).await;
     }
-    quic.close(quinn::VarInt::from_u32(super::code::NO_ERROR), b"");
+    quic.close(super::code::varint(super::code::NO_ERROR), b"");
 }
 
 /// Answers one request stream.

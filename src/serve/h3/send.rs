@@ -17,7 +17,7 @@ use crate::pace::Pace;
 use crate::session::{self, Kind, Sent};
 
 /// A request stream as h3 gives it.
-pub(super) type Stream = RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+pub(super) type Stream = RequestStream<super::quic::Bidi<Bytes>, Bytes>;
 
 /// How much of a file one DATA frame carries: a few QUIC packets' worth,
 /// read with one pread(2).
