@@ -104,6 +104,15 @@ fn assert_as_is(resp: &HResponse, original: &[u8], vary: bool) {
     assert_eq!(varies_on_accept_encoding(resp), vary, "{resp:#?}");
 }
 
+/// Whether a response says a cache must ask again before using it: the file as it is,
+/// standing in for a compressed variant not made yet.
+fn stands_in(resp: &HResponse) -> bool {
+    resp.header_all("cache-control")
+        .iter()
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("no-cache"))
+}
+
 /// GETs `path` in `coding` on fresh connections until it comes compressed (the
 /// background threads are done with it; a minute at most); until then each response is
 /// the file as it is.
@@ -113,9 +122,11 @@ fn compressed_when_ready(server: &Server, path: &str, coding: &str, original: &[
         let resp = get_encoded(server, path, coding);
         if resp.header("content-encoding").is_some() {
             assert_compressed(&resp, coding, original);
+            assert!(!stands_in(&resp), "{resp:#?}");
             return resp;
         }
         assert_as_is(&resp, original, true);
+        assert!(stands_in(&resp), "{resp:#?}");
         assert!(
             Instant::now() < deadline,
             "{path} not compressed in a minute"
@@ -284,6 +295,8 @@ fn a_head_on_a_cold_cache_describes_the_file_as_it_is(v: Variant) {
     assert_eq!(head.header("content-length"), Some(len.as_str()));
     assert_eq!(head.header("etag"), plain.header("etag"));
     assert!(varies_on_accept_encoding(&head), "{head:#?}");
+    assert!(stands_in(&head), "{head:#?}");
+    assert!(!stands_in(&plain), "{plain:#?}");
     // A GET compresses it; a HEAD then describes what a GET gets.
     let get = client.request("GET", "/app.js", &[("accept-encoding", "br")]);
     assert_compressed(&get, "br", &script());
@@ -307,6 +320,7 @@ fn a_range_on_a_cold_cache_is_of_the_file_as_it_is(v: Variant) {
     assert_eq!(part.header("content-range"), Some(whole_range.as_str()));
     assert!(part.body == script()[..11], "{part:#?}");
     assert!(varies_on_accept_encoding(&part), "{part:#?}");
+    assert!(stands_in(&part), "{part:#?}");
     // Once compressed, a range is of the compressed bytes.
     let get = client.request("GET", "/app.js", &[("accept-encoding", "br")]);
     assert_compressed(&get, "br", &script());
@@ -314,27 +328,38 @@ fn a_range_on_a_cold_cache_is_of_the_file_as_it_is(v: Variant) {
     assert_eq!(part.status, 206, "{part:#?}");
     assert_eq!(part.header("content-encoding"), Some("br"), "{part:#?}");
     assert!(part.body == get.body[..11], "{part:#?}");
+    assert!(!stands_in(&part), "{part:#?}");
 }
 
 /// Over 32 KiB, standalone: the first GET gets the file as it is (Vary, the file's own
-/// ETag) while the background threads compress it, and later ones the compressed
-/// variant. In inetd mode, whose process serves one connection, that connection's own
-/// request waits for it (up to 1 MiB).
+/// ETag, and `no-cache` added to the site's Cache-Control, so that a cache asks again
+/// rather than keep it for the site's lifetime) while the background threads compress
+/// it, and later ones the compressed variant. In inetd mode, whose process serves one
+/// connection, that connection's own request waits for it (up to 1 MiB).
 fn a_large_file_goes_out_as_it_is_while_compressed_in_the_background(v: Variant) {
     let root = Docroot::new();
     let text = letters(300_000);
     root.file("letters.txt", &text);
+    root.file("_headers", "/letters.txt\n  Cache-Control: max-age=3600\n");
     let server = Server::start(v, &root);
     let first = get_encoded(&server, "/letters.txt", "br");
     if v.mode == Mode::Inetd {
         assert_compressed(&first, "br", &text);
+        assert_eq!(first.header("cache-control"), Some("max-age=3600"));
         return;
     }
     assert_as_is(&first, &text, true);
+    assert_eq!(
+        first.header("cache-control"),
+        Some("max-age=3600, no-cache"),
+        "{first:#?}"
+    );
     let plain = server.get("/letters.txt");
     assert_eq!(etag(&first), etag(&plain));
+    assert_eq!(plain.header("cache-control"), Some("max-age=3600"));
     let compressed = compressed_when_ready(&server, "/letters.txt", "br", &text);
     assert_ne!(etag(&compressed), etag(&plain));
+    assert_eq!(compressed.header("cache-control"), Some("max-age=3600"));
 }
 
 /// inetd mode sends a file over 1 MiB as it is (without Vary): compressing it would cost
@@ -346,7 +371,9 @@ fn over_a_mebibyte_inetd_sends_the_file_as_it_is(v: Variant) {
     root.file("big.txt", &text);
     let server = Server::start(v, &root);
     if v.mode == Mode::Inetd {
-        assert_as_is(&get_encoded(&server, "/big.txt", "gzip"), &text, false);
+        let resp = get_encoded(&server, "/big.txt", "gzip");
+        assert_as_is(&resp, &text, false);
+        assert!(!stands_in(&resp), "{resp:#?}");
     } else {
         compressed_when_ready(&server, "/big.txt", "gzip", &text);
     }

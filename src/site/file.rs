@@ -95,6 +95,18 @@ pub enum Sent {
 pub enum Chosen<'a> {
     Stored(&'a Variant),
     Compressed(Arc<Variant>),
+    /// The file as it is, standing in for the compressed variant the
+    /// request would get once it is made (see `stands_in`).
+    StandIn(&'a Variant),
+}
+
+impl Chosen<'_> {
+    /// Whether this is the file as it is for a client that will get a
+    /// compressed variant later: a cache (the browser's, a proxy's) should
+    /// not keep it for the site's lifetime in place of that one.
+    pub fn stands_in(&self) -> bool {
+        matches!(self, Chosen::StandIn(_))
+    }
 }
 
 impl Deref for Chosen<'_> {
@@ -102,10 +114,19 @@ impl Deref for Chosen<'_> {
 
     fn deref(&self) -> &Variant {
         match self {
-            Chosen::Stored(v) => v,
+            Chosen::Stored(v) | Chosen::StandIn(v) => v,
             Chosen::Compressed(v) => v,
         }
     }
+}
+
+/// What there is of a variant compressed on the fly.
+enum Made {
+    Compressed(Arc<Variant>),
+    /// Compressing saves nothing (or the result would not fit the cache).
+    NotWorthIt,
+    /// Not yet: being compressed, to be, or not for this request.
+    NotYet,
 }
 
 impl FileSet {
@@ -221,9 +242,13 @@ impl FileSet {
         sent: Sent,
     ) -> Chosen<'_> {
         if let Some(fly) = &self.on_the_fly {
-            let compressed = negotiate::best_coding(accept_encoding, |_| true)
-                .and_then(|c| fly.variant(&self.original, c, sent));
-            return compressed.map_or(Chosen::Stored(&self.original), Chosen::Compressed);
+            let made = negotiate::best_coding(accept_encoding, |_| true)
+                .map_or(Made::NotWorthIt, |c| fly.variant(&self.original, c, sent));
+            return match made {
+                Made::Compressed(v) => Chosen::Compressed(v),
+                Made::NotWorthIt => Chosen::Stored(&self.original),
+                Made::NotYet => Chosen::StandIn(&self.original),
+            };
         }
         Chosen::Stored(self.stored(accept, accept_encoding))
     }
@@ -262,26 +287,28 @@ impl FileSet {
 
 impl OnTheFly {
     /// `original` in `coding`: from the cache, or compressed now (outside
-    /// the cache's lock) when the whole of a small file is sent; None when
-    /// that fails or saves nothing, and meanwhile, while the background
-    /// threads compress it.
-    fn variant(&self, original: &Variant, coding: Coding, sent: Sent) -> Option<Arc<Variant>> {
+    /// the cache's lock) when the whole of a small file is sent, or by the
+    /// background threads, for a later request.
+    fn variant(&self, original: &Variant, coding: Coding, sent: Sent) -> Made {
         if let Cached::Hit(v) = self.cache.get(self.identity, coding) {
-            return v;
+            return v.map_or(Made::NotWorthIt, Made::Compressed);
         }
         if sent == Sent::Part {
-            return None;
+            return Made::NotYet;
         }
         let Some(background) = &self.background else {
-            let variant = compressed(original, self.identity, coding)?;
+            let Some(variant) = compressed(original, self.identity, coding) else {
+                return Made::NotYet;
+            };
             self.cache.put(self.identity, coding, variant.clone());
-            return variant;
+            return variant.map_or(Made::NotWorthIt, Made::Compressed);
         };
-        // Compressed already, or no room in the queue: a later request
-        // will try again. A job not queued drops its claim with it.
-        let claim = self.cache.claim(self.identity, coding)?;
-        background.try_run(compress_job(original.clone(), self.identity, coding, claim));
-        None
+        // Being compressed already, or no room in the queue: a later
+        // request will try again. A job not queued drops its claim with it.
+        if let Some(claim) = self.cache.claim(self.identity, coding) {
+            background.try_run(compress_job(original.clone(), self.identity, coding, claim));
+        }
+        Made::NotYet
     }
 }
 
