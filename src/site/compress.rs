@@ -259,6 +259,15 @@ struct Key {
     coding: &'static str,
 }
 
+impl Key {
+    fn of(identity: Identity, coding: Coding) -> Key {
+        Key {
+            identity,
+            coding: coding.token,
+        }
+    }
+}
+
 /// What an entry costs beyond its bytes (the variant, its ETag, the map's
 /// slot), so many small files cannot pass the bound unseen.
 const ENTRY_OVERHEAD: usize = 256;
@@ -327,10 +336,7 @@ impl<V: Weigh> Cache<V> {
     }
 
     pub fn get(&self, identity: Identity, coding: Coding) -> Cached<V> {
-        let key = Key {
-            identity,
-            coding: coding.token,
-        };
+        let key = Key::of(identity, coding);
         let mut inner = self.lock();
         inner.clock += 1;
         let now = inner.clock;
@@ -347,10 +353,7 @@ impl<V: Weigh> Cache<V> {
     /// cached nor being compressed: until the claim is filled or dropped,
     /// nobody else gets it.
     pub fn claim(self: &Arc<Self>, identity: Identity, coding: Coding) -> Option<Claim<V>> {
-        let key = Key {
-            identity,
-            coding: coding.token,
-        };
+        let key = Key::of(identity, coding);
         let mut inner = self.lock();
         let free = !inner.entries.contains_key(&key) && inner.pending.insert(key);
         drop(inner);
@@ -367,10 +370,7 @@ impl<V: Weigh> Cache<V> {
     /// than the whole budget is remembered as not worth sending: compressed
     /// again for each request, it would be thrown away each time.
     pub fn put(&self, identity: Identity, coding: Coding, variant: Option<Arc<V>>) {
-        let key = Key {
-            identity,
-            coding: coding.token,
-        };
+        let key = Key::of(identity, coding);
         let mut entry = Entry { variant, used: 0 };
         if entry.cost() > self.budget {
             entry.variant = None;
@@ -424,10 +424,7 @@ impl<V: Weigh> Drop for Claim<V> {
         if self.filled {
             return;
         }
-        let key = Key {
-            identity: self.identity,
-            coding: self.coding.token,
-        };
+        let key = Key::of(self.identity, self.coding);
         self.cache.lock().pending.remove(&key);
     }
 }
