@@ -317,6 +317,7 @@ impl Cli {
         (!args.no_compress).then_some(config::CompressSettings {
             cache_bytes: config::megabytes(args.compress_cache),
             max_size: args.compress_max,
+            background: !self.inetd,
         })
     }
 }

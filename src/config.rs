@@ -219,6 +219,11 @@ pub struct CompressSettings {
     pub cache_bytes: usize,
     /// Larger files are sent as they are.
     pub max_size: u64,
+    /// Whether files too large to compress while a request waits are
+    /// compressed by background threads (standalone), or while their own
+    /// connection's process waits, up to a smaller size (inetd mode, where
+    /// nothing outlives the connection to use the result).
+    pub background: bool,
 }
 
 impl Default for CompressSettings {
@@ -226,6 +231,7 @@ impl Default for CompressSettings {
         CompressSettings {
             cache_bytes: megabytes(COMPRESS_CACHE),
             max_size: parse_size(COMPRESS_MAX).expect("COMPRESS_MAX is a size"),
+            background: true,
         }
     }
 }

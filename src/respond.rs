@@ -16,7 +16,7 @@ use crate::page;
 use crate::pool;
 use crate::rules::locks::Locks;
 use crate::rules::redirects::Match as RuleMatch;
-use crate::site::file::{FileSet, Source};
+use crate::site::file::{FileSet, Sent, Source, Variant};
 use crate::site::listing::{self, Listing, Sort};
 use crate::site::negotiate;
 use crate::site::path::{self, PathError, PathUrl, SitePath};
@@ -963,7 +963,25 @@ impl Reply<'_> {
     }
 
     fn file(&self, req: &Request, set: &FileSet) -> Response {
-        let f = set.choose(req.accept.as_deref(), req.accept_encoding.as_deref());
+        // A HEAD or a Range request never waits for a file to be
+        // compressed: it gets a compressed variant only from the cache.
+        let sent = match self.head_only || req.range.is_some() {
+            true => Sent::Part,
+            false => Sent::Whole,
+        };
+        let f = set.choose(req.accept.as_deref(), req.accept_encoding.as_deref(), sent);
+        let mut resp = self.variant(req, set, &f);
+        if f.stands_in() {
+            // After `_headers`' Cache-Control, which it must not weaken: a
+            // cache may keep the file as it is, but asks again before it
+            // uses it, and then gets the compressed variant once made.
+            resp.head.append_to_list("Cache-Control", "no-cache");
+        }
+        resp
+    }
+
+    /// The response of `f`, a variant of `set`.
+    fn variant(&self, req: &Request, set: &FileSet, f: &Variant) -> Response {
         let size = f.len;
         let v = &f.validators;
         let rep = Representation {

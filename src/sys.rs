@@ -278,6 +278,14 @@ where
     }
 }
 
+/// Lowers the calling thread's scheduling priority to nice `n` (on Linux
+/// the nice value is a thread's, not the process's): background work then
+/// gets the cores only when the threads serving requests leave them.
+/// Best effort: a failure leaves the thread as it was.
+pub fn lower_priority(n: i32) {
+    let _ = rustix::process::setpriority_process(None, n);
+}
+
 /// Whether a stop was asked for (see `stop_on_signals`).
 pub fn stop_requested() -> bool {
     STOPPING.load(Ordering::Acquire)

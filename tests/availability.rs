@@ -1293,3 +1293,160 @@ fn unfinished_h2_header_blocks_from_many_addresses_try(v: Variant) -> Option<Fig
 }
 
 matrix!([h1, uring] standalone: unfinished_h2_header_blocks_from_many_addresses);
+
+// --- compression on the fly (issue 40) ----------------------------------------------------
+
+mod compression_flood {
+    //! A flood of HEAD, Range and abandoned GET requests from 127.0.0.2 for text files
+    //! of 2 MB, cycling through 12 variants (4 files in br, zstd and gzip) where
+    //! `--compress-cache 1` holds 4 at most, so each request wants one that is not
+    //! cached. Staticd compressed each whole on the worker thread that asked (a HEAD and
+    //! a range too: 0.45 s for 4 MB of brotli in a release build, many times that in the
+    //! debug build the tests run), and every other connection on that thread waited.
+    //! Now a HEAD or a range gets the file as it is unless the variant is cached, and a
+    //! GET's variant is compressed by the background threads (standalone; inetd mode
+    //! sends a file over 1 MiB as it is). The good client at 127.0.0.1 is served
+    //! throughout, none of its requests taking a second (they took seconds, standalone),
+    //! and no HEAD or range of the flood takes a second either (they took seconds in both
+    //! modes: in inetd mode the attacker's processes paid, not the good client's).
+    use super::*;
+
+    /// Files, each of [`TEXT`] bytes.
+    const FILES: usize = 4;
+    const TEXT: usize = 2 << 20;
+    /// How long the flood lasts.
+    const FLOOD: Duration = Duration::from_secs(6);
+    /// A request of the good client slower than this is one the flood held up, whatever
+    /// else the machine is doing: before the change they took seconds.
+    const SLOW: Duration = Duration::from_secs(1);
+
+    /// Text that compresses to about an eighth: words from a list of 64, chosen at
+    /// random, so that each file's variants are some 250 KB and 4 fit the cache.
+    fn text(seed: u64) -> Vec<u8> {
+        let words: Vec<String> = (0..64)
+            .map(|i| format!("w{i:x}{}", "o".repeat(i % 5)))
+            .collect();
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut out = Vec::with_capacity(TEXT + 16);
+        while out.len() < TEXT {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            out.extend_from_slice(words[(x >> 58) as usize].as_bytes());
+            out.push(if x >> 54 & 15 == 0 { b'\n' } else { b' ' });
+        }
+        out.truncate(TEXT);
+        out
+    }
+
+    fn site() -> Docroot {
+        let root = Docroot::new();
+        root.file("a.txt", "alpha\n");
+        for i in 0..FILES {
+            root.file(&format!("t{i}.txt"), text(i as u64));
+        }
+        root
+    }
+
+    /// The `n`th request of the cycle: a HEAD, a range, or a GET (abandoned once sent),
+    /// of the next variant.
+    fn nth(n: usize) -> (String, bool) {
+        let coding = ["br", "zstd", "gzip"][n % 3];
+        let file = format!("/t{}.txt", n / 3 % FILES);
+        let ae = format!("Accept-Encoding: {coding}");
+        match n % 4 {
+            0 => (request("HEAD", &file, &[&ae]), true),
+            1 => (request("GET", &file, &[&ae, "Range: bytes=0-10"]), true),
+            2 => (
+                request("HEAD", &file, &[&ae, "Connection: keep-alive"]),
+                true,
+            ),
+            _ => (request("GET", &file, &[&ae]), false),
+        }
+    }
+
+    /// One of the attacker's threads: its requests until `stop`, a connection each.
+    /// Returns how many it sent and the slowest answer to a HEAD or a range (a GET is
+    /// abandoned): what those cost the server is what they cost it to answer.
+    fn attacker(
+        connector: Connector,
+        stop: Arc<AtomicBool>,
+        first: usize,
+        pause: Duration,
+    ) -> (usize, Duration) {
+        let (mut n, mut sent, mut slowest) = (first, 0, Duration::ZERO);
+        while !stop.load(Ordering::SeqCst) {
+            let (req, answered) = nth(n);
+            let started = Instant::now();
+            let _ = panic::catch_unwind(AssertUnwindSafe(|| {
+                let mut conn = connector.connect_from(ATTACKER);
+                if answered {
+                    conn.roundtrip(req);
+                } else {
+                    let _ = conn.try_send(req);
+                }
+            }));
+            if answered {
+                slowest = slowest.max(started.elapsed());
+            }
+            n += 7;
+            sent += 1;
+            thread::sleep(pause);
+        }
+        (sent, slowest)
+    }
+
+    fn flood_of_uncached_variants(v: Variant) {
+        with_p99_under_bound(|| flood_of_uncached_variants_try(v));
+    }
+
+    fn flood_of_uncached_variants_try(v: Variant) -> Option<Figures> {
+        let _serial = serial();
+        let root = site();
+        let server = Server::builder(v, root.path())
+            .plain()
+            .args(["--compress-cache", "1"])
+            .start();
+        let good = GoodClient::start(server.connector());
+        let stop = Arc::new(AtomicBool::new(false));
+        // In inetd mode each request starts a process: fewer, or the flood would be one
+        // of processes, which is not this test's point.
+        let pause = Duration::from_millis(per_mode(v, 20, 100) as u64);
+        let threads: Vec<JoinHandle<(usize, Duration)>> = (0..per_mode(v, 4, 2))
+            .map(|i| {
+                let (connector, stop) = (server.connector(), stop.clone());
+                thread::spawn(move || attacker(connector, stop, i, pause))
+            })
+            .collect();
+        thread::sleep(FLOOD);
+        stop.store(true, Ordering::SeqCst);
+        let flood: Vec<(usize, Duration)> =
+            threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let sent: usize = flood.iter().map(|(n, _)| n).sum();
+        let slowest = flood.iter().map(|(_, d)| *d).max().unwrap_or_default();
+        let figures = good.finish();
+        report(&format!(
+            "{sent} HEAD, Range and abandoned GET requests from 127.0.0.2 for {} variants \
+             not cached, in {}; the slowest HEAD or range answered in {}",
+            FILES * 3,
+            secs(FLOOD),
+            ms(slowest)
+        ));
+        // A HEAD or a range costs no compression: in inetd mode, where the good
+        // client's processes are not the attacker's, this is where the cost showed.
+        assert!(
+            slowest < SLOW,
+            "a HEAD or a range of the flood took {} ({sent} sent)",
+            ms(slowest)
+        );
+        assert!(sent >= 20, "the flood sent only {sent} requests");
+        assert!(
+            figures.max < SLOW,
+            "a request of the good client took over {} ({figures})",
+            secs(SLOW)
+        );
+        Some(figures)
+    }
+
+    matrix!([h1, uring] both_modes: flood_of_uncached_variants);
+}

@@ -1,14 +1,17 @@
 //! Compression on the fly: files that qualify and have no precompressed sibling go out
 //! in the client's preferred coding (zstd, br, gzip), compressed once and cached, with
-//! their own ETag, `Vary: Accept-Encoding`, ranges and conditionals. Every test runs in
-//! both modes; each body is decoded with the codec crates and compared to the file.
+//! their own ETag, `Vary: Accept-Encoding`, ranges and conditionals. Never for nothing:
+//! a HEAD or a Range request gets a compressed variant only from the cache, and a file
+//! over 32 KiB is compressed in the background (standalone) while its request gets the
+//! file as it is. Every test runs in both modes; each body is decoded with the codec
+//! crates and compared to the file.
 #![cfg(feature = "compress")]
 
 #[macro_use]
 mod common;
 
 use std::io::Read;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 
@@ -99,6 +102,37 @@ fn assert_as_is(resp: &HResponse, original: &[u8], vary: bool) {
     assert_eq!(resp.header("content-encoding"), None, "{resp:#?}");
     assert!(resp.body == original, "the file as it is: {resp:#?}");
     assert_eq!(varies_on_accept_encoding(resp), vary, "{resp:#?}");
+}
+
+/// Whether a response says a cache must ask again before using it: the file as it is,
+/// standing in for a compressed variant not made yet.
+fn stands_in(resp: &HResponse) -> bool {
+    resp.header_all("cache-control")
+        .iter()
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("no-cache"))
+}
+
+/// GETs `path` in `coding` on fresh connections until it comes compressed (the
+/// background threads are done with it; a minute at most); until then each response is
+/// the file as it is.
+fn compressed_when_ready(server: &Server, path: &str, coding: &str, original: &[u8]) -> HResponse {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let resp = get_encoded(server, path, coding);
+        if resp.header("content-encoding").is_some() {
+            assert_compressed(&resp, coding, original);
+            assert!(!stands_in(&resp), "{resp:#?}");
+            return resp;
+        }
+        assert_as_is(&resp, original, true);
+        assert!(stands_in(&resp), "{resp:#?}");
+        assert!(
+            Instant::now() < deadline,
+            "{path} not compressed in a minute"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 fn etag(resp: &HResponse) -> String {
@@ -204,10 +238,12 @@ fn if_none_match_with_the_compressed_etag_gets_304(v: Variant) {
 fn a_range_is_of_the_compressed_bytes(v: Variant) {
     let root = js_site();
     let server = Server::start(v, &root);
-    let whole = get_encoded(&server, "/app.js", "zstd");
+    // One connection: in inetd mode its process holds the cache the range is from.
+    let mut client = server.client();
+    let whole = client.request("GET", "/app.js", &[("accept-encoding", "zstd")]);
     assert_compressed(&whole, "zstd", &script());
     let tag = etag(&whole);
-    let resp = server.request(
+    let resp = client.request(
         "GET",
         "/app.js",
         &[
@@ -229,14 +265,117 @@ fn a_range_is_of_the_compressed_bytes(v: Variant) {
 fn head_reports_the_compressed_length(v: Variant) {
     let root = js_site();
     let server = Server::start(v, &root);
-    // HEAD first, on a cold cache: it has to compress too.
-    let head = server.request("HEAD", "/app.js", &[("accept-encoding", "gzip")]);
+    // One connection: in inetd mode its process holds the cache.
+    let mut client = server.client();
+    let get = client.request("GET", "/app.js", &[("accept-encoding", "gzip")]);
+    assert_compressed(&get, "gzip", &script());
+    let head = client.request("HEAD", "/app.js", &[("accept-encoding", "gzip")]);
     assert_eq!(head.status, 200, "{head:#?}");
     assert!(head.body.is_empty());
-    let get = get_encoded(&server, "/app.js", "gzip");
-    assert_compressed(&get, "gzip", &script());
     for field in ["content-length", "content-encoding", "etag", "vary"] {
         assert_eq!(head.header(field), get.header(field), "{field}");
+    }
+}
+
+// --- never compressed for nothing ----------------------------------------------------
+
+/// A HEAD sends nothing to compress: on a cold cache it describes the file as it is,
+/// with the ETag a GET of the file as it is gets (another representation than the
+/// compressed one, as Vary says, so a cache keeps them apart).
+fn a_head_on_a_cold_cache_describes_the_file_as_it_is(v: Variant) {
+    let root = js_site();
+    let server = Server::start(v, &root);
+    let mut client = server.client();
+    let plain = client.request("GET", "/app.js", &[]);
+    assert_as_is(&plain, &script(), true);
+    let head = client.request("HEAD", "/app.js", &[("accept-encoding", "br")]);
+    assert_eq!(head.status, 200, "{head:#?}");
+    assert_eq!(head.header("content-encoding"), None, "{head:#?}");
+    let len = script().len().to_string();
+    assert_eq!(head.header("content-length"), Some(len.as_str()));
+    assert_eq!(head.header("etag"), plain.header("etag"));
+    assert!(varies_on_accept_encoding(&head), "{head:#?}");
+    assert!(stands_in(&head), "{head:#?}");
+    assert!(!stands_in(&plain), "{plain:#?}");
+    // A GET compresses it; a HEAD then describes what a GET gets.
+    let get = client.request("GET", "/app.js", &[("accept-encoding", "br")]);
+    assert_compressed(&get, "br", &script());
+    let head = client.request("HEAD", "/app.js", &[("accept-encoding", "br")]);
+    for field in ["content-length", "content-encoding", "etag", "vary"] {
+        assert_eq!(head.header(field), get.header(field), "{field}");
+    }
+}
+
+/// A range of a variant not compressed yet is a range of the file as it is: compressing
+/// the whole file for 11 bytes of it is what an attacker would ask for.
+fn a_range_on_a_cold_cache_is_of_the_file_as_it_is(v: Variant) {
+    let root = js_site();
+    let server = Server::start(v, &root);
+    let mut client = server.client();
+    let range = [("accept-encoding", "br"), ("range", "bytes=0-10")];
+    let part = client.request("GET", "/app.js", &range);
+    assert_eq!(part.status, 206, "{part:#?}");
+    assert_eq!(part.header("content-encoding"), None, "{part:#?}");
+    let whole_range = format!("bytes 0-10/{}", script().len());
+    assert_eq!(part.header("content-range"), Some(whole_range.as_str()));
+    assert!(part.body == script()[..11], "{part:#?}");
+    assert!(varies_on_accept_encoding(&part), "{part:#?}");
+    assert!(stands_in(&part), "{part:#?}");
+    // Once compressed, a range is of the compressed bytes.
+    let get = client.request("GET", "/app.js", &[("accept-encoding", "br")]);
+    assert_compressed(&get, "br", &script());
+    let part = client.request("GET", "/app.js", &range);
+    assert_eq!(part.status, 206, "{part:#?}");
+    assert_eq!(part.header("content-encoding"), Some("br"), "{part:#?}");
+    assert!(part.body == get.body[..11], "{part:#?}");
+    assert!(!stands_in(&part), "{part:#?}");
+}
+
+/// Over 32 KiB, standalone: the first GET gets the file as it is (Vary, the file's own
+/// ETag, and `no-cache` added to the site's Cache-Control, so that a cache asks again
+/// rather than keep it for the site's lifetime) while the background threads compress
+/// it, and later ones the compressed variant. In inetd mode, whose process serves one
+/// connection, that connection's own request waits for it (up to 1 MiB).
+fn a_large_file_goes_out_as_it_is_while_compressed_in_the_background(v: Variant) {
+    let root = Docroot::new();
+    let text = letters(300_000);
+    root.file("letters.txt", &text);
+    root.file("_headers", "/letters.txt\n  Cache-Control: max-age=3600\n");
+    let server = Server::start(v, &root);
+    let first = get_encoded(&server, "/letters.txt", "br");
+    if v.mode == Mode::Inetd {
+        assert_compressed(&first, "br", &text);
+        assert_eq!(first.header("cache-control"), Some("max-age=3600"));
+        return;
+    }
+    assert_as_is(&first, &text, true);
+    assert_eq!(
+        first.header("cache-control"),
+        Some("max-age=3600, no-cache"),
+        "{first:#?}"
+    );
+    let plain = server.get("/letters.txt");
+    assert_eq!(etag(&first), etag(&plain));
+    assert_eq!(plain.header("cache-control"), Some("max-age=3600"));
+    let compressed = compressed_when_ready(&server, "/letters.txt", "br", &text);
+    assert_ne!(etag(&compressed), etag(&plain));
+    assert_eq!(compressed.header("cache-control"), Some("max-age=3600"));
+}
+
+/// inetd mode sends a file over 1 MiB as it is (without Vary): compressing it would cost
+/// each connection's process about 0.1 s of CPU a MiB, for one request. Standalone
+/// compresses it in the background.
+fn over_a_mebibyte_inetd_sends_the_file_as_it_is(v: Variant) {
+    let root = Docroot::new();
+    let text = letters((1 << 20) + 1);
+    root.file("big.txt", &text);
+    let server = Server::start(v, &root);
+    if v.mode == Mode::Inetd {
+        let resp = get_encoded(&server, "/big.txt", "gzip");
+        assert_as_is(&resp, &text, false);
+        assert!(!stands_in(&resp), "{resp:#?}");
+    } else {
+        compressed_when_ready(&server, "/big.txt", "gzip", &text);
     }
 }
 
@@ -246,10 +385,15 @@ fn a_large_compressed_body_arrives_whole(v: Variant) {
     root.file("letters.txt", &text);
     let server = Server::start(v, &root);
     for coding in ["br", "zstd", "gzip"] {
-        let resp = get_encoded(&server, "/letters.txt", coding);
+        // One connection: in inetd mode its process holds the cache the range is from.
+        let mut client = server.client();
+        let resp = match v.mode {
+            Mode::Inetd => client.request("GET", "/letters.txt", &[("accept-encoding", coding)]),
+            Mode::Standalone => compressed_when_ready(&server, "/letters.txt", coding, &text),
+        };
         assert_compressed(&resp, coding, &text);
         assert!(resp.body.len() > 100_000, "{}", resp.body.len());
-        let tail = server.request(
+        let tail = client.request(
             "GET",
             "/letters.txt",
             &[("accept-encoding", coding), ("range", "bytes=-1000")],
@@ -386,6 +530,10 @@ matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     if_none_match_with_the_compressed_etag_gets_304,
     a_range_is_of_the_compressed_bytes,
     head_reports_the_compressed_length,
+    a_head_on_a_cold_cache_describes_the_file_as_it_is,
+    a_range_on_a_cold_cache_is_of_the_file_as_it_is,
+    a_large_file_goes_out_as_it_is_while_compressed_in_the_background,
+    over_a_mebibyte_inetd_sends_the_file_as_it_is,
     a_large_compressed_body_arrives_whole,
     small_and_large_files_are_sent_as_they_are,
     types_that_do_not_compress_are_sent_as_they_are,

@@ -10,7 +10,7 @@ use std::os::unix::fs::{FileExt, FileTypeExt};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::compress::{self, Cached, Identity, Weigh};
+use super::compress::{self, Background, Cached, Claim, Identity, Weigh};
 use super::digest;
 use super::negotiate::{self, Coding, ImageFormat};
 use super::{content_type, SiteError};
@@ -25,12 +25,14 @@ pub type Compression = compress::Compression<Variant>;
 pub const SMALL_FILE: u64 = 32 * 1024;
 
 /// Where a variant's bytes come from.
+#[derive(Clone)]
 pub enum Source {
     Memory(Arc<[u8]>),
     File(Arc<File>),
 }
 
 /// One servable representation: the file asked for, or a sibling.
+#[derive(Clone)]
 pub struct Variant {
     pub source: Source,
     pub len: u64,
@@ -72,6 +74,20 @@ pub struct FileSet {
 struct OnTheFly {
     cache: Arc<compress::Cache<Variant>>,
     identity: Identity,
+    /// Who compresses a variant not yet cached: None, the request that
+    /// wants it, while it waits (a small file, or inetd mode); else the
+    /// background threads, while the request gets the file as it is.
+    background: Option<Arc<Background>>,
+}
+
+/// How much of the chosen variant a request sends: compressing a file
+/// pays only when the whole of it is sent, so a HEAD or a Range request
+/// gets a compressed variant only from the cache.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    Whole,
+    /// The head alone, or a range.
+    Part,
 }
 
 /// The variant chosen for a request: one of the set's, or one compressed
@@ -79,6 +95,18 @@ struct OnTheFly {
 pub enum Chosen<'a> {
     Stored(&'a Variant),
     Compressed(Arc<Variant>),
+    /// The file as it is, standing in for the compressed variant the
+    /// request would get once it is made (see `stands_in`).
+    StandIn(&'a Variant),
+}
+
+impl Chosen<'_> {
+    /// Whether this is the file as it is for a client that will get a
+    /// compressed variant later: a cache (the browser's, a proxy's) should
+    /// not keep it for the site's lifetime in place of that one.
+    pub fn stands_in(&self) -> bool {
+        matches!(self, Chosen::StandIn(_))
+    }
 }
 
 impl Deref for Chosen<'_> {
@@ -86,10 +114,19 @@ impl Deref for Chosen<'_> {
 
     fn deref(&self) -> &Variant {
         match self {
-            Chosen::Stored(v) => v,
+            Chosen::Stored(v) | Chosen::StandIn(v) => v,
             Chosen::Compressed(v) => v,
         }
     }
+}
+
+/// What there is of a variant compressed on the fly.
+enum Made {
+    Compressed(Arc<Variant>),
+    /// Compressing saves nothing (or the result would not fit the cache).
+    NotWorthIt,
+    /// Not yet: being compressed, to be, or not for this request.
+    NotYet,
 }
 
 impl FileSet {
@@ -161,9 +198,11 @@ impl FileSet {
             return;
         }
         self.vary = Some("Accept-Encoding");
+        let inline = compress::inline(&c.settings, self.original.len);
         self.on_the_fly = Some(OnTheFly {
             cache: Arc::clone(&c.cache),
             identity: Identity::of(meta),
+            background: (!inline).then(|| Arc::clone(&c.background)),
         });
     }
 
@@ -195,12 +234,21 @@ impl FileSet {
     }
 
     /// The variant for a client with these Accept and Accept-Encoding
-    /// headers.
-    pub fn choose(&self, accept: Option<&str>, accept_encoding: Option<&str>) -> Chosen<'_> {
+    /// headers, which will be `sent` whole or in part.
+    pub fn choose(
+        &self,
+        accept: Option<&str>,
+        accept_encoding: Option<&str>,
+        sent: Sent,
+    ) -> Chosen<'_> {
         if let Some(fly) = &self.on_the_fly {
-            let compressed = negotiate::best_coding(accept_encoding, |_| true)
-                .and_then(|c| fly.variant(&self.original, c));
-            return compressed.map_or(Chosen::Stored(&self.original), Chosen::Compressed);
+            let made = negotiate::best_coding(accept_encoding, |_| true)
+                .map_or(Made::NotWorthIt, |c| fly.variant(&self.original, c, sent));
+            return match made {
+                Made::Compressed(v) => Chosen::Compressed(v),
+                Made::NotWorthIt => Chosen::Stored(&self.original),
+                Made::NotYet => Chosen::StandIn(&self.original),
+            };
         }
         Chosen::Stored(self.stored(accept, accept_encoding))
     }
@@ -238,32 +286,73 @@ impl FileSet {
 }
 
 impl OnTheFly {
-    /// `original` in `coding`, from the cache or compressed now (outside
-    /// the cache's lock); None when that fails or saves nothing.
-    fn variant(&self, original: &Variant, coding: Coding) -> Option<Arc<Variant>> {
+    /// `original` in `coding`: from the cache, or compressed now (outside
+    /// the cache's lock) when the whole of a small file is sent, or by the
+    /// background threads, for a later request.
+    fn variant(&self, original: &Variant, coding: Coding, sent: Sent) -> Made {
         if let Cached::Hit(v) = self.cache.get(self.identity, coding) {
-            return v;
+            return v.map_or(Made::NotWorthIt, Made::Compressed);
         }
-        let bytes = self.read(original)?;
-        let packed = compress::encode(coding, &bytes)?;
-        let variant = (packed.len() < bytes.len())
-            .then(|| Arc::new(Variant::compressed(original, coding, packed)));
-        self.cache.put(self.identity, coding, variant.clone());
-        variant
+        if sent == Sent::Part {
+            return Made::NotYet;
+        }
+        let Some(background) = &self.background else {
+            let Some(variant) = compressed(original, self.identity, coding) else {
+                return Made::NotYet;
+            };
+            self.cache.put(self.identity, coding, variant.clone());
+            return variant.map_or(Made::NotWorthIt, Made::Compressed);
+        };
+        // Being compressed already, or no room in the queue: a later
+        // request will try again. A job not queued drops its claim with it.
+        if let Some(claim) = self.cache.claim(self.identity, coding) {
+            background.try_run(compress_job(original.clone(), self.identity, coding, claim));
+        }
+        Made::NotYet
     }
+}
 
-    /// The original's bytes, if the file is still the one the identity
-    /// names: a file changed since it was opened must not be cached under
-    /// its old name.
-    fn read<'a>(&self, original: &'a Variant) -> Option<Cow<'a, [u8]>> {
-        match &original.source {
-            Source::Memory(bytes) => Some(Cow::Borrowed(bytes)),
-            Source::File(file) => {
-                let mut bytes = vec![0; usize::try_from(original.len).ok()?];
-                file.read_exact_at(&mut bytes, 0).ok()?;
-                let meta = file.metadata().ok()?;
-                (Identity::of(&meta) == self.identity).then_some(Cow::Owned(bytes))
-            }
+/// A background job: `original` compressed into the cache; for nobody in
+/// particular, since the request that asked has been sent the file as it is
+/// (or was abandoned), but for the next one that asks.
+fn compress_job(
+    original: Variant,
+    identity: Identity,
+    coding: Coding,
+    claim: Claim<Variant>,
+) -> compress::Job {
+    Box::new(move || {
+        if let Some(variant) = compressed(&original, identity, coding) {
+            claim.fill(variant);
+        }
+    })
+}
+
+/// `original` in `coding`: Some(None) if that saves nothing, None if it
+/// could not be done (a read error, the file changed).
+fn compressed(
+    original: &Variant,
+    identity: Identity,
+    coding: Coding,
+) -> Option<Option<Arc<Variant>>> {
+    let bytes = read(original, identity)?;
+    let packed = compress::encode(coding, &bytes)?;
+    Some(
+        (packed.len() < bytes.len())
+            .then(|| Arc::new(Variant::compressed(original, coding, packed))),
+    )
+}
+
+/// The original's bytes, if the file is still the one `identity` names: a
+/// file changed since it was opened must not be cached under its old name.
+fn read(original: &Variant, identity: Identity) -> Option<Cow<'_, [u8]>> {
+    match &original.source {
+        Source::Memory(bytes) => Some(Cow::Borrowed(bytes)),
+        Source::File(file) => {
+            let mut bytes = vec![0; usize::try_from(original.len).ok()?];
+            file.read_exact_at(&mut bytes, 0).ok()?;
+            let meta = file.metadata().ok()?;
+            (Identity::of(&meta) == identity).then_some(Cow::Owned(bytes))
         }
     }
 }
