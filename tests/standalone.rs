@@ -357,10 +357,11 @@ fn a_stalled_client_does_not_block_others_on_one_thread(v: Variant) {
         .start();
     let mut not_reading = server.connect();
     not_reading.send(request("GET", "/big.bin", &[]));
+    not_reading.wait_read_by_server();
     let _silent = server.connect();
     let mut half_request = server.connect();
     half_request.send("GET /a.txt HTTP/1.1\r\nHo");
-    thread::sleep(Duration::from_millis(300));
+    half_request.wait_read_by_server();
     assert_eq!(server.get("/a.txt").body, b"alpha\n");
 }
 
