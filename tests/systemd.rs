@@ -220,9 +220,7 @@ fn a_passed_socket_that_is_not_a_stream_listener_is_a_start_up_error() {
         .expect("staticd kept running on a datagram socket");
     assert_eq!(status.code(), Some(1), "{}", describe(status));
     let ours: Vec<String> = stderr
-        .wait_for(Duration::from_secs(2), |l| {
-            l.iter().any(|l| l.starts_with("staticd"))
-        })
+        .wait_for(IO_TIMEOUT, |l| l.iter().any(|l| l.starts_with("staticd")))
         .unwrap_or_default()
         .into_iter()
         .filter(|l| l.starts_with("staticd"))
