@@ -564,7 +564,7 @@ fn sigterm_lets_100_slow_downloads_finish_and_refuses_newcomers(v: Variant) {
     }
 
     // While the downloads go on: the listeners must be gone.
-    thread::sleep(Duration::from_secs(1));
+    wait_listener_closed(server.addr());
     let mut newcomers = Vec::new();
     for _ in 0..3 {
         newcomers.push(refused_or_closed_unanswered(&connector).unwrap_or_else(|e| panic!("{e}")));
@@ -1085,9 +1085,8 @@ const REST_OF_THE_HEAD: &str = "st: test\r\n\r\n";
 
 fn busy(mut conn: Conn) -> Conn {
     conn.send(HEAD_BEGUN);
-    // A moment for the bytes to reach the server, which would else see the
-    // connection idle.
-    thread::sleep(Duration::from_millis(100));
+    // Until the server has the bytes, it would see the connection idle.
+    conn.wait_read_by_server();
     conn
 }
 

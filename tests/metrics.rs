@@ -335,10 +335,10 @@ fn connections_held_at_the_limit_are_counted(v: Variant) {
         first.roundtrip(request("GET", "/cached.txt", &[])).status,
         200
     );
-    // Busy with its next request (half a head), so not closed to make room;
-    // given a moment to reach the server, which would else see it idle.
+    // Busy with its next request (half a head), so not closed to make room,
+    // once the server has read it (before, it would see the connection idle).
     first.send("GET /cached.txt HTTP/1.1\r\nHo");
-    std::thread::sleep(Duration::from_millis(200));
+    first.wait_read_by_server();
     let mut second = server.connect();
     second.send(request("GET", "/cached.txt", &[]));
     let held = scrape_until(metrics, "the second connection held", |s| {

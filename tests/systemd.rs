@@ -130,13 +130,20 @@ fn passed_sockets_win_over_bind_and_port_saying_so() {
     ] {
         let (_process, stderr, [port, _]) = activate(&tool, &["127.0.0.1:PORT"], &extra, &args);
         assert!(fetch(tcp(port), "/a.txt").starts_with("HTTP/1.1 200 "));
-        stderr.wait_line(|l| {
-            l == "staticd: socket activation: serving the sockets passed by systemd, \
-                  not --bind or --port (or STATICD_BIND, STATICD_PORT)"
-        });
-        let listening: Vec<String> = stderr
-            .snapshot()
-            .into_iter()
+        // That request's access-log line comes after every `listening on` line
+        // (written before staticd accepts): once it is read, so are they. A
+        // snapshot taken sooner could miss them.
+        let log_line = stderr.wait_line(|l| l.contains("\"GET /a.txt HTTP/1.1\" 200"));
+        let lines = stderr.snapshot();
+        let announced = &lines[..lines.iter().position(|l| *l == log_line).unwrap()];
+        assert!(
+            announced.iter().any(|l| l
+                == "staticd: socket activation: serving the sockets passed by systemd, \
+                    not --bind or --port (or STATICD_BIND, STATICD_PORT)"),
+            "{announced:#?}"
+        );
+        let listening: Vec<&String> = announced
+            .iter()
             .filter(|l| l.starts_with("staticd: listening on "))
             .collect();
         assert_eq!(listening.len(), 1, "{listening:?}");
@@ -213,9 +220,7 @@ fn a_passed_socket_that_is_not_a_stream_listener_is_a_start_up_error() {
         .expect("staticd kept running on a datagram socket");
     assert_eq!(status.code(), Some(1), "{}", describe(status));
     let ours: Vec<String> = stderr
-        .wait_for(Duration::from_secs(2), |l| {
-            l.iter().any(|l| l.starts_with("staticd"))
-        })
+        .wait_for(IO_TIMEOUT, |l| l.iter().any(|l| l.starts_with("staticd")))
         .unwrap_or_default()
         .into_iter()
         .filter(|l| l.starts_with("staticd"))

@@ -48,6 +48,11 @@ use hyper_util::rt::TokioIo;
 /// Upper bound for any single wait in the tests (a read, a process start, an exit).
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Upper bound for an outside server's start-up that compiles or spawns helpers
+/// (varnishd compiles its VCL with gcc first): about 2 s on an idle machine, over
+/// 10 s with both cores busy. Reached only by a hang; the wait ends at the event.
+pub const START_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// Environment variables through which a superserver tells `staticd` the client address.
 const CLIENT_ADDRESS_VARS: [&str; 5] = [
     "TCPREMOTEIP",

@@ -141,6 +141,23 @@ impl Conn {
         thread::spawn(move || writer.write_all(&wire).expect("send in background"))
     }
 
+    /// Waits (up to [`IO_TIMEOUT`]) until the server has read everything sent on this
+    /// connection so far: its end holds no unread bytes. A server that has not yet read
+    /// half a head takes the connection for an idle one; a fixed pause for the bytes
+    /// to arrive was too short on a loaded machine.
+    pub fn wait_read_by_server(&self) {
+        let tcp = self.stream.tcp();
+        let (client, server) = (tcp.local_addr().unwrap(), tcp.peer_addr().unwrap());
+        let read = eventually(IO_TIMEOUT, || {
+            (unread_bytes(server, client) == Some(0)).then_some(())
+        });
+        assert!(
+            read.is_some(),
+            "the server did not read what {client} sent within {IO_TIMEOUT:?} ({:?} bytes unread)",
+            unread_bytes(server, client)
+        );
+    }
+
     /// Sends TLS close_notify (nothing on plain TCP).
     pub fn close_notify(&mut self) {
         let _ = self.stream.close_notify();
@@ -525,4 +542,60 @@ pub fn parse_responses(mut bytes: &[u8], methods: &[&str]) -> Vec<Response> {
         String::from_utf8_lossy(bytes)
     );
     responses
+}
+
+/// Waits (up to [`IO_TIMEOUT`]) until nothing listens on `addr` (an IPv4 address):
+/// the event a stop's first step is seen by, where a fixed pause was too short on
+/// a loaded machine. Nothing connects to find out (a connection made while the
+/// listener is still there would be one more client).
+pub fn wait_listener_closed(addr: SocketAddr) {
+    let listening = || tcp_sockets(addr).iter().any(|fields| fields[3] == "0A");
+    let closed = eventually(IO_TIMEOUT, || (!listening()).then_some(()));
+    assert!(
+        closed.is_some(),
+        "still listening on {addr} after {IO_TIMEOUT:?}"
+    );
+}
+
+/// The bytes waiting to be read on the IPv4 TCP socket `local` connected to `remote`,
+/// or None if there is no such socket.
+fn unread_bytes(local: SocketAddr, remote: SocketAddr) -> Option<u64> {
+    let remote = proc_net_addr(remote);
+    tcp_sockets(local).iter().find_map(|fields| {
+        if fields[2] != remote {
+            return None;
+        }
+        let (_, rx) = fields[4].split_once(':')?;
+        u64::from_str_radix(rx, 16).ok()
+    })
+}
+
+/// The rows of /proc/net/tcp (IPv4 TCP sockets: local and remote address, state,
+/// `tx_queue:rx_queue`, ...) for the sockets whose local address is `local`.
+fn tcp_sockets(local: SocketAddr) -> Vec<Vec<String>> {
+    let local = proc_net_addr(local);
+    let table = fs::read_to_string("/proc/net/tcp").expect("read /proc/net/tcp");
+    table
+        .lines()
+        .skip(1)
+        .map(|line| {
+            line.split_whitespace()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .filter(|fields| fields.len() > 4 && fields[1] == local)
+        .collect()
+}
+
+/// An address as /proc/net/tcp writes it: the u32 the kernel holds (network
+/// order) and the port, in hex.
+fn proc_net_addr(addr: SocketAddr) -> String {
+    match addr {
+        SocketAddr::V4(a) => format!(
+            "{:08X}:{:04X}",
+            u32::from_ne_bytes(a.ip().octets()),
+            a.port()
+        ),
+        SocketAddr::V6(_) => panic!("/proc/net/tcp lists IPv4 sockets only, not {addr}"),
+    }
 }
