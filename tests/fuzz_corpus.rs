@@ -109,6 +109,12 @@ fn h2_connection_corpus() {
     replay("h2_connection", checks::h2_connection);
 }
 
+#[cfg(feature = "http3")]
+#[test]
+fn h3_frames_corpus() {
+    replay("h3_frames", checks::h3_frames);
+}
+
 #[cfg(feature = "auth")]
 #[test]
 fn htpasswd_corpus() {

@@ -1084,3 +1084,115 @@ pub fn forwarded(data: &[u8]) {
     }
     assert_eq!(Some(ip), model.or(last_trusted));
 }
+
+/// `h3_frames`: a client's HTTP/3 stream through the filter that stands
+/// before h3 (`serve::h3::frames`). The first byte picks the stream: bit 0
+/// a unidirectional stream (else a request stream), bit 1 a field section
+/// limit of 100 bytes (else the 16 KiB staticd advertises); the rest is
+/// the stream's bytes.
+///
+/// * nothing panics, and each chunk is used up;
+/// * fed whole, in 7-byte pieces or a byte at a time, the same verdict,
+///   and without one the same bytes passed;
+/// * what passes is never more than came, and holds only frames h3 may
+///   buffer: types RFC 9114 defines, a HEADERS frame within the limit,
+///   any other but DATA within `OTHER_FRAME_MAX` (on a unidirectional
+///   stream: after its type, and only on the control stream);
+/// * a HEADERS frame over the limit is refused before a byte of it passes.
+#[cfg(feature = "http3")]
+pub fn h3_frames(data: &[u8]) {
+    use staticd::serve::h3::frames::Kind;
+
+    let Some((&first, stream)) = data.split_first() else {
+        return;
+    };
+    let kind = match first & 1 {
+        0 => Kind::Request,
+        _ => Kind::Unidirectional,
+    };
+    let max = if first & 2 == 0 { 16 << 10 } else { 100 };
+    let whole = h3_filter(kind, max, stream, stream.len().max(1));
+    for size in [7, 1] {
+        let pieces = h3_filter(kind, max, stream, size);
+        assert_eq!(pieces.1, whole.1, "verdict in {size}-byte pieces");
+        if whole.1.is_none() {
+            assert_eq!(pieces.0, whole.0, "bytes passed in {size}-byte pieces");
+        }
+    }
+    let (passed, _) = whole;
+    assert!(passed.len() <= stream.len());
+    let frames = match kind {
+        Kind::Request => Some(&passed[..]),
+        Kind::Unidirectional => match h3_varint(&passed) {
+            Some((0, n)) => Some(&passed[n..]),
+            _ => None,
+        },
+    };
+    if let Some(frames) = frames {
+        h3_check_frames(frames, max, stream);
+    }
+}
+
+/// The bytes `Filter` passes of `stream` fed in pieces of `size`, and its
+/// verdict, if it gave one.
+#[cfg(feature = "http3")]
+fn h3_filter(
+    kind: staticd::serve::h3::frames::Kind,
+    max: u64,
+    stream: &[u8],
+    size: usize,
+) -> (Vec<u8>, Option<staticd::serve::h3::frames::Violation>) {
+    let mut filter = staticd::serve::h3::frames::Filter::new(kind, max);
+    let mut passed = Vec::new();
+    for piece in stream.chunks(size) {
+        let mut input = bytes::Bytes::copy_from_slice(piece);
+        loop {
+            match filter.next(&mut input) {
+                Ok(Some(bytes)) => passed.extend_from_slice(&bytes),
+                Ok(None) => break,
+                Err(violation) => return (passed, Some(violation)),
+            }
+        }
+        assert!(input.is_empty(), "a piece left unused");
+    }
+    (passed, None)
+}
+
+/// A QUIC varint at the start of `bytes` and its length.
+#[cfg(feature = "http3")]
+fn h3_varint(bytes: &[u8]) -> Option<(u64, usize)> {
+    let len = 1usize << (bytes.first()? >> 6);
+    let bytes = bytes.get(..len)?;
+    let value = bytes[1..]
+        .iter()
+        .fold(u64::from(bytes[0] & 0x3f), |v, &b| v << 8 | u64::from(b));
+    Some((value, len))
+}
+
+/// Every frame (the last one may be cut short) in what passed to h3 is one
+/// h3 may buffer, within its bound.
+#[cfg(feature = "http3")]
+fn h3_check_frames(mut frames: &[u8], max: u64, stream: &[u8]) {
+    use staticd::serve::h3::frames::OTHER_FRAME_MAX;
+    const KNOWN: [u64; 11] = [0x0, 0x1, 0x2, 0x3, 0x4, 0x5, 0x6, 0x7, 0x8, 0x9, 0xd];
+    while let Some((ty, a)) = h3_varint(frames) {
+        let Some((len, b)) = h3_varint(&frames[a..]) else {
+            return;
+        };
+        assert!(KNOWN.contains(&ty), "frame type {ty:#x} passed: {stream:?}");
+        let bound = match ty {
+            0x0 => u64::MAX,
+            0x1 => max,
+            _ => OTHER_FRAME_MAX,
+        };
+        assert!(
+            len <= bound,
+            "frame {ty:#x} of {len} bytes passed: {stream:?}"
+        );
+        let end = (a + b).saturating_add(len.min(usize::MAX as u64) as usize);
+        if end > frames.len() {
+            return;
+        }
+        frames = &frames[end..];
+    }
+}

@@ -30,12 +30,12 @@ use super::code;
 /// The longest frame other than HEADERS and DATA that is passed to h3
 /// (which holds it whole): SETTINGS is a few varint pairs, GOAWAY and the
 /// push frames one varint.
-pub(super) const OTHER_FRAME_MAX: u64 = 8 << 10;
+pub const OTHER_FRAME_MAX: u64 = 8 << 10;
 
 /// What a client did that the stream or the connection ends for: the
 /// HTTP/3 or QPACK error code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Violation {
+pub enum Violation {
     /// The request stream is reset and stopped with this code.
     Stream(u64),
     /// The connection is closed with this code.
@@ -44,7 +44,7 @@ pub(super) enum Violation {
 
 /// Which stream a filter reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Kind {
+pub enum Kind {
     /// A request stream: frames from the first byte.
     Request,
     /// A unidirectional stream: its type, then frames if it is the control
@@ -80,7 +80,7 @@ enum State {
 }
 
 /// One stream's frame reader (see the module's comment).
-pub(super) struct Filter {
+pub struct Filter {
     state: State,
     /// A frame header (or stream type) split between chunks: its start.
     held: [u8; 16],
@@ -113,7 +113,7 @@ fn frame_header(bytes: &[u8]) -> Option<(u64, u64, usize)> {
 }
 
 impl Filter {
-    pub(super) fn new(kind: Kind, field_section_max: u64) -> Filter {
+    pub fn new(kind: Kind, field_section_max: u64) -> Filter {
         Filter {
             state: match kind {
                 Kind::Request => State::Header,
@@ -127,7 +127,7 @@ impl Filter {
 
     /// Whether the stream ended where a frame may end (not inside one). A
     /// unidirectional stream may end before its type (RFC 9114 §6.2).
-    pub(super) fn at_boundary(&self) -> bool {
+    pub fn at_boundary(&self) -> bool {
         match self.state {
             State::Header => self.held_len == 0,
             State::StreamType | State::Raw => true,
@@ -137,7 +137,7 @@ impl Filter {
 
     /// The next bytes of `input` for h3, taken from its front; None once
     /// `input` is used up (dropped or held) with nothing to pass.
-    pub(super) fn next(&mut self, input: &mut Bytes) -> Result<Option<Bytes>, Violation> {
+    pub fn next(&mut self, input: &mut Bytes) -> Result<Option<Bytes>, Violation> {
         while !input.is_empty() {
             match self.state {
                 State::Raw => return Ok(Some(std::mem::take(input))),

@@ -22,7 +22,7 @@
 //! connection once it has them), and closes.
 
 mod cgi;
-mod frames;
+pub mod frames;
 mod quic;
 mod request;
 mod send;
