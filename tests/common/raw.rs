@@ -557,6 +557,28 @@ pub fn wait_listener_closed(addr: SocketAddr) {
     );
 }
 
+/// Waits (up to [`IO_TIMEOUT`]) until the server listening on `addr` (an IPv4
+/// address) has accepted every connection made to it: no listening socket
+/// there has one waiting in its accept queue (for a listening socket,
+/// /proc/net/tcp's `rx_queue` is that queue's length). What a test that
+/// opened connections waits for before it asks how the server took them.
+pub fn wait_accepted(addr: SocketAddr) {
+    let waiting = || -> u64 {
+        tcp_sockets(addr)
+            .iter()
+            .filter(|fields| fields[3] == "0A")
+            .filter_map(|fields| fields[4].split_once(':'))
+            .filter_map(|(_, rx)| u64::from_str_radix(rx, 16).ok())
+            .sum()
+    };
+    let accepted = eventually(IO_TIMEOUT, || (waiting() == 0).then_some(()));
+    assert!(
+        accepted.is_some(),
+        "{} connections to {addr} still not accepted after {IO_TIMEOUT:?}",
+        waiting()
+    );
+}
+
 /// The bytes waiting to be read on the IPv4 TCP socket `local` connected to `remote`,
 /// or None if there is no such socket.
 fn unread_bytes(local: SocketAddr, remote: SocketAddr) -> Option<u64> {
