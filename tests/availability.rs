@@ -1060,9 +1060,7 @@ fn overload_with_no_idle_connection_waits(v: Variant) {
         })
         .collect();
     // Each half head read: the server holds every one as busy, not idle.
-    for conn in &busy {
-        conn.wait_read_by_server();
-    }
+    wait_all_read_by_server(&busy);
     let started = Instant::now();
     let mut newcomer = server.connect_from(GOOD);
     newcomer.send(request("GET", "/a.txt", &[]));
