@@ -1099,7 +1099,9 @@ fn stalled_stream_is_logged_as_received(receive_buffer: usize) {
     let mut request = h2frames::window_update(0, 0x7fff_ffff - 65535);
     request.extend(get_frame(1, "/big.bin"));
     conn.send(&request).unwrap();
-    thread::sleep(Duration::from_secs(3));
+    // Nothing is read until the server has given up at the send timeout (a
+    // read would let its writes progress): its log line says it has.
+    let line = wait_big_bin_line(&server);
     let deadline = Instant::now() + IO_TIMEOUT;
     let (frames, end) = conn.read_until(deadline, |frames| {
         frames.iter().any(|f| {
@@ -1128,19 +1130,6 @@ fn stalled_stream_is_logged_as_received(receive_buffer: usize) {
             .all(|f| !(f.stream == 1 && f.has(flag::END_STREAM))),
         "the stalled stream ended normally"
     );
-    let line = server
-        .stderr()
-        .wait_for(IO_TIMEOUT, |lines| {
-            lines
-                .iter()
-                .any(|l| l.contains("\"GET /big.bin HTTP/2.0\" 200 "))
-        })
-        .and_then(|lines| {
-            lines
-                .into_iter()
-                .find(|l| l.contains("\"GET /big.bin HTTP/2.0\" 200 "))
-        })
-        .expect("no log line for /big.bin");
     // Common Log Format: `-` for no body bytes.
     let logged: u64 = line.rsplit(' ').next().unwrap().parse().unwrap_or(0);
     eprintln!(
@@ -1153,6 +1142,19 @@ fn stalled_stream_is_logged_as_received(receive_buffer: usize) {
         received <= logged && logged <= received + 16384,
         "the log line's size ({logged}) is not the body bytes that went out ({received}): {line}"
     );
+}
+
+/// The log line of the GET of /big.bin, which the server writes once the
+/// response is over (given up on, here); within the send timeout and
+/// [`IO_TIMEOUT`] of the request.
+fn wait_big_bin_line(server: &Server) -> String {
+    let needle = "\"GET /big.bin HTTP/2.0\" 200 ";
+    let bound = Duration::from_secs(2) + IO_TIMEOUT;
+    server
+        .stderr()
+        .wait_for(bound, |lines| lines.iter().any(|l| l.contains(needle)))
+        .and_then(|lines| lines.into_iter().find(|l| l.contains(needle)))
+        .unwrap_or_else(|| panic!("no log line for /big.bin within {bound:?}"))
 }
 
 // 10. Unfinished requests (issue 40, finding 1), in every HTTP/2 cell and both modes.

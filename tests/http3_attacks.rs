@@ -199,6 +199,8 @@ fn a_reader_that_goes_silent_is_given_up_on_and_others_are_served() {
     root.file("small.txt", "small\n");
     let server = server(&root, &["--send-timeout", "2", "--keepalive-timeout", "3"]);
     let ca = ca();
+    let started = root.join("stall-started");
+    let started_arg = started.display().to_string();
     let stall = std::thread::scope(|s| {
         let stall = s.spawn(|| {
             h3py(
@@ -209,12 +211,15 @@ fn a_reader_that_goes_silent_is_given_up_on_and_others_are_served() {
                     &ca,
                     "--seconds",
                     "8",
+                    "--started",
+                    &started_arg,
                     &url(&server, "/big.bin"),
                 ],
             )
         });
-        // Served while the silent one holds its stream.
-        std::thread::sleep(Duration::from_millis(500));
+        // Served while the silent one holds its stream: once its first
+        // bytes came (Python may take seconds to start on a loaded machine).
+        wait_for_file(&started);
         served(&aioquic, &server, "/small.txt");
         stall.join().unwrap()
     });

@@ -146,16 +146,7 @@ impl Conn {
     /// half a head takes the connection for an idle one; a fixed pause for the bytes
     /// to arrive was too short on a loaded machine.
     pub fn wait_read_by_server(&self) {
-        let tcp = self.stream.tcp();
-        let (client, server) = (tcp.local_addr().unwrap(), tcp.peer_addr().unwrap());
-        let read = eventually(IO_TIMEOUT, || {
-            (unread_bytes(server, client) == Some(0)).then_some(())
-        });
-        assert!(
-            read.is_some(),
-            "the server did not read what {client} sent within {IO_TIMEOUT:?} ({:?} bytes unread)",
-            unread_bytes(server, client)
-        );
+        wait_all_read_by_server(std::slice::from_ref(self));
     }
 
     /// Sends TLS close_notify (nothing on plain TCP).
@@ -557,12 +548,62 @@ pub fn wait_listener_closed(addr: SocketAddr) {
     );
 }
 
-/// The bytes waiting to be read on the IPv4 TCP socket `local` connected to `remote`,
-/// or None if there is no such socket.
-fn unread_bytes(local: SocketAddr, remote: SocketAddr) -> Option<u64> {
-    let remote = proc_net_addr(remote);
-    tcp_sockets(local).iter().find_map(|fields| {
-        if fields[2] != remote {
+/// Waits (up to [`IO_TIMEOUT`]) until the server listening on `addr` (an IPv4
+/// address) has accepted every connection made to it: no listening socket
+/// there has one waiting in its accept queue (for a listening socket,
+/// /proc/net/tcp's `rx_queue` is that queue's length). What a test that
+/// opened connections waits for before it asks how the server took them.
+pub fn wait_accepted(addr: SocketAddr) {
+    let waiting = || -> u64 {
+        tcp_sockets(addr)
+            .iter()
+            .filter(|fields| fields[3] == "0A")
+            .filter_map(|fields| fields[4].split_once(':'))
+            .filter_map(|(_, rx)| u64::from_str_radix(rx, 16).ok())
+            .sum()
+    };
+    let accepted = eventually(IO_TIMEOUT, || (waiting() == 0).then_some(()));
+    assert!(
+        accepted.is_some(),
+        "{} connections to {addr} still not accepted after {IO_TIMEOUT:?}",
+        waiting()
+    );
+}
+
+/// [`Conn::wait_read_by_server`] for every one of `conns` at once: one
+/// reading of /proc/net/tcp a turn (a long table on a busy machine takes
+/// tens of milliseconds to read in a debug build, too long to pay per
+/// connection in a test whose server has a deadline running).
+pub fn wait_all_read_by_server(conns: &[Conn]) {
+    let pairs: Vec<(SocketAddr, SocketAddr)> = conns
+        .iter()
+        .map(|c| {
+            let tcp = c.stream.tcp();
+            (tcp.peer_addr().unwrap(), tcp.local_addr().unwrap())
+        })
+        .collect();
+    let unread = || -> Vec<(SocketAddr, Option<u64>)> {
+        let rows = tcp_rows();
+        pairs
+            .iter()
+            .map(|&(server, client)| (client, unread_bytes(&rows, server, client)))
+            .filter(|&(_, unread)| unread != Some(0))
+            .collect()
+    };
+    let read = eventually(IO_TIMEOUT, || unread().is_empty().then_some(()));
+    assert!(
+        read.is_some(),
+        "the server did not read what was sent within {IO_TIMEOUT:?} (client, bytes unread): {:?}",
+        unread()
+    );
+}
+
+/// The bytes waiting to be read on the IPv4 TCP socket `local` connected to `remote`
+/// among `rows` (see [`tcp_rows`]), or None if there is no such socket.
+fn unread_bytes(rows: &[Vec<String>], local: SocketAddr, remote: SocketAddr) -> Option<u64> {
+    let (local, remote) = (proc_net_addr(local), proc_net_addr(remote));
+    rows.iter().find_map(|fields| {
+        if fields[1] != local || fields[2] != remote {
             return None;
         }
         let (_, rx) = fields[4].split_once(':')?;
@@ -574,6 +615,14 @@ fn unread_bytes(local: SocketAddr, remote: SocketAddr) -> Option<u64> {
 /// `tx_queue:rx_queue`, ...) for the sockets whose local address is `local`.
 fn tcp_sockets(local: SocketAddr) -> Vec<Vec<String>> {
     let local = proc_net_addr(local);
+    tcp_rows()
+        .into_iter()
+        .filter(|fields| fields[1] == local)
+        .collect()
+}
+
+/// Every row of /proc/net/tcp, split into its fields.
+fn tcp_rows() -> Vec<Vec<String>> {
     let table = fs::read_to_string("/proc/net/tcp").expect("read /proc/net/tcp");
     table
         .lines()
@@ -583,7 +632,7 @@ fn tcp_sockets(local: SocketAddr) -> Vec<Vec<String>> {
                 .map(str::to_string)
                 .collect::<Vec<_>>()
         })
-        .filter(|fields| fields.len() > 4 && fields[1] == local)
+        .filter(|fields| fields.len() > 4)
         .collect()
 }
 

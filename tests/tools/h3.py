@@ -21,7 +21,8 @@ Each command prints one JSON object on stdout.
           handshake; whether a response came (0.5-RTT) and the first flight,
           replayed from a second socket
   streams URL N: N request streams at once, past the server's limit
-  stall   URL [--seconds S]: the first bytes of URL, then silence
+  stall   URL [--seconds S] [--started F]: the first bytes of URL, then
+          silence (F created when they have come)
 """
 
 import argparse
@@ -333,6 +334,9 @@ def cmd_stall(args):
     sid = client.request("GET", args.url)
     client.pump(lambda: len(client.responses[sid]["body"]) > 0, time.time() + TIMEOUT)
     got = len(client.responses[sid]["body"])
+    if args.started:
+        # Tells a waiting test that the stream is held: its first bytes came.
+        open(args.started, "w").close()
     time.sleep(args.seconds)
     print(json.dumps({"status": client.responses[sid]["status"], "received": got}))
 
@@ -377,6 +381,7 @@ def main():
     sl.add_argument("--ca")
     sl.add_argument("--name")
     sl.add_argument("--seconds", type=float, default=5.0)
+    sl.add_argument("--started")
     args = p.parse_args()
     commands = {
         "get": cmd_get,
