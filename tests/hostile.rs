@@ -788,9 +788,7 @@ fn max_connections_held_by_silent_clients_frees_up(v: Variant) {
         .collect();
     // All ten hold a place, busy with a head, once the server has read them
     // (an idle one would be closed to make room).
-    for conn in &silent {
-        conn.wait_read_by_server();
-    }
+    wait_all_read_by_server(&silent);
     let started = Instant::now();
     let resp = server.connect().roundtrip(request("GET", "/a.txt", &[]));
     assert_eq!(resp.status, 200);
