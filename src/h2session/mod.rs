@@ -171,9 +171,8 @@ impl Connection {
             return false;
         }
         crate::complaint::complain(&h.served.client, Complaint::HeaderBomb);
-        h.closing = Some(now + h.served.cfg.shutdown_grace.min(LAST_WORDS));
         self.refused = true;
-        self.engine.terminate(code::ENHANCE_YOUR_CALM);
+        self.last_words(now, code::ENHANCE_YOUR_CALM);
         true
     }
 
@@ -220,9 +219,7 @@ impl Connection {
                 }
                 watch::Step::Error(code) => {
                     self.refused = true;
-                    let h = self.engine.handler();
-                    h.closing = Some(now + h.served.cfg.shutdown_grace.min(LAST_WORDS));
-                    self.engine.terminate(code);
+                    self.last_words(now, code);
                     return Ok(());
                 }
             }
@@ -336,8 +333,7 @@ impl Connection {
             if let Some(what) = complaint {
                 crate::complaint::complain(&h.served.client, what);
             }
-            h.closing = Some(now + cfg.shutdown_grace.min(LAST_WORDS));
-            self.engine.terminate(code::NO_ERROR);
+            self.last_words(now, code::NO_ERROR);
             return false;
         }
         let stalled = h
@@ -350,17 +346,15 @@ impl Connection {
                 let rate = h.served.cfg.min_rate;
                 crate::complaint::complain(&h.served.client, Complaint::SlowResponse { rate });
             }
-            h.closing = Some(now + h.served.cfg.shutdown_grace.min(LAST_WORDS));
             self.engine.reset(id, code::CANCEL);
-            self.engine.terminate(code::NO_ERROR);
+            self.last_words(now, code::NO_ERROR);
             return false;
         }
         if h.map.is_empty() && h.idle_until() <= now {
             // No stream open: nothing to let finish. A stream the client
             // opened meanwhile is above the GOAWAY's last id: unprocessed,
             // safe to retry (RFC 9113 §6.8).
-            h.closing = Some(now + h.served.cfg.shutdown_grace.min(LAST_WORDS));
-            self.engine.terminate(code::NO_ERROR);
+            self.last_words(now, code::NO_ERROR);
         }
         false
     }
@@ -386,8 +380,16 @@ impl Connection {
         if h.closing.is_some() {
             return;
         }
+        self.last_words(now, code::NO_ERROR);
+    }
+
+    /// The connection's last GOAWAY (`code`), with nothing more to let
+    /// finish: it has `LAST_WORDS` (within the shutdown grace) to get out
+    /// before the socket closes.
+    fn last_words(&mut self, now: Instant, code: u32) {
+        let h = self.engine.handler();
         h.closing = Some(now + h.served.cfg.shutdown_grace.min(LAST_WORDS));
-        self.engine.terminate(code::NO_ERROR);
+        self.engine.terminate(code);
     }
 
     /// A graceful stop: GOAWAY, the streams in flight finish within the
@@ -400,8 +402,7 @@ impl Connection {
         h.stopping = true;
         let grace = h.served.cfg.shutdown_grace;
         if h.map.is_empty() {
-            h.closing = Some(now + grace.min(LAST_WORDS));
-            self.engine.terminate(code::NO_ERROR);
+            self.last_words(now, code::NO_ERROR);
         } else {
             h.closing = Some(now + grace);
             self.engine.goaway(code::NO_ERROR);
