@@ -1,4 +1,4 @@
-//! The command line: every flag as a clap derive, turned into a `Config`.
+//! The command line: every flag as a clap derive, turned into a [`Config`].
 //! The defaults the help shows are config's constants; the man page and
 //! shell completions can be generated from `Cli::command()`.
 
@@ -133,6 +133,8 @@ pub struct Cli {
     index: Vec<String>,
 
     /// Virtual hosts: serve ROOT/<host>[:<port>] by the Host header, else ROOT/default.
+    // This text is --help's, which shows it as written: `[:<port>]` is no link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long, env = "STATICD_VHOSTS", help_heading = "Serving", value_parser = switch)]
     vhosts: bool,
 

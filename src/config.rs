@@ -118,7 +118,7 @@ pub struct Config {
     /// IPv6 clients are counted by this many leading bits of their address.
     pub ipv6_prefix: u8,
     /// Bytes per second below which a request body or a response is given
-    /// up on (see `pace`); 0: only the timeouts.
+    /// up on (see [`pace`](crate::pace)); 0: only the timeouts.
     pub min_rate: u64,
     /// How long in-flight responses may run after SIGINT/SIGTERM.
     pub shutdown_grace: Duration,
@@ -206,9 +206,11 @@ impl Default for Routes {
 pub enum PrettyUrls {
     /// `/about` and `/about/` are plain paths
     Off,
-    /// `/about` serves `about.html` when nothing named `about` exists; `/about/` redirects to `/about`
+    /// `/about` serves `about.html` when nothing named `about` exists; `/about/` redirects to
+    /// `/about`
     On,
-    /// as `on`, and `/about.html` redirects to `/about`, `/about/index.html` to `/about/` (Cloudflare Pages)
+    /// as `on`, and `/about.html` redirects to `/about`, `/about/index.html` to `/about/`
+    /// (Cloudflare Pages)
     Redirect,
 }
 

@@ -18,13 +18,17 @@ pub mod config;
 pub mod exchange;
 #[cfg(feature = "http2")]
 pub mod h2session;
+#[cfg(feature = "http3")]
+pub mod h3session;
 pub mod http;
 pub mod log;
 pub mod metrics;
 #[cfg(feature = "http2")]
 pub mod nghttp2;
+pub mod origin;
 pub mod pace;
 pub mod page;
+pub mod pipeline;
 pub mod pool;
 pub mod privileges;
 pub mod proxy;

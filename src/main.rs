@@ -1,7 +1,8 @@
 //! staticd: a small, fast static-file web server.
 //!
-//! This file only turns the command line into a `Config` and starts;
-//! `staticd::cli` holds the flags, `staticd::start` the start-up order.
+//! This file only turns the command line into a [`Config`](staticd::config::Config) and starts;
+//! [`staticd::cli`](staticd::cli) holds the flags, [`staticd::start`](staticd::start) the start-up
+//! order.
 
 use std::process::ExitCode;
 

@@ -3,20 +3,18 @@
 //! h2_connection.rs, which drives a whole connection through it).
 //!
 //! nghttp2 is sans-IO the way rustls is: bytes go in with `receive`, frames
-//! come out with `send`, and in between it calls back into a `Handler`,
+//! come out with `send`, and in between it calls back into a [`Handler`],
 //! which owns everything the streams hold. Nothing here knows HTTP beyond
-//! the frames; `crate::h2session` decides.
+//! the frames; [`crate::h2session`] decides.
 //!
 //! # Invariants
-//! - The handler lives in a heap allocation made by `Session::new` and
-//!   freed by `Drop` after the nghttp2 session; nghttp2's `user_data` is
-//!   that allocation's pointer, which never moves. Every access to the
-//!   handler goes through this one raw pointer, never a `Box`, so the
-//!   callbacks' `&mut H` and `Session::handler`'s never coexist: the
-//!   callbacks run only inside `nghttp2_session_mem_recv2` /
-//!   `nghttp2_session_mem_send2`, which only `receive` and `send` call,
-//!   and both take `&mut self` and hold no borrow of the handler across
-//!   the call.
+//! - The handler lives in a heap allocation made by [`Session::new`](crate::nghttp2::Session::new)
+//!   and freed by `Drop` after the nghttp2 session; nghttp2's `user_data` is that allocation's
+//!   pointer, which never moves. Every access to the handler goes through this one raw pointer,
+//!   never a `Box`, so the callbacks' `&mut H` and
+//!   [`Session::handler`](crate::nghttp2::Session::handler)'s never coexist: the callbacks run only
+//!   inside `nghttp2_session_mem_recv2` / `nghttp2_session_mem_send2`, which only `receive` and
+//!   `send` call, and both take `&mut self` and hold no borrow of the handler across the call.
 //! - Pointers nghttp2 passes to a callback (field names and values, DATA
 //!   payloads, frame headers) are read only during that callback, as
 //!   slices of the lengths it gives.
@@ -93,8 +91,8 @@ pub trait Handler {
     /// One field of the head (pseudo-fields first, as nghttp2 checked
     /// them); Err(code) resets the stream with that code.
     fn field(&mut self, stream: i32, name: &[u8], value: &[u8]) -> Result<(), u32>;
-    /// Part of a request body; returns how much of it to give back to the
-    /// client's flow-control windows now (the rest: `Session::consume`).
+    /// Part of a request body; returns how much of it to give back to the client's flow-control
+    /// windows now (the rest: [`Session::consume`](crate::nghttp2::Session::consume)).
     fn data(&mut self, stream: i32, bytes: &[u8]) -> usize;
     fn frame(&mut self, frame: Frame);
     /// `stream` is closed (`code`: the reset's, or NO_ERROR); nghttp2
@@ -117,7 +115,7 @@ pub struct Limits {
     /// answers a stream over its own limit with a connection error, where
     /// RFC 9113 §5.1.2 wants the stream refused; so nghttp2 is given
     /// `hard_streams` (higher) and the handler refuses streams over
-    /// `max_streams` itself (`Handler::begin`).
+    /// `max_streams` itself ([`Handler::begin`]).
     pub max_streams: u32,
     pub hard_streams: u32,
     /// Advertised as SETTINGS_MAX_HEADER_LIST_SIZE (the handler holds
@@ -287,9 +285,9 @@ impl<H: Handler> Session<H> {
         }
     }
 
-    /// Submits a response head on `stream`: `fields` in order, `:status`
-    /// first; `body`: DATA follows (sized by `Handler::body`), else the
-    /// head ends the stream.
+    /// Submits a response head on `stream`: `fields` in order, `:status` first; `body`: DATA
+    /// follows (sized by [`Handler::body`]), else the head ends the
+    /// stream.
     pub fn respond<'a>(
         &mut self,
         stream: i32,
@@ -335,7 +333,7 @@ impl<H: Handler> Session<H> {
         }
     }
 
-    /// A body that said `Body::Later` has more now.
+    /// A body that said [`Body::Later`] has more now.
     pub fn resume(&mut self, stream: i32) {
         // SAFETY: plain call; an unknown stream is an error nghttp2 returns.
         unsafe { sys::nghttp2_session_resume_data(self.raw.as_ptr(), stream) };
@@ -354,12 +352,14 @@ impl<H: Handler> Session<H> {
         };
     }
 
-    /// Queues GOAWAY with `code`: streams above the last one processed are
-    /// refused, those at or below it may finish.
-    pub fn goaway(&mut self, code: u32) {
-        // SAFETY: plain calls; no opaque data is passed.
+    /// Queues GOAWAY with `code` naming `last` the last stream processed:
+    /// once it is sent, nghttp2 closes the client's streams above it
+    /// (refused: the client may send them again), those at or below it may
+    /// finish. nghttp2's own count would name every stream whose HEADERS
+    /// began, though its head never ended and nothing was done for it.
+    pub fn goaway(&mut self, last: i32, code: u32) {
+        // SAFETY: plain call; no opaque data is passed.
         unsafe {
-            let last = sys::nghttp2_session_get_last_proc_stream_id(self.raw.as_ptr());
             sys::nghttp2_submit_goaway(
                 self.raw.as_ptr(),
                 sys::NGHTTP2_FLAG_NONE as u8,
@@ -371,11 +371,12 @@ impl<H: Handler> Session<H> {
         }
     }
 
-    /// Queues GOAWAY with `code` and ends the session once it is sent:
-    /// nothing more is read, no stream finishes.
-    pub fn terminate(&mut self, code: u32) {
+    /// Queues GOAWAY with `code` naming `last` the last stream processed
+    /// (as `goaway`), and ends the session once it is sent: nothing more
+    /// is read, no stream finishes.
+    pub fn terminate(&mut self, last: i32, code: u32) {
         // SAFETY: plain call.
-        unsafe { sys::nghttp2_session_terminate_session(self.raw.as_ptr(), code) };
+        unsafe { sys::nghttp2_session_terminate_session2(self.raw.as_ptr(), last, code) };
     }
 
     /// Gives `n` bytes of `stream`'s flow-control window back to the
@@ -455,8 +456,8 @@ const CLASSES: [usize; 4] = [64, 128, 256, 512];
 /// Free blocks kept per class and thread.
 const KEPT: usize = 256;
 
-/// Free blocks by class (see `CLASSES`), each `CLASSES[i]` bytes with
-/// alignment `HEADER`.
+/// Free blocks by class (see [`CLASSES`]), each `CLASSES[i]` bytes with
+/// alignment [`HEADER`].
 struct Spare([Vec<NonNull<u8>>; 4]);
 
 impl Drop for Spare {
@@ -610,8 +611,8 @@ fn advertise(frame: &mut [u8], (hard, told): (u32, u32)) {
 /// Runs a callback's body with the handler, never unwinding into C.
 ///
 /// # Safety
-/// `user_data` is the handler's pointer `Session::new` gave nghttp2, and
-/// nothing else refers to the handler while nghttp2 runs a callback.
+/// `user_data` is the handler's pointer [`Session::new`](crate::nghttp2::Session::new) gave
+/// nghttp2, and nothing else refers to the handler while nghttp2 runs a callback.
 unsafe fn with<H: Handler, R>(user_data: *mut c_void, failed: R, f: impl FnOnce(&mut H) -> R) -> R {
     let handler = &mut *user_data.cast::<H>();
     catch_unwind(AssertUnwindSafe(|| f(handler))).unwrap_or(failed)

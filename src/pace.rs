@@ -40,7 +40,7 @@ pub struct Pace {
     /// is the rate's doing, not silence's.
     last: Instant,
     /// The peer's acknowledged count when `delivered` last read it;
-    /// `UNREAD` before (not an Option: a Pace is in every connection's
+    /// [`UNREAD`] before (not an Option: a Pace is in every connection's
     /// state, kept small).
     acked: u64,
 }

@@ -155,7 +155,7 @@ pub fn draining_begins() {
 /// Not logged: a balancer asks every few seconds, and a line per probe
 /// would bury the requests (the metrics still count them). Other methods
 /// than GET and HEAD go on like any path's. Also answered on a
-/// `--redirect-http` port (session::answer), where probes that cannot
+/// `--redirect-http` port (pipeline::answer), where probes that cannot
 /// speak TLS to a certificate chosen by SNI come in cleartext.
 pub fn health(site: &Site, req: &Request, force_close: bool) -> Option<Response> {
     let wanted = site.health_path()?;
@@ -512,11 +512,7 @@ impl Reply<'_> {
                 let job = CgiJob {
                     request: req.clone().into_owned(),
                     script,
-                    raw_head: Vec::new(),
                     force_close,
-                    https: false,
-                    tls: None,
-                    sockets: None,
                     site_headers: ctx.owned_headers(),
                     user: None,
                 };
@@ -543,22 +539,13 @@ pub enum Answer {
     Cgi(Box<CgiJob>),
 }
 
-/// A CGI script to run for a request.
+/// A CGI script to run for a request: what respond decided. Its request
+/// owns its fields (the script's HTTP_* variables); who connected, and how
+/// (TLS, addresses), is the exchange's `Context`.
 pub struct CgiJob {
     pub request: Request<'static>,
     pub script: ScriptTarget,
-    /// The request head as received, for the HTTP_* variables; the session
-    /// fills it in.
-    pub raw_head: Vec<u8>,
     pub force_close: bool,
-    /// The request came over TLS (CGI's HTTPS=on); the session fills it in.
-    pub https: bool,
-    /// What TLS agreed on, for the log; the session fills it in.
-    pub tls: Option<crate::log::Tls>,
-    /// The client's and our socket addresses, when the exchange's
-    /// descriptor is not the connection's socket (an HTTP/2 stream's
-    /// socket pair); None: ask the descriptor.
-    pub sockets: Option<(Option<std::net::SocketAddr>, Option<std::net::SocketAddr>)>,
     /// The site's `_headers` and what they match on, for the script's
     /// response like any other.
     pub site_headers: Option<SiteHeaders>,

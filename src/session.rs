@@ -1,20 +1,19 @@
 //! One connection as a state machine: bytes in, responses out, no I/O.
 //!
-//! Both transports drive a `Session` the same way: append what they read to
-//! `input()`, call `step`, and do what it says. That is why the event loop
-//! and inetd mode behave byte-for-byte the same.
+//! Both transports drive a [`Session`] the same way: append what they read
+//! to `input()`, call `step`, and do what it says. That is why the event loop and inetd mode behave
+//! byte-for-byte the same.
 
-use std::ops::Range;
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use crate::client_name::ClientName;
 use crate::config::Config;
 use crate::http::body::{self, BodySkipper, Skip};
-use crate::http::parse::{self, Method, ParseError, Parsed};
-use crate::http::response::{self as h1, Chunk, Http1};
+use crate::http::parse::{self, ParseError, Parsed};
 use crate::log;
+use crate::origin::{Kind, Origin, Protocol, Sockets};
 use crate::pace::Pace;
-use crate::pool;
+use crate::pipeline::{answer, sent, Sent};
 use crate::respond::{self, Answer, CgiJob, Response};
 use crate::site::Site;
 
@@ -28,100 +27,17 @@ pub enum Step {
     Read { deadline: Instant, idle: bool },
     /// Send this response; then call `step` again.
     Send(Sent),
-    /// Run this CGI script (see `serve::cgi_exchange`), then call
+    /// Run this CGI script (see [`serve::cgi`](crate::serve::cgi)), then call
     /// `cgi_finished` and `step` again.
     Cgi(Box<CgiJob>),
     /// Close the connection.
     Close,
 }
 
-/// A response and its access-log line. Dropping it writes the line, with
-/// the body bytes among the `written` ones: every response that started
-/// gets exactly one line however its sending ends (done, client gone,
-/// timed out, or the connection dropped at shutdown).
-pub struct Sent {
-    pub response: Response,
-    /// Over HTTP/1.1: the head as bytes, and a small body held in memory
-    /// (taken out of `response.body`), to go in the same write; then
-    /// `response.body`. Empty over HTTP/2, which encodes the head itself.
-    pub wire: Vec<u8>,
-    /// Bytes written so far (`wire`, then the body); the transport keeps
-    /// it current, as it can be dropped at any await.
-    pub written: u64,
-    /// Written when this is dropped.
-    pub log_line: log::Line,
-    /// Where the body lies among the bytes written (as `Response::body_range`
-    /// was before a transport took the head): the metrics' byte count.
-    body: Range<u64>,
-}
-
-impl Sent {
-    /// Puts the next pipelined answer behind this one, which has no body
-    /// beyond its head.
-    fn append(&mut self, mut next: Sent) {
-        let r = &mut self.response;
-        let offset = self.wire.len() as u64;
-        self.wire.extend_from_slice(&next.wire);
-        std::mem::swap(&mut r.body, &mut next.response.body);
-        r.body_len += next.response.body_len;
-        r.close = next.response.close;
-        self.log_line
-            .push(std::mem::take(&mut next.log_line), offset);
-        // One range for the batch: exact once all of it went out.
-        let end = offset + next.body.end;
-        let len = (self.body.end - self.body.start) + (next.body.end - next.body.start);
-        self.body = end.saturating_sub(len)..end;
-    }
-}
-
-impl Sent {
-    /// For a body that follows `wire` without being in `response` (a CGI
-    /// script's output): every byte written after `wire` counts as body,
-    /// so the transport adds to `written` only the script's own bytes,
-    /// not the framing around them.
-    pub fn open_body(&mut self) {
-        self.body = self.wire.len() as u64..u64::MAX;
-        self.log_line.set_body(self.body.clone());
-    }
-}
-
-impl Drop for Sent {
-    fn drop(&mut self) {
-        self.log_line.emit(self.written);
-        crate::metrics::body_bytes(log::body_sent(&self.body, self.written));
-        pool::give(&pool::HEADS, std::mem::take(&mut self.wire));
-    }
-}
-
-/// Which encoding of the head a `Sent` is for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Protocol {
-    /// HTTP/1.x: `Sent::wire` holds the head's bytes.
-    Http1,
-    /// HTTP/2 or HTTP/3: the stream encodes the head as fields
-    /// (`http::fields`).
-    Fields,
-}
-
-/// What a connection is for, from its listener and what it speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Http,
-    /// HTTP over TLS: Strict-Transport-Security with `--hsts`, and CGI's
-    /// HTTPS=on.
-    Https,
-    /// Cleartext HTTP sent to a TLS port: answered with a 400 that says so
-    /// (nginx's 497), then closed.
-    ClearOnHttpsPort,
-    /// A `--redirect-http` port: every request is sent to https on `port`.
-    RedirectToHttps {
-        port: u16,
-    },
-}
-
 pub struct Session {
     input: Vec<u8>,
-    kind: Kind,
+    /// Who the requests come from, and how.
+    origin: Origin,
     skipper: Option<BodySkipper>,
     /// How long the body being skipped may still take (`--min-rate`).
     body_pace: Option<Pace>,
@@ -134,9 +50,6 @@ pub struct Session {
     head_deadline: Option<Instant>,
     /// A script found while batching pipelined answers, to run next.
     pending_cgi: Option<Box<CgiJob>>,
-    client: ClientName,
-    /// What TLS agreed on, once the transport has told it (for the log).
-    tls: Option<log::Tls>,
 }
 
 /// Pipelined answers are batched into one write up to about this size.
@@ -152,30 +65,28 @@ impl Session {
     pub fn with_kind(client: ClientName, kind: Kind) -> Session {
         Session {
             input: Vec::new(),
-            kind,
+            origin: Origin::new(kind, client, Protocol::Http1),
             skipper: None,
             body_pace: None,
             closing: false,
             served: 0,
             head_deadline: None,
             pending_cgi: None,
-            client,
-            tls: None,
         }
     }
 
     /// Learns what TLS agreed on, for the log: `agreed` is asked (before
     /// each step) until the handshake is over.
     pub fn note_tls(&mut self, agreed: impl FnOnce() -> Option<log::Tls>) {
-        if self.kind == Kind::Https && self.tls.is_none() {
-            self.tls = agreed();
+        if self.origin.kind == Kind::Https && self.origin.tls.is_none() {
+            self.origin.tls = agreed();
         }
     }
 
     /// The client spoke cleartext HTTP to a TLS port: what it sent gets a
     /// 400 in cleartext, and the connection closes.
     pub fn https_required(&mut self) {
-        self.kind = Kind::ClearOnHttpsPort;
+        self.origin.kind = Kind::ClearOnHttpsPort;
     }
 
     /// Where the transport appends the bytes it read.
@@ -290,16 +201,8 @@ impl Session {
             }
             Parsed::Error(e) => {
                 self.closing = true;
-                let response = refusal(self.kind, e);
-                Step::Send(sent(
-                    cfg,
-                    self.kind,
-                    self.tls,
-                    &self.client,
-                    None,
-                    response,
-                    Protocol::Http1,
-                ))
+                let response = refusal(self.origin.kind, e);
+                Step::Send(sent(cfg, &self.origin, None, response))
             }
             Parsed::Complete { request, head_len } => {
                 self.head_deadline = None;
@@ -307,39 +210,21 @@ impl Session {
                 let arrived = self.input.get(head_len..).unwrap_or_default();
                 if body::chunked_prefix_is_invalid(request.framing, arrived) {
                     self.closing = true;
-                    let response = refusal(self.kind, ParseError::Malformed);
-                    let sent = sent(
-                        cfg,
-                        self.kind,
-                        self.tls,
-                        &self.client,
-                        Some(&request),
-                        response,
-                        Protocol::Http1,
-                    );
+                    let response = refusal(self.origin.kind, ParseError::Malformed);
+                    let sent = sent(cfg, &self.origin, Some(&request), response);
                     return Step::Send(sent);
                 }
-                match answer(self.kind, site, &request, stopping) {
+                match answer(self.origin.kind, site, &request, stopping) {
                     Answer::Send(response) => {
                         self.skipper = BodySkipper::new(request.framing);
                         self.closing = response.close;
-                        let step = Step::Send(sent(
-                            cfg,
-                            self.kind,
-                            self.tls,
-                            &self.client,
-                            Some(&request),
-                            response,
-                            Protocol::Http1,
-                        ));
+                        let step = Step::Send(sent(cfg, &self.origin, Some(&request), response));
                         self.input.drain(..head_len);
                         step
                     }
-                    Answer::Cgi(mut job) => {
+                    Answer::Cgi(job) => {
                         // The script gets the body; the exchange reads it.
-                        job.raw_head = self.input.drain(..head_len).collect();
-                        job.https = self.kind == Kind::Https;
-                        job.tls = self.tls;
+                        self.input.drain(..head_len);
                         self.closing = true;
                         Step::Cgi(job)
                     }
@@ -348,12 +233,12 @@ impl Session {
         }
     }
 
-    /// The transport gave up waiting at a `Step::Read` deadline: a body
-    /// that came slower than `--min-rate` is named in the log.
+    /// The transport gave up waiting at a [`Step::Read`] deadline: a
+    /// body that came slower than `--min-rate` is named in the log.
     pub fn read_timed_out(&self, cfg: &Config) {
         if self.skipper.is_some() && self.body_pace.is_some_and(|p| p.too_slow()) {
             let what = crate::complaint::Complaint::SlowBody { rate: cfg.min_rate };
-            crate::complaint::complain(&self.client, what);
+            crate::complaint::complain(&self.origin.client, what);
         }
     }
 
@@ -362,14 +247,21 @@ impl Session {
         self.closing = !keep_alive;
     }
 
-    /// Names the connection's client as a PROXY protocol header did.
-    pub fn set_client(&mut self, client: ClientName) {
-        self.client = client;
+    /// Names the connection's client as a PROXY protocol header did, and
+    /// the socket addresses that go with it.
+    pub fn set_client(&mut self, client: ClientName, sockets: Sockets) {
+        self.origin.client = client;
+        self.origin.sockets = Some(sockets);
     }
 
     /// The client's address, for the log.
     pub fn client(&self) -> &str {
-        &self.client
+        &self.origin.client
+    }
+
+    /// Who the connection's requests come from, and how.
+    pub fn origin(&self) -> &Origin {
+        &self.origin
     }
 
     /// Whether the client may still have bytes in flight that nobody will
@@ -387,135 +279,6 @@ fn refusal(kind: Kind, e: ParseError) -> Response {
         // On a TLS port, what matters to the person is the port.
         Kind::ClearOnHttpsPort => respond::https_required(false),
         _ => respond::refuse(e),
-    }
-}
-
-/// The answer to a request on a connection of this kind: the one place a
-/// parsed request is decided, whichever protocol carried it.
-pub fn answer(kind: Kind, site: &Site, request: &parse::Request, stopping: bool) -> Answer {
-    match kind {
-        Kind::Http | Kind::Https => respond::respond(site, request, stopping),
-        Kind::ClearOnHttpsPort => {
-            Answer::Send(respond::https_required(request.method == Method::Head))
-        }
-        Kind::RedirectToHttps { port } => Answer::Send(
-            respond::health(site, request, stopping)
-                .unwrap_or_else(|| respond::redirect_to_https(request, site, port, stopping)),
-        ),
-    }
-}
-
-/// A decided response ready to go: counted in the metrics, its log line
-/// made (written when the `Sent` drops), and over HTTP/1.1 its head encoded
-/// with what the connection adds (Strict-Transport-Security over HTTPS).
-/// Every response goes through here, whoever decided it.
-pub fn sent(
-    cfg: &Config,
-    kind: Kind,
-    tls: Option<log::Tls>,
-    client: &str,
-    request: Option<&parse::Request>,
-    mut response: Response,
-    protocol: Protocol,
-) -> Sent {
-    let status = response.code();
-    crate::metrics::request(request, status, kind == Kind::Https);
-    let mut wire = Vec::new();
-    if protocol == Protocol::Http1 {
-        wire = pool::take(&pool::HEADS);
-        encode_http1(
-            &mut response,
-            hsts(cfg, kind),
-            alt_svc(cfg, kind),
-            &mut wire,
-        );
-    }
-    // The body ends the bytes written: after `wire`, in which a small
-    // body may ride.
-    let chunks: u64 = response.body.iter().map(Chunk::size).sum();
-    let end = wire.len() as u64 + chunks;
-    let body = end.saturating_sub(response.body_len)..end;
-    let trusted = &cfg.trusted_proxies;
-    let entry = log::Entry {
-        client: crate::proxy::forwarded::client_name(trusted, client, request),
-        request,
-        status,
-        user: response.user.as_deref(),
-        body,
-        tls,
-    };
-    let format = match response.unlogged {
-        true => crate::config::LogFormat::Off,
-        false => cfg.log_format,
-    };
-    let log_line = log::format(format, &entry, SystemTime::now());
-    Sent {
-        body: entry.body,
-        response,
-        wire,
-        written: 0,
-        log_line,
-    }
-}
-
-/// The status logged for a request that got no response because its stream
-/// was reset before one was decided: nginx's 499, for a request whose
-/// client (here, by the error the reset answered) ended it before any
-/// response.
-pub const NOT_ANSWERED: u16 = 499;
-
-/// Logs `request`, which was never answered (see `NOT_ANSWERED`): no
-/// response was made, no byte of one went out.
-pub fn unanswered(cfg: &Config, tls: Option<log::Tls>, client: &str, request: &parse::Request) {
-    let entry = log::Entry {
-        client: crate::proxy::forwarded::client_name(&cfg.trusted_proxies, client, Some(request)),
-        request: Some(request),
-        status: NOT_ANSWERED,
-        user: None,
-        body: 0..0,
-        tls,
-    };
-    log::format(cfg.log_format, &entry, SystemTime::now()).emit(0);
-}
-
-/// The head as HTTP/1.1 bytes into `wire`, and a small body held in memory
-/// after it, so that both leave in one write.
-fn encode_http1(
-    response: &mut Response,
-    hsts: Option<u64>,
-    alt_svc: Option<u16>,
-    wire: &mut Vec<u8>,
-) {
-    let conn = Http1 {
-        minor_version: response.minor_version,
-        close: response.close,
-        hsts,
-        alt_svc,
-    };
-    h1::encode(&response.head, &conn, wire);
-    let small = response.body_len <= crate::site::file::SMALL_FILE;
-    if small && response.body.iter().all(|c| c.memory().is_some()) {
-        for chunk in response.body.drain(..) {
-            wire.extend_from_slice(chunk.memory().unwrap_or_default());
-        }
-    }
-}
-
-/// Strict-Transport-Security's max-age for a response on a connection of
-/// this kind: with `--hsts`, over HTTPS.
-pub fn hsts(cfg: &Config, kind: Kind) -> Option<u64> {
-    match kind {
-        Kind::Https => cfg.https.as_ref().and_then(|h| h.hsts),
-        _ => None,
-    }
-}
-
-/// The UDP port HTTP/3 answers on, for the Alt-Svc field of a response on
-/// a connection of this kind: over HTTPS (TCP), once HTTP/3 is bound.
-pub fn alt_svc(cfg: &Config, kind: Kind) -> Option<u16> {
-    match kind {
-        Kind::Https => cfg.alt_svc_port,
-        _ => None,
     }
 }
 
@@ -727,8 +490,8 @@ mod tests {
             panic!("a response");
         };
         let head = sent.wire.len() as u64 - 6;
-        assert_eq!(log::body_sent(&sent.body, head), 0);
+        assert_eq!(log::body_sent(&sent.body_range(), head), 0);
         sent.written = sent.wire.len() as u64;
-        assert_eq!(log::body_sent(&sent.body, sent.written), 6);
+        assert_eq!(log::body_sent(&sent.body_range(), sent.written), 6);
     }
 }

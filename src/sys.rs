@@ -316,10 +316,9 @@ pub fn tune_connection(fd: BorrowedFd<'_>) {
 /// window. A fast reader drains the queue as it is written and never notices.
 pub const UNSENT_LIMIT: u32 = 128 << 10;
 
-/// Bounds what waits unsent in `fd`'s send queue to `UNSENT_LIMIT`. Set on
-/// listening sockets, it is inherited by every accepted connection (the
-/// kernel copies the listener's TCP settings), so it costs no call per
-/// connection.
+/// Bounds what waits unsent in `fd`'s send queue to [`UNSENT_LIMIT`]. Set
+/// on listening sockets, it is inherited by every accepted connection (the kernel copies the
+/// listener's TCP settings), so it costs no call per connection.
 pub fn bound_unsent(fd: BorrowedFd<'_>) {
     // A pipe or Unix socket refuses, and has no autotuned buffer to bound.
     let _ = setsockopt_int(
@@ -416,6 +415,12 @@ pub fn peer_addr(fd: BorrowedFd<'_>) -> Option<SocketAddr> {
 pub fn local_addr(fd: BorrowedFd<'_>) -> Option<SocketAddr> {
     let any = rustix::net::getsockname(fd).ok()?;
     SocketAddr::try_from(any).ok()
+}
+
+/// The peer's and the local address of a connected socket (None for one
+/// that has no IP address: a Unix socket, a pipe).
+pub fn socket_addrs(fd: BorrowedFd<'_>) -> (Option<SocketAddr>, Option<SocketAddr>) {
+    (peer_addr(fd), local_addr(fd))
 }
 
 /// A listening Unix-domain stream socket at `path`, with permissions

@@ -421,8 +421,8 @@ mod over_tls {
 
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::CertificateDer;
-    use staticd::serve::{Got, Wire};
-    use staticd::session::Kind;
+    use staticd::origin::Kind;
+    use staticd::serve::wire::{Got, Wire};
     use staticd::tls::Acceptor;
 
     use super::*;
@@ -724,7 +724,9 @@ fn queueing_log_lines_allocates_nothing() {
 #[cfg(feature = "http2")]
 mod http2 {
     use super::*;
+    use staticd::client_name::ClientName;
     use staticd::h2session::{Connection, Served, PREFACE};
+    use staticd::origin::{Kind, Origin, Protocol};
     use std::sync::Arc;
     use std::time::Instant;
 
@@ -760,10 +762,8 @@ mod http2 {
             site: Arc::new(
                 Site::open(f._dir.path(), &["index.html"], Features::default()).unwrap(),
             ),
-            kind: staticd::session::Kind::Http,
-            tls: None,
-            client: Arc::from("127.0.0.1"),
-            sockets: (None, None),
+            origin: Origin::new(Kind::Http, ClientName::new("127.0.0.1"), Protocol::Http1)
+                .into_streams(None, (None, None)),
         });
         let mut conn = Connection::new(served, Instant::now());
         let mut opening = PREFACE.to_vec();

@@ -1,6 +1,7 @@
 //! The layer rule of layers.txt, checked on the source text: no file in
 //! src/ imports from a layer above its own, and no files import each other
-//! in a circle.
+//! in a circle. The same for the bench crates benches/compare and
+//! benches/soak, each with a layers.txt of its own.
 //!
 //! An import is any `crate::` or `super::` path (in main.rs, `staticd::`):
 //! in a `use` (groups included, whatever `#[cfg]` stands before it) or
@@ -10,12 +11,14 @@
 //! higher layer is a dependency like any other. A mod.rs naming its own
 //! children (`pub use file::FileSet`) is not counted: a directory and the
 //! mod.rs that re-exports it are one module, whose files may share items.
+//! The crate root is a file like the others: its paths to its own modules
+//! (`use load::Run`, `load::wrk()` in a bench's main.rs) are imports.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 
-/// A file of src/, by its path below src/ (`site/mod.rs`).
+/// A file of a crate, by its path below the crate's directory (`site/mod.rs`).
 type File = String;
 
 /// Module path segments below the crate root (`["site", "file"]`).
@@ -230,6 +233,17 @@ fn use_tree(
 /// file whose module is `module`; `root` is how the file names the crate.
 fn imports(module: &[String], src: &str, root: &str) -> Vec<(usize, Module)> {
     let toks = lex(src);
+    // The crate root names its modules without `crate::`.
+    let children: Vec<&str> = if module.is_empty() {
+        toks.windows(3)
+            .filter_map(|w| match w {
+                [(Tok::Ident("mod"), _), (Tok::Ident(name), _), (Tok::Semi, _)] => Some(*name),
+                _ => None,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut paths = Vec::new();
     // Inline modules (`mod tests { ... }`), with the brace depth inside them.
     let mut inline: Vec<(String, usize)> = Vec::new();
@@ -261,13 +275,13 @@ fn imports(module: &[String], src: &str, root: &str) -> Vec<(usize, Module)> {
                 i += 1;
                 use_tree(&toks, &mut i, &[], &mut found);
                 paths.extend(
-                    found
-                        .into_iter()
-                        .filter_map(|(line, p)| Some((line, absolute(&here, &p, root)?))),
+                    found.into_iter().filter_map(|(line, p)| {
+                        Some((line, absolute(&here, &p, root, &children)?))
+                    }),
                 );
                 continue;
             }
-            Tok::Ident(word) if word == root || word == "super" => {
+            Tok::Ident(word) if word == root || word == "super" || children.contains(&word) => {
                 let after_dollar = i > 0 && toks[i - 1].0 == Tok::Dollar;
                 let continues = i > 0 && toks[i - 1].0 == Tok::Path;
                 if !after_dollar && !continues && toks.get(i + 1).map(|t| t.0) == Some(Tok::Path) {
@@ -280,7 +294,7 @@ fn imports(module: &[String], src: &str, root: &str) -> Vec<(usize, Module)> {
                         line = at;
                         i += 2;
                     }
-                    if let Some(abs) = absolute(&here, &path, root) {
+                    if let Some(abs) = absolute(&here, &path, root, &children) {
                         paths.push((line, abs));
                     }
                 }
@@ -293,11 +307,15 @@ fn imports(module: &[String], src: &str, root: &str) -> Vec<(usize, Module)> {
 }
 
 /// `path` from module `here` as a path from the crate root; None when it
-/// does not start at the crate (`std::...`, `self::...`).
-fn absolute(here: &[String], path: &[String], root: &str) -> Option<Module> {
+/// does not start at the crate (`std::...`, `self::...`). `children` are
+/// the modules the crate root declares, when `here` is the root.
+fn absolute(here: &[String], path: &[String], root: &str, children: &[&str]) -> Option<Module> {
     let first = path.first()?;
     if first == root {
         return Some(path[1..].to_vec());
+    }
+    if here.is_empty() && children.contains(&first.as_str()) {
+        return Some(path.to_vec());
     }
     if first != "super" {
         return None;
@@ -328,18 +346,25 @@ fn layer_path(file: &str) -> Module {
 }
 
 /// Every import between two different files of `sources` (path below
-/// src/ -> text).
+/// the crate's directory -> text). With a lib.rs, main.rs is a crate of
+/// its own that names the library `staticd`; without one (a bench), main.rs
+/// is the crate root.
 fn edges(sources: &BTreeMap<File, String>) -> Vec<Edge> {
+    let bin_root = !sources.contains_key("lib.rs");
+    let module = |f: &str| match f {
+        "main.rs" if bin_root => Vec::new(),
+        _ => module_of(f),
+    };
     let by_module: BTreeMap<Module, &File> = sources
         .keys()
-        .filter(|f| *f != "main.rs")
-        .map(|f| (module_of(f), f))
+        .filter(|f| bin_root || *f != "main.rs")
+        .map(|f| (module(f), f))
         .collect();
     let mut out = Vec::new();
     for (file, src) in sources {
         let (module, root) = match file.as_str() {
-            "main.rs" => (Vec::new(), "staticd"),
-            _ => (module_of(file), "crate"),
+            "main.rs" if !bin_root => (Vec::new(), "staticd"),
+            _ => (module(file), "crate"),
         };
         for (line, path) in imports(&module, src, root) {
             let to = (0..=path.len())
@@ -361,8 +386,9 @@ fn edges(sources: &BTreeMap<File, String>) -> Vec<Edge> {
 
 /// Every set of files that import each other round a circle (the strongly
 /// connected components of more than one file, by Tarjan's algorithm),
-/// each as one circle through them: `a.rs:3 -> b.rs:9 -> a.rs`.
-fn circles(edges: &[Edge]) -> Vec<(BTreeSet<File>, String)> {
+/// each as one circle through them: `src/a.rs:3 -> src/b.rs:9 -> src/a.rs`
+/// (`dir` is the crate's directory).
+fn circles(dir: &str, edges: &[Edge]) -> Vec<(BTreeSet<File>, String)> {
     let mut graph: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
     for e in edges {
         graph.entry(&e.to).or_default();
@@ -426,7 +452,7 @@ fn circles(edges: &[Edge]) -> Vec<(BTreeSet<File>, String)> {
     t.found
         .into_iter()
         .map(|component| {
-            let shown = shortest_circle(&graph, &component);
+            let shown = shortest_circle(dir, &graph, &component);
             (component, shown)
         })
         .collect()
@@ -435,6 +461,7 @@ fn circles(edges: &[Edge]) -> Vec<(BTreeSet<File>, String)> {
 /// The shortest circle from the first file of `component` back to it,
 /// with the line of each import.
 fn shortest_circle(
+    dir: &str,
     graph: &BTreeMap<&str, BTreeMap<&str, usize>>,
     component: &BTreeSet<File>,
 ) -> String {
@@ -457,25 +484,28 @@ fn shortest_circle(
     let mut at = start;
     loop {
         let (prev, line) = came_from[at];
-        hops.push(format!("src/{prev}:{line}"));
+        hops.push(format!("{dir}/{prev}:{line}"));
         at = prev;
         if at == start {
             break;
         }
     }
     hops.reverse();
-    format!("{} -> src/{start}", hops.join(" -> "))
+    format!("{} -> {dir}/{start}", hops.join(" -> "))
 }
 
 /// layers.txt: one layer per line, lowest first, its entries (module paths
-/// below src/, `http` or `metrics/counters`) before a `#` comment.
+/// below the crate's directory, `http` or `metrics/counters`) before a `#`
+/// comment.
 struct Layers {
+    /// The crate's directory (`src`, `benches/compare`).
+    dir: String,
     /// Each layer's entries, and its comment.
     layers: Vec<(Vec<Module>, String)>,
 }
 
 impl Layers {
-    fn parse(text: &str) -> Result<Layers, String> {
+    fn parse(dir: &str, text: &str) -> Result<Layers, String> {
         let mut layers = Vec::new();
         let mut seen = BTreeSet::new();
         for (n, line) in text.lines().enumerate() {
@@ -498,7 +528,10 @@ impl Layers {
             }
             layers.push((modules, comment.trim().to_string()));
         }
-        Ok(Layers { layers })
+        Ok(Layers {
+            dir: dir.to_string(),
+            layers,
+        })
     }
 
     /// The layer holding `file`: that of the longest entry its module
@@ -525,7 +558,7 @@ impl Layers {
         let mut found: Vec<String> = files
             .iter()
             .filter(|f| self.of(f).is_none())
-            .map(|f| format!("src/{f} is in no layer of layers.txt"))
+            .map(|f| format!("{}/{f} is in no layer of its layers.txt", self.dir))
             .collect();
         for e in edges {
             let (Some(from), Some(to)) = (self.of(&e.from), self.of(&e.to)) else {
@@ -533,12 +566,13 @@ impl Layers {
             };
             if to > from {
                 found.push(format!(
-                    "src/{}:{} imports src/{}: {} imports from {}",
+                    "{dir}/{}:{} imports {dir}/{}: {} imports from {}",
                     e.from,
                     e.line,
                     e.to,
                     self.name(from),
-                    self.name(to)
+                    self.name(to),
+                    dir = self.dir,
                 ));
             }
         }
@@ -564,51 +598,72 @@ fn read_sources(base: &Path, dir: &Path, out: &mut BTreeMap<File, String>) {
     }
 }
 
-fn the_crate() -> (BTreeMap<File, String>, Layers) {
+/// The crates checked, by their directory: staticd and the two bench
+/// crates whose files import each other (compare, soak).
+const CRATES: [&str; 3] = ["src", "benches/compare", "benches/soak"];
+
+/// A crate's files and its layers.txt (the root's for src/, its own
+/// directory's for a bench).
+fn the_crate(dir: &str) -> (BTreeMap<File, String>, Layers) {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut sources = BTreeMap::new();
-    read_sources(&repo.join("src"), &repo.join("src"), &mut sources);
-    let layers = Layers::parse(&fs::read_to_string(repo.join("layers.txt")).unwrap()).unwrap();
+    read_sources(&repo.join(dir), &repo.join(dir), &mut sources);
+    let layers_txt = match dir {
+        "src" => repo.join("layers.txt"),
+        _ => repo.join(dir).join("layers.txt"),
+    };
+    let text =
+        fs::read_to_string(&layers_txt).unwrap_or_else(|e| panic!("{}: {e}", layers_txt.display()));
+    let layers = Layers::parse(dir, &text).unwrap();
     (sources, layers)
 }
 
 #[test]
 fn no_import_from_a_higher_layer() {
-    let (sources, layers) = the_crate();
-    let files: Vec<&str> = sources.keys().map(String::as_str).collect();
-    let found = layers.violations(&files, &edges(&sources));
+    let mut found = Vec::new();
+    for dir in CRATES {
+        let (sources, layers) = the_crate(dir);
+        let files: Vec<&str> = sources.keys().map(String::as_str).collect();
+        found.extend(layers.violations(&files, &edges(&sources)));
+    }
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
 #[test]
 fn every_layer_entry_names_files() {
-    let (sources, layers) = the_crate();
-    for (entries, comment) in &layers.layers {
-        for entry in entries {
-            let named = sources.keys().any(|f| layer_path(f).starts_with(entry));
-            assert!(
-                named,
-                "layers.txt: {} ({comment}) names no file of src/",
-                entry.join("/")
-            );
+    for dir in CRATES {
+        let (sources, layers) = the_crate(dir);
+        for (entries, comment) in &layers.layers {
+            for entry in entries {
+                let named = sources.keys().any(|f| layer_path(f).starts_with(entry));
+                assert!(
+                    named,
+                    "layers.txt of {dir}: {} ({comment}) names no file of {dir}/",
+                    entry.join("/")
+                );
+            }
         }
     }
 }
 
 #[test]
 fn no_import_circles() {
-    let (sources, _) = the_crate();
-    let found: Vec<String> = circles(&edges(&sources))
-        .into_iter()
-        .map(|(files, shown)| {
-            let files: Vec<String> = files.iter().map(|f| format!("src/{f}")).collect();
-            format!(
-                "{} files import each other: {}\n  e.g. {shown}",
-                files.len(),
-                files.join(", ")
-            )
-        })
-        .collect();
+    let mut found = Vec::new();
+    for dir in CRATES {
+        let (sources, _) = the_crate(dir);
+        found.extend(
+            circles(dir, &edges(&sources))
+                .into_iter()
+                .map(|(files, shown)| {
+                    let files: Vec<String> = files.iter().map(|f| format!("{dir}/{f}")).collect();
+                    format!(
+                        "{} files import each other: {}\n  e.g. {shown}",
+                        files.len(),
+                        files.join(", ")
+                    )
+                }),
+        );
+    }
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
@@ -688,10 +743,7 @@ fn imports_reach_the_longest_module_that_is_a_file() {
         ("b.rs", "pub struct Thing;\n"),
         ("main.rs", "use staticd::a::inner;\n"),
     ]);
-    let shown: Vec<String> = edges(&sources)
-        .iter()
-        .map(|e| format!("{}:{} {}", e.from, e.line, e.to))
-        .collect();
+    let shown = edge_lines(&sources);
     assert_eq!(
         shown,
         [
@@ -711,7 +763,7 @@ fn finds_a_circle_and_names_its_files() {
         ("c.rs", "use crate::{a::Y, d};\n"),
         ("d.rs", ""),
     ]);
-    let found = circles(&edges(&sources));
+    let found = circles("src", &edges(&sources));
     assert_eq!(found.len(), 1, "{found:?}");
     let (files, shown) = &found[0];
     assert_eq!(files.iter().collect::<Vec<_>>(), ["a.rs", "b.rs", "c.rs"]);
@@ -720,8 +772,11 @@ fn finds_a_circle_and_names_its_files() {
 
 #[test]
 fn finds_an_import_from_a_higher_layer() {
-    let layers =
-        Layers::parse("# staticd\nlow other # the bottom\n\nhigh main # the top\n").unwrap();
+    let layers = Layers::parse(
+        "src",
+        "# staticd\nlow other # the bottom\n\nhigh main # the top\n",
+    )
+    .unwrap();
     let sources = crate_of(&[
         ("lib.rs", ""),
         ("low.rs", "use crate::high::X;\n"),
@@ -734,12 +789,42 @@ fn finds_an_import_from_a_higher_layer() {
     assert_eq!(
         found,
         [
-            "src/lib.rs is in no layer of layers.txt",
-            "src/stray.rs is in no layer of layers.txt",
+            "src/lib.rs is in no layer of its layers.txt",
+            "src/stray.rs is in no layer of its layers.txt",
             "src/low.rs:1 imports src/high/mod.rs: layer 1 (low other) imports from layer 2 (high main)",
         ]
     );
     assert_eq!(layers.of("high/part.rs"), Some(1));
-    assert!(Layers::parse("a # one\na # two\n").is_err());
-    assert!(Layers::parse("a\n").is_err());
+    assert!(Layers::parse("src", "a # one\na # two\n").is_err());
+    assert!(Layers::parse("src", "a\n").is_err());
+}
+
+#[test]
+fn a_bench_root_names_its_modules_without_crate() {
+    let sources = crate_of(&[
+        (
+            "main.rs",
+            "mod a;\nmod b;\nuse a::X;\nfn main() { b::f(); std::b::g(); }\npub fn stopping() {}\n",
+        ),
+        ("a.rs", "pub struct X;\nfn f() { crate::stopping() }\n"),
+        ("b.rs", "use std::a;\n"),
+    ]);
+    let shown = edge_lines(&sources);
+    assert_eq!(
+        shown,
+        ["a.rs:2 main.rs", "main.rs:3 a.rs", "main.rs:4 b.rs"]
+    );
+    let found = circles("benches/x", &edges(&sources));
+    assert_eq!(
+        found[0].1,
+        "benches/x/a.rs:2 -> benches/x/main.rs:3 -> benches/x/a.rs"
+    );
+}
+
+/// Each import edge of `sources` as `FROM:LINE TO`, for the tests above.
+fn edge_lines(sources: &BTreeMap<File, String>) -> Vec<String> {
+    edges(sources)
+        .iter()
+        .map(|e| format!("{}:{} {}", e.from, e.line, e.to))
+        .collect()
 }

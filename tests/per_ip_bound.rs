@@ -38,6 +38,13 @@ fn site_1k() -> Docroot {
     root
 }
 
+/// A server for `open_and_get`: the connections it holds are quiet while the others
+/// open, which on a loaded machine can take longer than the default keep-alive timeout
+/// (15 s) that would close the first ones, for all the bound cares.
+fn holding_server(v: Variant, root: &Docroot) -> Builder {
+    Server::builder(v, root.path()).args(["--keepalive-timeout", "600"])
+}
+
 /// `n` connections from 127.0.0.1 held open at once, each asked for the file as it
 /// is opened.
 fn open_and_get(server: &Server, n: usize) -> Vec<Client> {
@@ -60,7 +67,7 @@ fn loopback_clients_are_not_bounded_by_default(v: Variant) {
     let _serial = serial();
     raise_nofile(4096);
     let root = site_1k();
-    let server = Server::start(v, &root);
+    let server = holding_server(v, &root).start();
     let mut clients = open_and_get(&server, 300);
     // All still there: each answers again while the other 299 are open.
     for client in &mut clients {
@@ -82,9 +89,7 @@ fn per_ip_loopback_refuses_the_257th(v: Variant) {
     let _serial = serial();
     raise_nofile(4096);
     let root = site_1k();
-    let server = Server::builder(v, root.path())
-        .arg("--per-ip-loopback")
-        .start();
+    let server = holding_server(v, &root).arg("--per-ip-loopback").start();
     let _held = open_and_get(&server, BOUND);
     assert_refused(&server);
     server.stderr().wait_line(|l| {

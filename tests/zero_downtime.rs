@@ -6,14 +6,24 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use common::h2frames::{kind, H2Conn, Next};
 use common::*;
 use rustix::process::Signal;
 
 /// How long wrk runs; the hand-over happens in its middle.
 const LOAD: Duration = Duration::from_secs(6);
+
+/// One test of this file at a time: each hands over under load (wrk's, or listings
+/// that keep both cores busy), and another's load beside it would make a lost request
+/// the machine's fault, not the server's.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// A standalone staticd on 127.0.0.1:`port`, logging to `log`, once it listens.
 fn start(root: &Path, port: u16, log: &Path, extra: &[&str]) -> (ChildGuard, Lines) {
@@ -46,6 +56,7 @@ fn log_lines(log: &Path) -> usize {
 /// The hand-over under `wrk ARGS` load; returns wrk's output and each process's count
 /// of logged responses.
 fn hand_over(wrk: PathBuf, wrk_args: &'static [&'static str]) -> (String, usize, usize) {
+    let _serial = serial();
     let root = Docroot::new();
     root.file("a.txt", "x".repeat(1024));
     let logs = Docroot::new();
@@ -171,6 +182,7 @@ fn restart_on_a_passed_socket_fails_no_request() {
     let Some(wrk) = tool("wrk", "wrk") else {
         return;
     };
+    let _serial = serial();
     let root = Docroot::new();
     root.file("a.txt", "x".repeat(1024));
     let logs = Docroot::new();
@@ -235,4 +247,114 @@ fn start_activated(root: &Path, socket: &std::net::TcpListener, log: &Path) -> C
     stderr.drain(child.take_stderr().unwrap());
     stderr.wait_line(|l| l.starts_with("staticd: listening on 127.0.0.1:") && l.contains("fd 3"));
     child
+}
+
+matrix!([h1, uring] standalone: told_of_the_stop_only_once_its_listeners_closed);
+
+/// A rolling restart (`--reuse-port`, a second process, SIGTERM to the first): the old
+/// process's connections hear of the stop (an HTTP/2 GOAWAY, `Connection: close`) only
+/// once all its listeners are closed. A client that reconnects then reaches the new
+/// process, never a listener of the old one about to close (which would reset it). To
+/// make the order visible, the old process's workers are kept busy with listings of a
+/// directory of 5,000 files (made for HEAD too): a worker in the middle of one closes
+/// its listeners late, and the other worker's clients must wait for it.
+fn told_of_the_stop_only_once_its_listeners_closed(v: Variant) {
+    let _serial = serial();
+    let root = Docroot::new();
+    let many = root.dir("many");
+    for i in 0..5_000 {
+        std::fs::File::create(many.join(i.to_string())).unwrap();
+    }
+    let port = free_port();
+    let start = || {
+        Server::builder(v, root.path())
+            .port(port)
+            .args(["--reuse-port", "--threads", "2", "--listing"])
+            // No connection of the test ends for being quiet.
+            .args(["--read-timeout", "60", "--keepalive-timeout", "60"])
+            .start()
+    };
+    let mut old = start();
+    let (addr, pid) = (old.addr(), old.process().id());
+    let answered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let busy: Vec<_> = (0..4)
+        .map(|_| {
+            let conn = std::net::TcpStream::connect(addr).unwrap();
+            let answered = Arc::clone(&answered);
+            thread::spawn(move || list_until_told(conn, &answered, || listeners_of(pid, addr)))
+        })
+        .collect();
+    let warm = eventually(IO_TIMEOUT, || {
+        (answered.load(std::sync::atomic::Ordering::Acquire) >= 8).then_some(())
+    });
+    assert!(warm.is_some(), "the listings were not answered");
+    let h2: Vec<_> = (0..8)
+        .map(|_| {
+            let (mut conn, _) = H2Conn::handshake(addr, &[]);
+            thread::spawn(move || loop {
+                match conn.next(Instant::now() + STOP_WITHIN) {
+                    Next::Frame(f) if f.is(kind::GOAWAY) => return listeners_of(pid, addr),
+                    Next::Frame(_) => {}
+                    other => panic!("no GOAWAY from the old process: {other:?}"),
+                }
+            })
+        })
+        .collect();
+    let _new = start();
+    old.process().signal(Signal::TERM);
+    for (i, conn) in h2.into_iter().enumerate() {
+        let open = conn.join().unwrap();
+        assert_eq!(open, 0, "HTTP/2 connection {i} had its GOAWAY while the old process still had {open} listeners open");
+    }
+    for (i, conn) in busy.into_iter().enumerate() {
+        let open = conn.join().unwrap();
+        assert_eq!(open, 0, "connection {i} had `Connection: close` while the old process still had {open} listeners open");
+    }
+    let status = old
+        .process()
+        .wait_timeout(IO_TIMEOUT)
+        .expect("the old staticd exits");
+    assert_eq!(status.code(), Some(0), "old staticd: {}", describe(status));
+}
+
+/// How long the old process may take to tell its connections of the stop (it waits for
+/// its workers to finish the listings they are making) and to exit, on a loaded machine.
+const STOP_WITHIN: Duration = Duration::from_secs(60);
+
+/// Asks for the listing with HEAD on `conn` again and again, counting the answers in
+/// `answered`, until the server tells the connection of the stop: `Connection: close`,
+/// or a close between requests (the io_uring transport closes idle connections at
+/// once). Returns what `listeners` says then.
+fn list_until_told(
+    mut conn: std::net::TcpStream,
+    answered: &std::sync::atomic::AtomicUsize,
+    listeners: impl Fn() -> usize,
+) -> usize {
+    use std::io::{ErrorKind, Read, Write};
+    conn.set_read_timeout(Some(STOP_WITHIN)).unwrap();
+    let mut head = Vec::new();
+    loop {
+        let asked = conn.write_all(request("HEAD", "/many/", &[]).as_bytes());
+        head.clear();
+        let mut byte = [0; 1];
+        while asked.is_ok() && !head.ends_with(b"\r\n\r\n") {
+            match conn.read(&mut byte) {
+                Ok(1) => head.push(byte[0]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    panic!("no answer from the old process within {STOP_WITHIN:?}")
+                }
+                Ok(_) | Err(_) => break,
+            }
+        }
+        if !head.ends_with(b"\r\n\r\n") {
+            // Closed: told, as by `Connection: close`.
+            return listeners();
+        }
+        let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+        assert!(head.starts_with("http/1.1 200 "), "{head}");
+        answered.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        if head.contains("\r\nconnection: close\r\n") {
+            return listeners();
+        }
+    }
 }

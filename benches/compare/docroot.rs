@@ -72,7 +72,7 @@ impl Docroot {
             file.sync_all()?;
             fs::set_permissions(&path, fs::Permissions::from_mode(0o644))?;
         }
-        crate::compressed::write_script(&root)?;
+        crate::script::write(&root)?;
         Ok(Docroot { dir })
     }
 

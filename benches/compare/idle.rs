@@ -264,7 +264,7 @@ pub fn measure(server: &mut Server, size: u64, n: u32) -> IdleMemory {
     let started = Instant::now();
     let mut open = Vec::with_capacity(n as usize);
     for i in 0..n {
-        if crate::stopping() {
+        if crate::stop::stopping() {
             r.error = Some("interrupted".into());
             break;
         }

@@ -610,7 +610,7 @@ pub const OHA_FALLBACK: &str = "/opt/oha/bin/oha";
 pub fn oha_path() -> Option<std::path::PathBuf> {
     static PATH: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
     PATH.get_or_init(|| {
-        crate::servers::which("oha").or_else(|| {
+        crate::programs::which("oha").or_else(|| {
             let p = std::path::PathBuf::from(OHA_FALLBACK);
             p.is_file().then_some(p)
         })

@@ -157,3 +157,44 @@ fn command_line(args: &[String]) -> String {
     }
     line
 }
+
+/// The cores the load clients and the servers share.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// 10,000 connections need more descriptors than the usual soft limit;
+/// the servers and clients inherit the raised limit. The hard limit is
+/// raised too where the harness may (root with CAP_SYS_RESOURCE, up to
+/// fs.nr_open); otherwise the soft limit goes up to the hard one. Returns
+/// the limit in force.
+pub fn raise_fd_limit() -> u64 {
+    const WANT: u64 = 1_048_576;
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(WANT);
+    // SAFETY: getrlimit/setrlimit on a struct we own.
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 1024;
+        }
+        let target = WANT.min(nr_open) as libc::rlim_t;
+        if lim.rlim_max < target {
+            let raised = libc::rlimit {
+                rlim_cur: target,
+                rlim_max: target,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                return target as u64;
+            }
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        lim.rlim_cur as u64
+    }
+}

@@ -9,22 +9,25 @@ mod ceiling;
 mod chart;
 mod compressed;
 mod docroot;
+mod fetch;
 mod h2;
 mod idle;
 mod load;
 mod machine;
 mod procstat;
+mod programs;
 mod reaper;
 mod report;
 mod resume;
+mod script;
 mod seed;
 mod servers;
 mod startup;
+mod stop;
 mod targets;
 mod tls;
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use load::{Mode, Run, Tool};
@@ -196,10 +199,6 @@ impl Options {
     }
 }
 
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
 fn parse_args(args: &[String]) -> Result<Options, String> {
     let quick = args.iter().any(|a| a == "--quick");
     let mut o = Options {
@@ -218,7 +217,7 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
         duration: Duration::from_secs_f64(if quick { 2.0 } else { 3.0 }),
         warmup: Duration::from_secs_f64(0.5),
         rounds: if quick { 1 } else { 3 },
-        client_threads: cores() as u32,
+        client_threads: machine::cores() as u32,
         servers: None,
         sizes_given: false,
         connections_given: false,
@@ -470,80 +469,6 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
     Ok(o)
 }
 
-/// Set by SIGINT/SIGTERM/SIGHUP: finish the current run, stop every
-/// server, write what was measured.
-static STOP: AtomicBool = AtomicBool::new(false);
-
-/// Whether the run is being interrupted.
-pub fn stopping() -> bool {
-    STOP.load(Ordering::SeqCst)
-}
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-fn install_signal_handlers() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
-            libc::sigemptyset(&mut action.sa_mask);
-            libc::sigaction(sig, &action, std::ptr::null_mut());
-        }
-    }
-}
-
-/// 10,000 connections need more descriptors than the usual soft limit;
-/// the servers and clients inherit the raised limit. The hard limit is
-/// raised too where the harness may (root with CAP_SYS_RESOURCE, up to
-/// fs.nr_open); otherwise the soft limit goes up to the hard one. Returns
-/// the limit in force.
-fn raise_fd_limit() -> u64 {
-    const WANT: u64 = 1_048_576;
-    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
-        .ok()
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .unwrap_or(WANT);
-    // SAFETY: getrlimit/setrlimit on a struct we own.
-    unsafe {
-        let mut lim: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 1024;
-        }
-        let target = WANT.min(nr_open) as libc::rlim_t;
-        if lim.rlim_max < target {
-            let raised = libc::rlimit {
-                rlim_cur: target,
-                rlim_max: target,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                return target as u64;
-            }
-        }
-        if lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
-        lim.rlim_cur as u64
-    }
-}
-
-fn compact(rps: f64) -> String {
-    if rps >= 10_000.0 {
-        format!("{:.1}k", rps / 1000.0)
-    } else {
-        format!("{rps:.0}")
-    }
-}
-
-fn clock(d: Duration) -> String {
-    let s = d.as_secs();
-    format!("{}:{:02}", s / 60, s % 60)
-}
-
 /// One cell of the matrix.
 struct Cell {
     tool: Tool,
@@ -637,6 +562,8 @@ const IDLE_SIZE: u64 = 1_000;
 /// Longest wait for a server to go quiet after a load.
 const SETTLE_LIMIT: Duration = Duration::from_secs(2);
 
+/// One run: `cell` on `server` (its warm-up, the load, the server's CPU
+/// time and memory while it runs).
 fn measure(
     server: &mut Server,
     cell: &Cell,
@@ -883,12 +810,87 @@ fn estimate(opts: &Options, cells: &[Cell], running: &[Server]) -> Duration {
     estimate
 }
 
+/// What the whole run works with: when it started, the machine's limits,
+/// the document root, the copy of staticd the servers run, the
+/// certificate.
+struct Ground {
+    started: Instant,
+    started_unix: u64,
+    fd_limit: u64,
+    /// Whether the ab cells run (asked for, and ab is installed).
+    ab: bool,
+    /// The binary cargo built, and this harness (which runs the ceiling).
+    built: PathBuf,
+    harness: PathBuf,
+    cores: usize,
+    docroot: docroot::Docroot,
+    staticd: PathBuf,
+    max_connections: u32,
+    tls_files: Option<tls::TlsFiles>,
+}
+
+impl Ground {
+    fn setup<'a>(&'a self, opts: &'a Options) -> Setup<'a> {
+        Setup {
+            docroot: &self.docroot,
+            sizes: &opts.sizes,
+            cores: self.cores,
+            staticd: &self.staticd,
+            harness: &self.harness,
+            fd_limit: self.fd_limit,
+            max_connections: self.max_connections,
+            tls: self.tls_files.as_ref(),
+        }
+    }
+}
+
+/// What is measured: the servers that started, the cells, and the parts
+/// skipped (with why).
+struct Plan {
+    running: Vec<Server>,
+    cells: Vec<Cell>,
+    skipped: Vec<Skipped>,
+    h3: bool,
+    estimated: Duration,
+}
+
+/// Which instances (server and protocol) to start, and which parts cannot
+/// run here.
+struct Lineup {
+    instances: Vec<(Kind, Proto)>,
+    skipped: Vec<Skipped>,
+    h3: bool,
+    h2load: bool,
+}
+
+/// What was measured, in the order of the run.
+struct Measured {
+    idle_memory: Vec<idle::IdleMemory>,
+    start_up: Vec<startup::Startup>,
+    measurements: Vec<Measurement>,
+    compressed: Vec<compressed::Compressed>,
+    interrupted: bool,
+}
+
+/// The run in its three steps: plan what to measure (the servers started,
+/// the cells), measure it, report it (table.txt, results.json, charts).
 fn run(opts: &Options) -> Result<(), String> {
+    let ground = prepare(opts)?;
+    let setup = ground.setup(opts);
+    let mut ports = servers::Ports::new();
+    let mut plan = plan(opts, &ground, &setup, &mut ports)?;
+    let measured = measure_all(opts, &ground, &setup, &mut ports, &mut plan);
+    report(opts, &ground, plan, measured)
+}
+
+/// The tools, the limits, the document root, the copy of staticd and the
+/// certificate: everything before the first server starts.
+fn prepare(opts: &Options) -> Result<Ground, String> {
     let started = Instant::now();
     let started_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let fd_limit = raise_fd_limit();
+    let fd_limit = machine::raise_fd_limit();
     if !load::available("wrk") {
         return Err("wrk is not installed (apt-get install wrk)".into());
     }
@@ -905,29 +907,16 @@ fn run(opts: &Options) -> Result<(), String> {
     if let Err(e) = reaper::start(&harness) {
         eprintln!("compare: {e}; servers' workers may outlive a harness killed with SIGKILL");
     }
-    let cores = cores();
+    let cores = machine::cores();
 
     println!(
         "compare: writing {} file(s) of random bytes",
         opts.sizes.len()
     );
     let docroot = docroot::Docroot::create(&opts.sizes).map_err(|e| format!("docroot: {e}"))?;
-    // A copy, so that a rebuild during the run cannot replace the binary
-    // that tcpserver keeps starting.
     reaper::remove_later(docroot.scratch());
-    let bin = docroot.scratch().join("bin");
-    let staticd = bin.join("staticd");
-    std::fs::create_dir(&bin)
-        .and_then(|()| std::fs::copy(&built, &staticd))
-        .map_err(|e| format!("copy {} to {}: {e}", built.display(), staticd.display()))?;
-    let max_connections = opts
-        .connections
-        .iter()
-        .copied()
-        .filter(|_| opts.matrix)
-        .chain([opts.idle_connections])
-        .max()
-        .unwrap_or(0);
+    let staticd = copy_staticd(&built, &docroot)?;
+    let max_connections = max_connections(opts);
     if u64::from(max_connections) + 100 > fd_limit {
         eprintln!(
             "compare: open-file limit {fd_limit} is too low for {max_connections} connections; expect errors"
@@ -938,27 +927,89 @@ fn run(opts: &Options) -> Result<(), String> {
     } else {
         None
     };
-    let setup = Setup {
-        docroot: &docroot,
-        sizes: &opts.sizes,
-        cores,
-        staticd: &staticd,
-        harness: &harness,
+    Ok(Ground {
+        started,
+        started_unix,
         fd_limit,
+        ab,
+        built,
+        harness,
+        cores,
+        docroot,
+        staticd,
         max_connections,
-        tls: tls_files.as_ref(),
-    };
-    let mut ports = servers::Ports::new();
-    let mut running: Vec<Server> = Vec::new();
+        tls_files,
+    })
+}
+
+/// A copy of the binary in the scratch directory, so that a rebuild
+/// during the run cannot replace the binary that tcpserver keeps starting.
+fn copy_staticd(built: &Path, docroot: &docroot::Docroot) -> Result<PathBuf, String> {
+    let bin = docroot.scratch().join("bin");
+    let staticd = bin.join("staticd");
+    std::fs::create_dir(&bin)
+        .and_then(|()| std::fs::copy(built, &staticd))
+        .map_err(|e| format!("copy {} to {}: {e}", built.display(), staticd.display()))?;
+    Ok(staticd)
+}
+
+/// The most connections any server will hold at once: the largest wrk
+/// concurrency (if the matrix runs) or the idle-memory count.
+fn max_connections(opts: &Options) -> u32 {
+    opts.connections
+        .iter()
+        .copied()
+        .filter(|_| opts.matrix)
+        .chain([opts.idle_connections])
+        .max()
+        .unwrap_or(0)
+}
+
+/// Starts the servers and lays out the cells, and says how long the rest
+/// will take.
+fn plan(
+    opts: &Options,
+    ground: &Ground,
+    setup: &Setup,
+    ports: &mut servers::Ports,
+) -> Result<Plan, String> {
     println!(
         "compare: starting servers on 127.0.0.1 (staticd: {})",
-        built.display()
+        ground.built.display()
     );
+    let Lineup {
+        instances,
+        mut skipped,
+        h3,
+        h2load,
+    } = lineup(opts, ground.tls_files.as_ref());
+    let running = start_servers(opts, instances, setup, ports, &mut skipped)?;
+    let cells = plan_cells(opts, ground.ab, h3, h2load);
+    let estimated = ground.started.elapsed() + estimate(opts, &cells, &running);
+    println!(
+        "compare: {} cell(s) x {} round(s) x {} server(s), plus idle memory and start-up: about {} in all, estimated (started servers stay up, idle, while the others are measured)",
+        cells.len(),
+        opts.rounds,
+        running.len(),
+        report::clock(estimated)
+    );
+    Ok(Plan {
+        running,
+        cells,
+        skipped,
+        h3,
+        estimated,
+    })
+}
+
+/// The instances the options ask for, and the parts whose tools are
+/// missing (HTTP/3 without oha, HTTP/2 cells without h2load).
+fn lineup(opts: &Options, tls_files: Option<&tls::TlsFiles>) -> Lineup {
     let mut instances: Vec<(Kind, Proto)> = Vec::new();
     if opts.cleartext() {
         instances.extend(servers::ALL.iter().map(|&k| (k, Proto::Http)));
     }
-    if let Some(t) = &tls_files {
+    if let Some(t) = tls_files {
         println!(
             "compare: HTTPS and h2 servers get one certificate: {}",
             t.about
@@ -1021,6 +1072,24 @@ fn run(opts: &Options) -> Result<(), String> {
             reason,
         });
     }
+    Lineup {
+        instances,
+        skipped,
+        h3,
+        h2load,
+    }
+}
+
+/// Starts every instance whose server is installed; a peer that is not is
+/// skipped with one line. Fails without staticd in the clear.
+fn start_servers(
+    opts: &Options,
+    instances: Vec<(Kind, Proto)>,
+    setup: &Setup,
+    ports: &mut servers::Ports,
+    skipped: &mut Vec<Skipped>,
+) -> Result<Vec<Server>, String> {
+    let mut running: Vec<Server> = Vec::new();
     // A peer that is not installed is one line, whatever its instances.
     let mut missing: Vec<Kind> = Vec::new();
     for (kind, proto) in instances {
@@ -1041,11 +1110,11 @@ fn run(opts: &Options) -> Result<(), String> {
             });
             continue;
         }
-        if STOP.load(Ordering::SeqCst) {
+        if stop::stopping() {
             return Err("interrupted".into());
         }
         let label = format!("{}{}", kind.name(), proto.suffix());
-        match servers::start(kind, &setup, &mut ports, proto) {
+        match servers::start(kind, setup, ports, proto) {
             Ok(s) => {
                 println!(
                     "  {:<22} ready: {} ({}{})",
@@ -1077,7 +1146,23 @@ fn run(opts: &Options) -> Result<(), String> {
         return Err("no server started".into());
     }
 
+    Ok(running)
+}
+
+/// The cells of the matrix, part by part, in the order they run.
+fn plan_cells(opts: &Options, ab: bool, h3: bool, h2load: bool) -> Vec<Cell> {
     let mut cells = Vec::new();
+    wrk_cells(opts, &mut cells);
+    ab_cells(opts, ab, &mut cells);
+    https_cells(opts, &mut cells);
+    h2_cells(opts, h2load, &mut cells);
+    h3_cells(opts, h3, &mut cells);
+    cells
+}
+
+/// HTTP/1.1 in the clear under wrk: every size, connection count and mode
+/// (fewer at many connections).
+fn wrk_cells(opts: &Options, cells: &mut Vec<Cell>) {
     for &size in opts
         .sizes
         .iter()
@@ -1111,6 +1196,10 @@ fn run(opts: &Options) -> Result<(), String> {
             }
         }
     }
+}
+
+/// ab in the clear (with --ab): every size and mode.
+fn ab_cells(opts: &Options, ab: bool, cells: &mut Vec<Cell>) {
     if ab && opts.matrix && opts.cleartext() {
         for &size in &opts.sizes {
             for &mode in &opts.modes {
@@ -1127,6 +1216,10 @@ fn run(opts: &Options) -> Result<(), String> {
             }
         }
     }
+}
+
+/// HTTPS: keep-alive, full handshakes and resumed ones.
+fn https_cells(opts: &Options, cells: &mut Vec<Cell>) {
     if opts.https_part() && opts.matrix {
         let cell = |tool, size, mode| Cell {
             tool,
@@ -1152,6 +1245,10 @@ fn run(opts: &Options) -> Result<(), String> {
             cells.push(cell(Tool::Resume, IDLE_SIZE, Mode::Close));
         }
     }
+}
+
+/// h2load over h2 and h2c.
+fn h2_cells(opts: &Options, h2load: bool, cells: &mut Vec<Cell>) {
     if h2load && opts.matrix && opts.modes.contains(&Mode::KeepAlive) {
         for proto in [Proto::H2, Proto::H2c] {
             for &m in &opts.h2_streams {
@@ -1173,6 +1270,10 @@ fn run(opts: &Options) -> Result<(), String> {
             }
         }
     }
+}
+
+/// oha over HTTP/3.
+fn h3_cells(opts: &Options, h3: bool, cells: &mut Vec<Cell>) {
     if h3 && opts.matrix && opts.modes.contains(&Mode::KeepAlive) {
         for &p in &opts.h3_streams {
             for &size in H3_SIZES.iter().filter(|s| opts.sizes.contains(s)) {
@@ -1199,28 +1300,65 @@ fn run(opts: &Options) -> Result<(), String> {
             }
         }
     }
-    let estimated = started.elapsed() + estimate(opts, &cells, &running);
-    println!(
-        "compare: {} cell(s) x {} round(s) x {} server(s), plus idle memory and start-up: about {} in all, estimated (started servers stay up, idle, while the others are measured)",
-        cells.len(),
-        opts.rounds,
-        running.len(),
-        clock(estimated)
-    );
+}
 
-    // The idle connections and the start-up runs fetch 1 KB if it is there.
-    let small = if opts.sizes.contains(&IDLE_SIZE) {
+/// The idle connections and the start-up runs fetch 1 KB if it is there.
+fn small_size(opts: &Options) -> u64 {
+    if opts.sizes.contains(&IDLE_SIZE) {
         IDLE_SIZE
     } else {
         opts.sizes[0]
-    };
-    // The HTTP/2 streams fetch 1 MB if it is there, or the largest file
-    // above the client's window.
-    let h2_memory_size = if opts.sizes.contains(&H2_MEMORY_SIZE) {
+    }
+}
+
+/// Measures the plan: memory per connection, start-up, the matrix, the
+/// compression cell, in that order; an interruption skips what is left.
+fn measure_all(
+    opts: &Options,
+    ground: &Ground,
+    setup: &Setup,
+    ports: &mut servers::Ports,
+    plan: &mut Plan,
+) -> Measured {
+    let small = small_size(opts);
+    let idle_memory = measure_memory(opts, ground.started, setup, ports, &mut plan.running, small);
+    let start_up = measure_startup(opts, ground, &plan.running, small);
+    let (measurements, interrupted) = measure_matrix(opts, ground, &plan.cells, &mut plan.running);
+    let compressed = measure_compressed(opts, ground.started, &mut plan.running, interrupted);
+    let interrupted = interrupted || stop::stopping();
+    if interrupted {
+        println!("compare: interrupted; stopping servers and writing partial results");
+    }
+    Measured {
+        idle_memory,
+        start_up,
+        measurements,
+        compressed,
+        interrupted,
+    }
+}
+
+/// The file the HTTP/2 streams fetch: 1 MB if it is there, or the largest
+/// above the client's window.
+fn h2_memory_size(opts: &Options) -> Option<u64> {
+    if opts.sizes.contains(&H2_MEMORY_SIZE) {
         Some(H2_MEMORY_SIZE)
     } else {
         opts.sizes.iter().copied().filter(|&s| s > 65_535).max()
-    };
+    }
+}
+
+/// Memory per idle connection (HTTP/1.1 and h3) and per HTTP/2 connection
+/// with open streams, each server then restarted fresh for the matrix.
+fn measure_memory(
+    opts: &Options,
+    started: Instant,
+    setup: &Setup,
+    ports: &mut servers::Ports,
+    running: &mut [Server],
+    small: u64,
+) -> Vec<idle::IdleMemory> {
+    let h2_memory_size = h2_memory_size(opts);
     let mut idle_memory = Vec::new();
     if opts.idle_connections > 0 && running.iter().any(|s| !s.proto.http2()) {
         println!(
@@ -1235,7 +1373,7 @@ fn run(opts: &Options) -> Result<(), String> {
     // Said when the first HTTP/2 instance comes (they come last).
     let mut h2_said = false;
     for server in running.iter_mut() {
-        if STOP.load(Ordering::SeqCst) {
+        if stop::stopping() {
             break;
         }
         let r = if server.proto == Proto::H3 {
@@ -1271,27 +1409,11 @@ fn run(opts: &Options) -> Result<(), String> {
         } else {
             continue;
         };
-        println!(
-            "  {:<22} {}  ({} of {} open{}; RSS {:.1} -> {:.1} MB; opened in {:.1} s){}  [{}]",
-            server.label(),
-            r.kib_per_connection
-                .map_or("-".into(), |k| format!("{k:+.2} KiB each")),
-            r.still_open,
-            r.connections,
-            r.streams
-                .map_or(String::new(), |n| format!(", {n} streams each")),
-            r.rss_before_kib as f64 / 1024.0,
-            r.rss_after_kib as f64 / 1024.0,
-            r.open_seconds,
-            r.error
-                .as_deref()
-                .map_or(String::new(), |e| format!(" ERROR: {e}")),
-            clock(started.elapsed())
-        );
+        show_memory(server, &r, started);
         idle_memory.push(r);
         // The matrix gets a fresh process: 10,000 connections leave
         // memory behind that would show in every RSS column.
-        match servers::start(server.kind, &setup, &mut ports, server.proto) {
+        match servers::start(server.kind, setup, ports, server.proto) {
             Ok(fresh) => *server = fresh,
             Err(reason) => println!(
                 "  {:<22} not restarted after the idle measurement: {reason}",
@@ -1300,8 +1422,40 @@ fn run(opts: &Options) -> Result<(), String> {
         }
     }
 
+    idle_memory
+}
+
+/// One server's memory measurement, as a progress line.
+fn show_memory(server: &Server, r: &idle::IdleMemory, started: Instant) {
+    println!(
+        "  {:<22} {}  ({} of {} open{}; RSS {:.1} -> {:.1} MB; opened in {:.1} s){}  [{}]",
+        server.label(),
+        r.kib_per_connection
+            .map_or("-".into(), |k| format!("{k:+.2} KiB each")),
+        r.still_open,
+        r.connections,
+        r.streams
+            .map_or(String::new(), |n| format!(", {n} streams each")),
+        r.rss_before_kib as f64 / 1024.0,
+        r.rss_after_kib as f64 / 1024.0,
+        r.open_seconds,
+        r.error
+            .as_deref()
+            .map_or(String::new(), |e| format!(" ERROR: {e}")),
+        report::clock(started.elapsed())
+    );
+}
+
+/// Process start (inetd-spawn, tcpserver) and connect to first response
+/// byte, against /bin/true.
+fn measure_startup(
+    opts: &Options,
+    ground: &Ground,
+    running: &[Server],
+    small: u64,
+) -> Vec<startup::Startup> {
     let mut start_up = Vec::new();
-    if opts.startup_runs > 0 && opts.cleartext() && !STOP.load(Ordering::SeqCst) {
+    if opts.startup_runs > 0 && opts.cleartext() && !stop::stopping() {
         let size = small;
         println!(
             "compare: process start to first response byte, {} runs each, GET {}",
@@ -1309,7 +1463,12 @@ fn run(opts: &Options) -> Result<(), String> {
             docroot::label(size)
         );
         let runs = opts.startup_runs;
-        let mut series = vec![startup::inetd_spawn(&staticd, &docroot.root(), size, runs)];
+        let mut series = vec![startup::inetd_spawn(
+            &ground.staticd,
+            &ground.docroot.root(),
+            size,
+            runs,
+        )];
         for (kind, name, what) in [
             (
                 Kind::StaticdInetd,
@@ -1351,33 +1510,23 @@ fn run(opts: &Options) -> Result<(), String> {
         start_up = series;
     }
 
+    start_up
+}
+
+/// Every round of every cell on every server that holds it; false when
+/// interrupted.
+fn measure_matrix(
+    opts: &Options,
+    ground: &Ground,
+    cells: &[Cell],
+    running: &mut [Server],
+) -> (Vec<Measurement>, bool) {
+    let started = ground.started;
     let mut measurements = Vec::new();
     let mut interrupted = false;
     let rounds = opts.rounds as usize;
     'cells: for (i, cell) in cells.iter().enumerate() {
-        let what = format!(
-            "{:<3}{} {:>6} c={:<4} {:<10}",
-            match cell.tool {
-                Tool::Wrk => "wrk",
-                Tool::Ab => "ab",
-                Tool::Resume => "tls-resume",
-                Tool::H2load => "h2load",
-                Tool::Oha => "oha",
-            },
-            match (cell.proto, cell.tool) {
-                (Proto::Https, Tool::Wrk) => " https".to_string(),
-                (Proto::H3, _) => format!(" h3 p={}", cell.streams),
-                (Proto::H2 | Proto::H2c, _) => format!(
-                    " {} m={}",
-                    if cell.proto == Proto::H2 { "h2" } else { "h2c" },
-                    cell.streams
-                ),
-                _ => String::new(),
-            },
-            docroot::label(cell.size),
-            cell.connections,
-            cell.mode.label()
-        );
+        let what = cell_label(cell);
         let holding: Vec<usize> = (0..running.len())
             .filter(|&j| running[j].proto == cell.proto && running[j].kind.holds(cell.connections))
             .collect();
@@ -1393,12 +1542,12 @@ fn run(opts: &Options) -> Result<(), String> {
             line.push_str(&what);
             let mut results = Vec::new();
             for k in 0..holding.len() {
-                if STOP.load(Ordering::SeqCst) {
+                if stop::stopping() {
                     interrupted = true;
                     break 'cells;
                 }
                 let server = &mut running[holding[(i * rounds + round + k) % holding.len()]];
-                let mut m = measure(server, cell, opts, tls_files.as_ref());
+                let mut m = measure(server, cell, opts, ground.tls_files.as_ref());
                 m.round = round as u32 + 1;
                 results.push(m);
             }
@@ -1406,27 +1555,64 @@ fn run(opts: &Options) -> Result<(), String> {
             for m in &results {
                 let shown = match &m.outcome {
                     Some(o) if o.error_count() > 0 => {
-                        format!("{}!", compact(o.requests_per_second))
+                        format!("{}!", report::compact(o.requests_per_second))
                     }
-                    Some(o) => compact(o.requests_per_second),
+                    Some(o) => report::compact(o.requests_per_second),
                     None => "failed".into(),
                 };
                 line.push_str(&format!("  {} {}", m.server, shown));
             }
-            println!("{line}  [{}]", clock(started.elapsed()));
+            println!("{line}  [{}]", report::clock(started.elapsed()));
             measurements.extend(results);
         }
     }
+    (measurements, interrupted)
+}
+
+/// A cell in a progress line: "wrk h2 m=10   1 KB c=50   keep-alive".
+fn cell_label(cell: &Cell) -> String {
+    format!(
+        "{:<3}{} {:>6} c={:<4} {:<10}",
+        match cell.tool {
+            Tool::Wrk => "wrk",
+            Tool::Ab => "ab",
+            Tool::Resume => "tls-resume",
+            Tool::H2load => "h2load",
+            Tool::Oha => "oha",
+        },
+        match (cell.proto, cell.tool) {
+            (Proto::Https, Tool::Wrk) => " https".to_string(),
+            (Proto::H3, _) => format!(" h3 p={}", cell.streams),
+            (Proto::H2 | Proto::H2c, _) => format!(
+                " {} m={}",
+                if cell.proto == Proto::H2 { "h2" } else { "h2c" },
+                cell.streams
+            ),
+            _ => String::new(),
+        },
+        docroot::label(cell.size),
+        cell.connections,
+        cell.mode.label()
+    )
+}
+
+/// The compression cell on every cleartext server but the ceiling.
+fn measure_compressed(
+    opts: &Options,
+    started: Instant,
+    running: &mut [Server],
+    interrupted: bool,
+) -> Vec<compressed::Compressed> {
     let mut compressed_cells = Vec::new();
     if opts.matrix && opts.cleartext() && !interrupted {
         println!(
             "compare: {} KB JavaScript with Accept-Encoding: {}, wrk keep-alive c={}",
-            compressed::SIZE / 1000,
+            script::SIZE / 1000,
             compressed::ACCEPT_ENCODING,
             compressed::CONNECTIONS
         );
         for server in running.iter_mut().filter(|s| compressed::runs_on(s)) {
-            if STOP.load(Ordering::SeqCst) {
+            if stop::stopping() {
                 break;
             }
             let duration = opts
@@ -1438,72 +1624,60 @@ fn run(opts: &Options) -> Result<(), String> {
                 server.label(),
                 c.content_encoding.as_deref().unwrap_or("identity"),
                 c.body_bytes.map_or("-".into(), |b| b.to_string()),
-                c.requests_per_second.map_or("-".into(), compact),
+                c.requests_per_second.map_or("-".into(), report::compact),
                 c.bytes_per_response
                     .map_or("-".into(), |b| format!("{b:.0}")),
                 c.error
                     .as_deref()
                     .map_or(String::new(), |e| format!(" ERROR: {e}")),
-                clock(started.elapsed())
+                report::clock(started.elapsed())
             );
             compressed_cells.push(c);
         }
     }
-    interrupted |= STOP.load(Ordering::SeqCst);
-    if interrupted {
-        println!("compare: interrupted; stopping servers and writing partial results");
-    }
+    compressed_cells
+}
 
+/// Stops the servers and writes table.txt, results.json and the charts.
+fn report(opts: &Options, ground: &Ground, plan: Plan, measured: Measured) -> Result<(), String> {
+    let Plan {
+        running,
+        skipped,
+        h3,
+        estimated,
+        ..
+    } = plan;
+    let Measured {
+        idle_memory,
+        start_up,
+        measurements,
+        compressed,
+        interrupted,
+    } = measured;
+    let started = ground.started;
     let descriptions = running.iter().map(|s| s.about.clone()).collect();
     // Stop every server before writing (and before the docroot goes).
     drop(running);
     let mut report = Report {
-        started_unix,
+        started_unix: ground.started_unix,
         total_seconds: started.elapsed().as_secs_f64(),
         interrupted,
         host: machine::host(),
         software: machine::software(&std::env::args().skip(1).collect::<Vec<_>>()),
-        settings: Settings {
-            quick: opts.quick,
-            sizes: opts.sizes.clone(),
-            connections: opts.connections.clone(),
-            modes: opts.modes.clone(),
-            duration_seconds: opts.duration.as_secs_f64(),
-            warmup_seconds: opts.warmup.as_secs_f64(),
-            rounds: opts.rounds,
-            estimated_seconds: estimated.as_secs_f64(),
-            client_threads: opts.client_threads,
-            ab,
-            ab_connections: opts.ab_connections,
-            ab_duration_seconds: opts.ab_duration.as_secs_f64(),
-            fd_limit,
-            idle_connections: opts.idle_connections,
-            startup_runs: opts.startup_runs,
-            https: opts.https_part(),
-            https_only: opts.https_only,
-            h2: opts.h2_part(),
-            h2_only: opts.h2_only,
-            h2_streams: opts.h2_streams.clone(),
-            h2_connections: opts.h2_connections,
-            h2_open_streams: opts.h2_open_streams,
-            h3,
-            h3_only: opts.h3_only,
-            h3_streams: opts.h3_streams.clone(),
-            h3_idle_connections: opts.h3_idle_connections,
-            certificate: tls_files.as_ref().map(|t| t.about.clone()),
-        },
+        settings: settings(opts, ground, h3, estimated),
         servers: descriptions,
         skipped,
         summaries: report::summarize(&measurements),
         measurements,
         idle_memory,
         startup: start_up,
-        compressed: compressed_cells,
+        compressed,
         targets: Vec::new(),
     };
     report.targets = targets::rows(&report);
     std::fs::create_dir_all(&opts.out).map_err(|e| format!("{}: {e}", opts.out.display()))?;
-    let table = report.table();
+    let mut table = report.table();
+    targets::table(&mut table, &report.targets);
     let table_path = opts.out.join("table.txt");
     std::fs::write(&table_path, &table).map_err(|e| format!("{}: {e}", table_path.display()))?;
     report.write_json(&opts.out.join("results.json"))?;
@@ -1517,8 +1691,8 @@ fn run(opts: &Options) -> Result<(), String> {
     println!(
         "compare: {} in {} (estimated {}); wrote {}/{{{}}}",
         if interrupted { "interrupted" } else { "done" },
-        clock(started.elapsed()),
-        clock(estimated),
+        report::clock(started.elapsed()),
+        report::clock(estimated),
         opts.out.display(),
         written.join(",")
     );
@@ -1526,6 +1700,39 @@ fn run(opts: &Options) -> Result<(), String> {
         return Err("interrupted".into());
     }
     Ok(())
+}
+
+/// The run's settings, as results.json records them.
+fn settings(opts: &Options, ground: &Ground, h3: bool, estimated: Duration) -> Settings {
+    Settings {
+        quick: opts.quick,
+        sizes: opts.sizes.clone(),
+        connections: opts.connections.clone(),
+        modes: opts.modes.clone(),
+        duration_seconds: opts.duration.as_secs_f64(),
+        warmup_seconds: opts.warmup.as_secs_f64(),
+        rounds: opts.rounds,
+        estimated_seconds: estimated.as_secs_f64(),
+        client_threads: opts.client_threads,
+        ab: ground.ab,
+        ab_connections: opts.ab_connections,
+        ab_duration_seconds: opts.ab_duration.as_secs_f64(),
+        fd_limit: ground.fd_limit,
+        idle_connections: opts.idle_connections,
+        startup_runs: opts.startup_runs,
+        https: opts.https_part(),
+        https_only: opts.https_only,
+        h2: opts.h2_part(),
+        h2_only: opts.h2_only,
+        h2_streams: opts.h2_streams.clone(),
+        h2_connections: opts.h2_connections,
+        h2_open_streams: opts.h2_open_streams,
+        h3,
+        h3_only: opts.h3_only,
+        h3_streams: opts.h3_streams.clone(),
+        h3_idle_connections: opts.h3_idle_connections,
+        certificate: ground.tls_files.as_ref().map(|t| t.about.clone()),
+    }
 }
 
 fn main() {
@@ -1546,7 +1753,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    install_signal_handlers();
+    stop::install_signal_handlers();
     if let Err(e) = run(&opts) {
         eprintln!("compare: {e}");
         std::process::exit(1);

@@ -1,6 +1,7 @@
 //! What a run produced: the records (every round), their per-cell
 //! summaries (median and spread of the rounds), the text table and
-//! results.json. The charts are in chart.rs.
+//! results.json. The charts are in chart.rs; the summary of the targets,
+//! judged on these summaries, in targets.rs.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -127,7 +128,31 @@ pub struct Report {
     pub compressed: Vec<Compressed>,
     /// The summary the table ends with: staticd against the best peer in
     /// every cell, met or missed against the targets (targets.rs).
-    pub targets: Vec<crate::targets::Target>,
+    pub targets: Vec<Target>,
+}
+
+/// One row of the summary (targets.rs judges the cells).
+#[derive(Clone, Debug, Serialize)]
+pub struct Target {
+    /// "HTTP/1.1 keep-alive c=50 1 KB", "HTTPS close c=50 1 KB (full
+    /// handshakes)", "p99 keep-alive c=2000 1 KB", "inetd start",
+    /// "idle keep-alive memory".
+    pub cell: String,
+    /// staticd's figure, as shown.
+    pub staticd: String,
+    /// The best peer and its figure, as shown.
+    pub best_peer: Option<String>,
+    /// staticd's over the best peer's (requests/s, or p99: lower is
+    /// better there).
+    pub ratio: Option<f64>,
+    /// Server CPU per request, staticd's and the best peer's (us).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_us_per_request: Option<(Option<f64>, Option<f64>)>,
+    /// The target, in words; "-" for none.
+    pub target: String,
+    /// None: the cell has no target, or it could not be judged (staticd
+    /// or every peer failed in it).
+    pub met: Option<bool>,
 }
 
 /// The median and the range of one quantity over a cell's rounds.
@@ -422,6 +447,7 @@ impl Report {
             .map(|&(m, us)| (m.server.clone(), us))
     }
 
+    /// table.txt but its last table, the summary (targets::table).
     pub fn table(&self) -> String {
         let mut out = String::new();
         let s = &self.settings;
@@ -631,7 +657,6 @@ impl Report {
         self.h2_summary(&mut out);
         self.idle_table(&mut out);
         self.startup_table(&mut out);
-        crate::targets::table(&mut out, &self.targets);
         out
     }
 
@@ -1069,4 +1094,19 @@ pub(crate) fn render(out: &mut String, header: &[String], rows: &[Vec<String>]) 
         }
         let _ = writeln!(out, "{}", line.trim_end());
     }
+}
+
+/// Requests/s in a progress line: 123.4k, or 987.
+pub fn compact(rps: f64) -> String {
+    if rps >= 10_000.0 {
+        format!("{:.1}k", rps / 1000.0)
+    } else {
+        format!("{rps:.0}")
+    }
+}
+
+/// Elapsed time in a progress line: 12:05.
+pub fn clock(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    format!("{}:{:02}", s / 60, s % 60)
 }

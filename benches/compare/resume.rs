@@ -91,7 +91,7 @@ pub fn run(
 fn worker(addr: SocketAddr, path: &str, config: &Arc<ClientConfig>, deadline: Instant) -> Tally {
     let mut t = Tally::default();
     let timeout = Duration::from_secs(10);
-    while Instant::now() < deadline && !crate::stopping() {
+    while Instant::now() < deadline && !crate::stop::stopping() {
         let began = Instant::now();
         let mut stream = match tls::connect(&addr, config, timeout) {
             Ok(s) => s,

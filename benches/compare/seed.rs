@@ -32,8 +32,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::machine::Host;
+use crate::report::clock;
 use crate::servers::Setup;
-use crate::{clock, docroot, load, reaper, tls};
+use crate::{docroot, load, reaper, tls};
 use pool::Pool;
 use table::Table;
 use tables::Timing;
@@ -133,7 +134,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
 
 /// Runs the seed mode and exits.
 pub fn main(args: &[String]) -> ! {
-    crate::install_signal_handlers();
+    crate::stop::install_signal_handlers();
     let code = match parse(args) {
         Err(e) => {
             eprintln!("compare --seed-tables: {e}\n\n{USAGE}");
@@ -194,7 +195,7 @@ fn run(o: &Options) -> Result<(), String> {
     let started_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let fd_limit = crate::raise_fd_limit();
+    let fd_limit = crate::machine::raise_fd_limit();
     let timing = Timing { cell: o.cell };
     let mut skipped = Vec::new();
     let skip_tool = |tool: &str, package: &str| {
@@ -255,7 +256,7 @@ fn run(o: &Options) -> Result<(), String> {
         .and_then(|()| std::fs::copy(&built, &staticd))
         .map_err(|e| format!("copy {} to {}: {e}", built.display(), staticd.display()))?;
     let tls_files = tls::write_files(&docroot.scratch().join("tls"))?;
-    let cores = crate::cores();
+    let cores = crate::machine::cores();
     let setup = Setup {
         docroot: &docroot,
         sizes: &tables::SIZES,
@@ -282,14 +283,14 @@ fn run(o: &Options) -> Result<(), String> {
         (4, tables::accelerators_https),
     ];
     for (n, build) in all {
-        if !o.only.contains(&n) || crate::stopping() {
+        if !o.only.contains(&n) || crate::stop::stopping() {
             continue;
         }
         let table = build(&mut pool, &timing);
         println!("\n{}", table.text());
         done.push(table);
     }
-    let interrupted = crate::stopping();
+    let interrupted = crate::stop::stopping();
     // Stop every server before writing (and before the docroot goes).
     drop(pool);
 

@@ -17,9 +17,10 @@ use std::time::{Duration, Instant};
 use rustls::ClientConfig;
 use serde::Serialize;
 
-use crate::compressed;
 use crate::docroot::{self, Docroot};
+use crate::fetch::Fetched;
 use crate::procstat;
+use crate::programs::which;
 use crate::reaper;
 use crate::tls::{self, TlsFiles};
 
@@ -459,26 +460,6 @@ impl Ports {
     }
 }
 
-pub fn which(program: &str) -> Option<PathBuf> {
-    let path = std::env::var("PATH").unwrap_or_default();
-    let extra = [
-        "/usr/sbin",
-        "/sbin",
-        "/usr/local/sbin",
-        "/usr/bin",
-        "/usr/local/bin",
-    ];
-    let mut dirs: Vec<PathBuf> = path.split(':').map(PathBuf::from).collect();
-    dirs.extend(extra.map(PathBuf::from));
-    // Where `cargo install` puts static-web-server.
-    if let Some(home) = std::env::var_os("HOME") {
-        dirs.push(Path::new(&home).join(".cargo/bin"));
-    }
-    dirs.iter()
-        .map(|dir| dir.join(program))
-        .find(|p| p.is_file())
-}
-
 /// The versions of the peers installed here, for the machine record
 /// (whether or not this run started them).
 pub fn peer_versions() -> Vec<(&'static str, String)> {
@@ -865,7 +846,7 @@ pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports, proto: Proto) -> Resu
     } else if h2 {
         // What the harness's client negotiated: TLS and ALPN, or h2c.
         let (_, negotiated) =
-            crate::h2::get(&server.url(setup.sizes[0]), server.tls_client.as_ref())
+            crate::fetch::get(&server.url(setup.sizes[0]), server.tls_client.as_ref())
                 .map_err(|e| format!("HTTP/2: {e}"))?;
         server.about.tls = Some(negotiated);
     } else if let Some(config) = server.tls_client.clone() {
@@ -921,13 +902,6 @@ fn wait_ready(server: &mut Server, size: u64) -> Result<(), String> {
             Err(_) => thread::sleep(Duration::from_millis(50)),
         }
     }
-}
-
-/// A response read by `get` (or over HTTP/2 by `h2::get`).
-pub struct Fetched {
-    pub status: u16,
-    pub content_length: Option<u64>,
-    pub body: Vec<u8>,
 }
 
 /// One GET over its own connection (over TLS with `tls`), read until the
@@ -1010,7 +984,7 @@ fn check_file(
     expected: Option<&Path>,
 ) -> Result<(), String> {
     let got = if proto.http2() {
-        crate::h2::get(url, tls).map(|(f, _)| f)
+        crate::fetch::get(url, tls).map(|(f, _)| f)
     } else {
         get(url, tls)
     }
@@ -1076,7 +1050,7 @@ fn nginx_conf(
         ),
     };
     let http2 = if h2 { " http2" } else { "" };
-    let script = compressed::PATH;
+    let script = crate::script::PATH;
     format!(
         r#"# Written by benches/compare (staticd's comparison harness).
 daemon off;
@@ -1384,7 +1358,7 @@ fn caddyfile(root: &Path, port: u16, tls: Option<&TlsFiles>, proto: Proto) -> St
         ),
     };
     let r = root.display();
-    let script = compressed::PATH;
+    let script = crate::script::PATH;
     format!(
         r#"# Written by benches/compare (staticd's comparison harness).
 {{

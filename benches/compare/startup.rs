@@ -96,7 +96,7 @@ fn repeat(
     let mut times = Vec::with_capacity(runs as usize);
     let mut error = None;
     for i in 0..WARM_RUNS + runs {
-        if crate::stopping() {
+        if crate::stop::stopping() {
             error = Some("interrupted".into());
             break;
         }

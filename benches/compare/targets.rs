@@ -25,36 +25,10 @@
 
 use std::fmt::Write as _;
 
-use serde::Serialize;
-
 use crate::docroot::label;
 use crate::load::{Mode, Tool};
-use crate::report::{self, median, Block, Report, Summary};
+use crate::report::{self, median, Block, Report, Summary, Target};
 use crate::servers::{Kind, Proto, ALL};
-
-/// One row of the summary.
-#[derive(Clone, Debug, Serialize)]
-pub struct Target {
-    /// "HTTP/1.1 keep-alive c=50 1 KB", "HTTPS close c=50 1 KB (full
-    /// handshakes)", "p99 keep-alive c=2000 1 KB", "inetd start",
-    /// "idle keep-alive memory".
-    pub cell: String,
-    /// staticd's figure, as shown.
-    pub staticd: String,
-    /// The best peer and its figure, as shown.
-    pub best_peer: Option<String>,
-    /// staticd's over the best peer's (requests/s, or p99: lower is
-    /// better there).
-    pub ratio: Option<f64>,
-    /// Server CPU per request, staticd's and the best peer's (us).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cpu_us_per_request: Option<(Option<f64>, Option<f64>)>,
-    /// The target, in words; "-" for none.
-    pub target: String,
-    /// None: the cell has no target, or it could not be judged (staticd
-    /// or every peer failed in it).
-    pub met: Option<bool>,
-}
 
 /// The least ratio of requests/s a cell's target asks for, and whether
 /// staticd's CPU per request must be no higher than the best peer's.

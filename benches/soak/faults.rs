@@ -7,16 +7,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::certs::Certs;
 use crate::check::{Fault, Soak, FAULTS};
 use crate::server::Server;
 use crate::site::Site;
-
-pub struct Certs {
-    pub pems: [(String, String); 2],
-    pub ders: [Vec<u8>; 2],
-    pub cert_file: PathBuf,
-    pub key_file: PathBuf,
-}
 
 pub struct Ctx {
     pub soak: Arc<Soak>,
@@ -225,7 +219,7 @@ fn probe_cert(ctx: &Ctx) -> Result<Vec<u8>, String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let cfg = crate::tls_client(&ctx.certs, false, b"http/1.1");
+    let cfg = crate::certs::tls_client(&ctx.certs, false, b"http/1.1");
     rt.block_on(async {
         let tcp = crate::http1::tcp("127.0.0.1".parse().unwrap(), ctx.tls.port, None)
             .await

@@ -3,6 +3,8 @@
 //! checking every response, the access log, memory, descriptors, threads
 //! and the latency of a good client. See benches/README.md ("Soak").
 
+mod args;
+mod certs;
 mod check;
 mod faults;
 mod http1;
@@ -19,104 +21,11 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rustls::client::Resumption;
-use rustls::pki_types::CertificateDer;
-use rustls::{ClientConfig, RootCertStore};
-
+use args::{args, Args};
+use certs::{make_certs, tls_client, Certs};
 use check::Soak;
 use load::Mode;
 use server::{Sample, Server};
-
-pub struct Args {
-    minutes: f64,
-    out: PathBuf,
-    staticd: Option<PathBuf>,
-}
-
-fn args() -> Args {
-    let mut a = Args {
-        minutes: 3.0,
-        out: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/soak"),
-        staticd: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(x) = it.next() {
-        match x.as_str() {
-            "--minutes" => a.minutes = it.next().and_then(|v| v.parse().ok()).expect("--minutes N"),
-            "--out" => a.out = it.next().map(PathBuf::from).expect("--out DIR"),
-            "--staticd" => a.staticd = it.next().map(PathBuf::from),
-            "--bench" => {}
-            other => {
-                eprintln!("soak: unknown argument {other}; usage: --minutes N [--out DIR] [--staticd PATH]");
-                std::process::exit(2);
-            }
-        }
-    }
-    a
-}
-
-static CA: Mutex<Option<CertificateDer<'static>>> = Mutex::new(None);
-
-/// A client trusting the soak CA only (both certificates chain to it).
-pub fn tls_client(_certs: &faults::Certs, resume: bool, alpn: &[u8]) -> Arc<ClientConfig> {
-    let mut roots = RootCertStore::empty();
-    roots
-        .add(CA.lock().unwrap().clone().expect("CA made"))
-        .expect("valid CA");
-    let mut c = ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::aws_lc_rs::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("TLS 1.3 and 1.2")
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    c.resumption = if resume {
-        Resumption::in_memory_sessions(256)
-    } else {
-        Resumption::disabled()
-    };
-    c.alpn_protocols = vec![alpn.to_vec()];
-    Arc::new(c)
-}
-
-fn make_certs(dir: &Path) -> faults::Certs {
-    use rcgen::{
-        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair,
-        KeyUsagePurpose,
-    };
-    let mut ca = CertificateParams::default();
-    ca.distinguished_name
-        .push(DnType::CommonName, "staticd soak CA");
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().expect("key")).expect("CA");
-    *CA.lock().unwrap() = Some(ca.der().clone());
-    let leaf = |n: u8| {
-        let mut p = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-            .expect("params");
-        p.distinguished_name
-            .push(DnType::CommonName, format!("soak leaf {n}"));
-        p.not_before = rcgen::date_time_ymd(2020, 1, 1);
-        p.not_after = rcgen::date_time_ymd(2999, 1, 1);
-        let key = KeyPair::generate().expect("key");
-        let cert = p.signed_by(&key, &ca).expect("leaf");
-        (
-            (format!("{}{}", cert.pem(), ca.pem()), key.serialize_pem()),
-            cert.der().to_vec(),
-        )
-    };
-    let (a, da) = leaf(0);
-    let (b, db) = leaf(1);
-    let certs = faults::Certs {
-        pems: [a, b],
-        ders: [da, db],
-        cert_file: dir.join("cert.pem"),
-        key_file: dir.join("key.pem"),
-    };
-    std::fs::write(&certs.cert_file, &certs.pems[0].0).expect("write cert");
-    std::fs::write(&certs.key_file, &certs.pems[0].1).expect("write key");
-    certs
-}
 
 fn apr1(password: &str) -> Option<String> {
     let out = Command::new("openssl")
@@ -162,12 +71,16 @@ impl Drop for Tmpfs {
     }
 }
 
-fn main() {
-    let a = args();
-    let run = Duration::from_secs_f64(a.minutes * 60.0);
-    let short = a.minutes <= 5.0;
-    std::fs::create_dir_all(&a.out).expect("--out");
-    let bin = find_staticd(a.staticd.clone());
+/// The soak's scratch space: the document root, the current and the
+/// rotated access logs, all removed when it is dropped.
+struct Dirs {
+    tmp: tempfile::TempDir,
+    root: PathBuf,
+    logdir: PathBuf,
+    keepdir: PathBuf,
+}
+
+fn make_dirs() -> Dirs {
     let tmp = tempfile::Builder::new()
         .prefix("staticd-soak")
         .tempdir()
@@ -178,35 +91,58 @@ fn main() {
     for d in [&root, &logdir, &keepdir] {
         std::fs::create_dir_all(d).expect("mkdir");
     }
-    // The access logs on a small tmpfs of their own, to fill it.
-    let mounted = Command::new("mount")
+    Dirs {
+        tmp,
+        root,
+        logdir,
+        keepdir,
+    }
+}
+
+/// The access logs on a small tmpfs of their own, to fill it; whether the
+/// mount worked.
+fn mount_log_tmpfs(logdir: &Path) -> bool {
+    Command::new("mount")
         .args(["-t", "tmpfs", "-o", "size=256m", "soak-logs"])
-        .arg(&logdir)
+        .arg(logdir)
         .stderr(std::process::Stdio::null())
         .status()
-        .is_ok_and(|s| s.success());
-    let _tmpfs = Tmpfs(mounted.then(|| logdir.clone()));
-    let soak = Soak::new();
-    if !mounted {
-        soak.note(
-            "mount -t tmpfs failed (not root?): the log-disk-full fault will be skipped".into(),
-        );
-    }
-    let certs = make_certs(tmp.path());
-    soak.set("#cert", Some(certs.ders[0].clone()), None);
+        .is_ok_and(|s| s.success())
+}
+
+/// The document root, with the files the soak checks recorded as expected.
+fn make_site(soak: &Soak, dirs: &Dirs) -> site::Site {
     let hash = apr1(site::PASSWORD);
     if hash.is_none() {
         soak.note("openssl passwd -apr1 failed: basic auth not exercised".into());
     }
-    let site = site::Site::create(&soak, &root, hash).expect("document root");
+    let site = site::Site::create(soak, &dirs.root, hash).expect("document root");
     let gz = std::fs::read(site.disk("/pre/app.js.gz")).expect("gz");
     soak.set("/pre/app.js.gz", Some(gz), None);
-    let v6 = std::net::TcpListener::bind("[::1]:0").is_ok();
+    site
+}
+
+/// The two servers under test, started: "plain" (cleartext, h2c) and "tls"
+/// (HTTPS, h2), on 127.0.0.1 and ::1 where there is one.
+struct Pair {
+    plain: Arc<Server>,
+    tls: Arc<Server>,
+}
+
+fn start_servers(
+    a: &Args,
+    bin: &Path,
+    dirs: &Dirs,
+    site: &site::Site,
+    certs: &Certs,
+    v6: bool,
+    mounted: bool,
+) -> Pair {
+    let root = &dirs.root;
+    let logdir = &dirs.logdir;
     let mut binds = vec!["127.0.0.1"];
     if v6 {
         binds.push("::1");
-    } else {
-        soak.note("no ::1 on this machine: IPv4 clients only".into());
     }
     let common = |port: u16, name: &str| -> Vec<OsString> {
         let mut v: Vec<OsString> = vec![
@@ -245,7 +181,7 @@ fn main() {
     let plain = Server::new(
         "plain",
         0,
-        &bin,
+        bin,
         plain_port,
         common(plain_port, "plain"),
         binds.len(),
@@ -259,7 +195,7 @@ fn main() {
         "--tls-key".into(),
         certs.key_file.clone().into(),
     ]);
-    let tls = Server::new("tls", 1, &bin, tls_port, targs, binds.len(), &a.out).expect("server");
+    let tls = Server::new("tls", 1, bin, tls_port, targs, binds.len(), &a.out).expect("server");
     for s in [&plain, &tls] {
         if let Err(e) = s.start() {
             eprintln!("soak: {e}");
@@ -275,22 +211,27 @@ fn main() {
         if mounted { "tmpfs 256 MiB" } else { "no tmpfs" },
         a.out.display()
     );
+    Pair { plain, tls }
+}
 
-    let end = soak.t0 + run;
-    let auth = site.htpasswd.is_some();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let src = |n: u8| IpAddr::from([127, 0, 0, n]);
-    let h1cfg = tls_client(&certs, true, b"http/1.1");
-    let h2cfg = tls_client(&certs, true, b"h2");
+/// The load: HTTP/1.1 (keep-alive, close, pipelined) and h2c on the plain
+/// server, HTTPS and h2 on the TLS one, each from its own source address.
+fn spawn_load(
+    rt: &tokio::runtime::Runtime,
+    soak: &Arc<Soak>,
+    servers: &Pair,
+    certs: &Certs,
+    v6: bool,
+    auth: bool,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let (plain, tls) = (&servers.plain, &servers.tls);
+    let h1cfg = tls_client(certs, true, b"http/1.1");
+    let h2cfg = tls_client(certs, true, b"h2");
     let ms = Duration::from_millis;
     let mut tasks = Vec::new();
     {
         let _g = rt.enter();
-        let s = &soak;
+        let s = soak;
         tasks.push(tokio::spawn(load::h1(
             s.clone(),
             plain.clone(),
@@ -416,26 +357,37 @@ fn main() {
             auth,
         )));
     }
-    // The good client on a thread and runtime of its own, so that its
-    // latencies are the server's, not the driver's own queueing.
-    let good = {
-        let (soak, plain) = (soak.clone(), plain.clone());
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(load::good(soak, plain, src(11)));
-        })
-    };
-    let slow = vec![
-        rt.spawn(load::slowloris(soak.clone(), plain.clone(), src(12))),
-        rt.spawn(load::slowloris(soak.clone(), tls.clone(), src(13))),
-        rt.spawn(load::slow_reader(soak.clone(), plain.clone(), src(14))),
-    ];
+    tasks
+}
 
-    // Samples of both servers every 10 s.
-    let samples: Arc<Mutex<Vec<(String, Sample)>>> = Arc::default();
+/// The client of a host 127.0.0.`n`: each load has its own.
+fn src(n: u8) -> IpAddr {
+    IpAddr::from([127, 0, 0, n])
+}
+
+/// The good client on a thread and runtime of its own, so that its
+/// latencies are the server's, not the driver's own queueing.
+fn spawn_good(soak: &Arc<Soak>, plain: &Arc<Server>) -> std::thread::JoinHandle<()> {
+    let (soak, plain) = (soak.clone(), plain.clone());
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(load::good(soak, plain, src(11)));
+    })
+}
+
+/// Samples of both servers every 10 s until `end`.
+type Samples = Arc<Mutex<Vec<(String, Sample)>>>;
+
+fn spawn_sampler(
+    soak: &Arc<Soak>,
+    servers: &Pair,
+    end: Instant,
+) -> (Samples, std::thread::JoinHandle<()>) {
+    let (plain, tls) = (&servers.plain, &servers.tls);
+    let samples: Samples = Arc::default();
     let sampler = {
         let soak = soak.clone();
         let samples = samples.clone();
@@ -457,24 +409,11 @@ fn main() {
             }
         })
     };
-    let ctx = faults::Ctx {
-        soak: soak.clone(),
-        site,
-        plain: plain.clone(),
-        tls: tls.clone(),
-        certs,
-        logdir: logdir.clone(),
-        tmpfs: mounted,
-        keepdir: keepdir.clone(),
-        period: Duration::from_secs(if short { 15 } else { 30 }),
-        first: Duration::from_secs(20),
-        end,
-    };
-    let fault_thread = std::thread::spawn(move || {
-        faults::run(&ctx);
-        ctx
-    });
-    // Progress every minute.
+    (samples, sampler)
+}
+
+/// A line of progress every minute until `end`.
+fn show_progress(soak: &Soak, end: Instant) {
     while Instant::now() < end {
         std::thread::sleep(
             Duration::from_secs(1).min(end.saturating_duration_since(Instant::now())),
@@ -487,12 +426,24 @@ fn main() {
             std::thread::sleep(Duration::from_millis(1000));
         }
     }
+}
+
+/// Stops the load: the clients (the good one too), then the slow ones,
+/// then the sampler.
+fn wind_down_load(
+    rt: &tokio::runtime::Runtime,
+    soak: &Soak,
+    load: Vec<tokio::task::JoinHandle<()>>,
+    slow: Vec<tokio::task::JoinHandle<()>>,
+    threads: [std::thread::JoinHandle<()>; 2],
+) {
     soak.stop.store(true, Ordering::SeqCst);
     rt.block_on(async {
-        for t in tasks {
+        for t in load {
             let _ = tokio::time::timeout(Duration::from_secs(30), t).await;
         }
     });
+    let [good, sampler] = threads;
     let _ = good.join();
     soak.stop_slow.store(true, Ordering::SeqCst);
     rt.block_on(async {
@@ -501,18 +452,11 @@ fn main() {
         }
     });
     let _ = sampler.join();
-    let ctx = fault_thread.join().expect("fault thread");
-    for s in [&plain, &tls] {
-        let code = s.stop();
-        if code != Some(0) {
-            soak.unexplained(
-                "server exit",
-                format!("{} exited {code:?} after SIGTERM", s.name),
-            );
-        }
-    }
-    rt.shutdown_timeout(Duration::from_secs(2));
-    // The logs, rotated and current.
+}
+
+/// The access logs, rotated and current.
+fn access_logs(dirs: &Dirs) -> Vec<PathBuf> {
+    let (keepdir, logdir) = (&dirs.keepdir, &dirs.logdir);
     let mut logs = Vec::new();
     for d in [&keepdir, &logdir] {
         if let Ok(rd) = std::fs::read_dir(d) {
@@ -524,6 +468,83 @@ fn main() {
             }
         }
     }
+    logs
+}
+
+/// The soak in its steps: the scratch space and the site, the two servers,
+/// the load, the faults and the samples until the time is up, then the
+/// wind-down and the report.
+fn main() {
+    let a = args();
+    let run = Duration::from_secs_f64(a.minutes * 60.0);
+    let short = a.minutes <= 5.0;
+    std::fs::create_dir_all(&a.out).expect("--out");
+    let bin = find_staticd(a.staticd.clone());
+    let dirs = make_dirs();
+    let mounted = mount_log_tmpfs(&dirs.logdir);
+    let _tmpfs = Tmpfs(mounted.then(|| dirs.logdir.clone()));
+    let soak = Soak::new();
+    if !mounted {
+        soak.note(
+            "mount -t tmpfs failed (not root?): the log-disk-full fault will be skipped".into(),
+        );
+    }
+    let certs = make_certs(dirs.tmp.path());
+    soak.set("#cert", Some(certs.ders[0].clone()), None);
+    let site = make_site(&soak, &dirs);
+    let v6 = std::net::TcpListener::bind("[::1]:0").is_ok();
+    if !v6 {
+        soak.note("no ::1 on this machine: IPv4 clients only".into());
+    }
+    let servers = start_servers(&a, &bin, &dirs, &site, &certs, v6, mounted);
+
+    let end = soak.t0 + run;
+    let auth = site.htpasswd.is_some();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let tasks = spawn_load(&rt, &soak, &servers, &certs, v6, auth);
+    let good = spawn_good(&soak, &servers.plain);
+    let (plain, tls) = (servers.plain.clone(), servers.tls.clone());
+    let slow = vec![
+        rt.spawn(load::slowloris(soak.clone(), plain.clone(), src(12))),
+        rt.spawn(load::slowloris(soak.clone(), tls.clone(), src(13))),
+        rt.spawn(load::slow_reader(soak.clone(), plain.clone(), src(14))),
+    ];
+    let (samples, sampler) = spawn_sampler(&soak, &servers, end);
+    let ctx = faults::Ctx {
+        soak: soak.clone(),
+        site,
+        plain: plain.clone(),
+        tls: tls.clone(),
+        certs,
+        logdir: dirs.logdir.clone(),
+        tmpfs: mounted,
+        keepdir: dirs.keepdir.clone(),
+        period: Duration::from_secs(if short { 15 } else { 30 }),
+        first: Duration::from_secs(20),
+        end,
+    };
+    let fault_thread = std::thread::spawn(move || {
+        faults::run(&ctx);
+        ctx
+    });
+    show_progress(&soak, end);
+    wind_down_load(&rt, &soak, tasks, slow, [good, sampler]);
+    let ctx = fault_thread.join().expect("fault thread");
+    for s in [&plain, &tls] {
+        let code = s.stop();
+        if code != Some(0) {
+            soak.unexplained(
+                "server exit",
+                format!("{} exited {code:?} after SIGTERM", s.name),
+            );
+        }
+    }
+    rt.shutdown_timeout(Duration::from_secs(2));
+    let logs = access_logs(&dirs);
     let stderr: Vec<String> = [&plain, &tls]
         .iter()
         .flat_map(|s| s.stderr.lock().unwrap().clone())
@@ -533,6 +554,6 @@ fn main() {
     drop(ctx);
     drop(_tmpfs);
     // exit() runs no destructors: the document root and the logs go now.
-    drop(tmp);
+    drop(dirs);
     std::process::exit(if ok { 0 } else { 1 });
 }

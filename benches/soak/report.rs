@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use plotters::prelude::*;
 
+use crate::args::Args;
 use crate::check::{Fault, Soak};
 use crate::server::Sample;
-use crate::Args;
 
 /// The bounds, stated once: in the output and in benches/README.md.
 pub const RSS_GROWTH_MIB: u64 = 32;

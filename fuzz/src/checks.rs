@@ -708,8 +708,9 @@ pub fn tls_session(data: &[u8]) {
     use std::sync::OnceLock;
 
     use staticd::config::{Config, Features};
-    use staticd::serve::{Got, Wire};
-    use staticd::session::{Kind, Session, Step};
+    use staticd::origin::Kind;
+    use staticd::serve::wire::{Got, Wire};
+    use staticd::session::{Session, Step};
     use staticd::site::Site;
     use staticd::tls::Acceptor;
 

@@ -1,15 +1,16 @@
 //! Automatic HTTPS: certificates from an ACME CA (RFC 8555), obtained and
 //! renewed by a thread of its own while the server serves.
 //!
-//! - `names`: which names (`--acme`, `--acme-vhosts`).
+//! - [`names`]: which names (`--acme`, `--acme-vhosts`).
 //! - `state`: the state directory: account, certificates in `--tls-dir`'s
 //!   layout, the lock that keeps processes sharing it from ordering twice,
 //!   and the challenge answers any of those processes can give.
 //! - `schedule`: when to renew and when to retry (arithmetic only).
-//! - `client`: the HTTP client that trusts `--acme-ca` and notes Retry-After.
+//! - `client`: the HTTP client that trusts `--acme-ca` and notes
+//!   Retry-After.
 //! - `order`: one order, from new-order to the certificate chain.
 //! - `manager`: the thread's loop over the names.
-//! - `Issued` (here): what the TLS resolver and the `--redirect-http`
+//! - [`Issued`] (here): what the TLS resolver and the `--redirect-http`
 //!   listener ask while serving.
 
 mod client;

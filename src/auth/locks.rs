@@ -1,5 +1,5 @@
 //! The `Basic-Auth` locks of a site's `_headers` (Netlify's password
-//! protection; parsed by `crate::rules::locks`), checked against a
+//! protection; parsed by [`crate::rules::locks`]), checked against a
 //! request's credentials.
 //!
 //! Every lock a request meets must let the same credentials through: a

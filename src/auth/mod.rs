@@ -293,7 +293,7 @@ impl Auth {
     }
 }
 
-/// How the site asks: the `--auth` area's `Check`, then the `_headers`
+/// How the site asks: the `--auth` area's [`Check`], then the `_headers`
 /// locks', as the site's `Access`. Both must let the credentials through:
 /// the site's file cannot open what the command line protects, nor the
 /// command line what the site protects.

@@ -1,6 +1,6 @@
 //! CGI/1.1 (RFC 3875): the script's environment (`environment`), its
-//! response-header block (`response_head`), and the life of its process
-//! (`process`).
+//! response-header block (`response_head`), and the life of its
+//! process (`process`).
 //!
 //! The protocol halves are pure and tested with byte strings; the process
 //! half spawns and cleans up but never reads the script's stdout, so both

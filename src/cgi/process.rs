@@ -59,7 +59,8 @@ impl Drop for Permit {
 }
 
 /// A running script. Its pipes are taken by the transport; dropping the
-/// `Script` kills whatever is left of its process group and reaps it.
+/// [`Script`] kills whatever is left of its process group and reaps
+/// it.
 ///
 /// The child is reaped only in `Drop`, after the group has been killed. A
 /// pid cannot be reused while it is an unreaped zombie or still some live
@@ -74,9 +75,10 @@ pub struct Script {
     permit: Option<Permit>,
 }
 
-/// Starts a script for one request. `timeout` sets `Script::deadline`; the
-/// caller enforces it. Fails with NotFound or PermissionDenied from exec, and
-/// with InvalidInput if a meta-variable (a decoded PATH_INFO, say) holds a NUL.
+/// Starts a script for one request. `timeout` sets
+/// [`Script::deadline`](crate::cgi::process::Script::deadline); the caller enforces it. Fails with
+/// NotFound or PermissionDenied from exec, and with InvalidInput if a meta-variable (a decoded
+/// PATH_INFO, say) holds a NUL.
 pub fn spawn(p: &CgiParams, timeout: Duration, permit: Permit) -> io::Result<Script> {
     // With a new working directory, a relative program path would be
     // ambiguous (std leaves it platform-specific), so make it absolute first.

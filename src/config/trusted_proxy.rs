@@ -3,9 +3,9 @@
 use std::net::IpAddr;
 use std::str::FromStr;
 
-/// How the access log names a Unix-socket client (`serve::listen::UNIX_CLIENT`;
-/// tests/proxy_protocol.rs checks they agree), and how `--trusted-proxy`
-/// names them all.
+/// How the access log names a Unix-socket client
+/// ([`serve::listen::UNIX_CLIENT`](crate::serve::listen::UNIX_CLIENT); tests/proxy_protocol.rs
+/// checks they agree), and how `--trusted-proxy` names them all.
 const UNIX: &str = "unix:";
 
 /// One `--trusted-proxy` value: an address range, or `unix:` for every

@@ -1,16 +1,18 @@
 //! One HTTP/2 connection as a state machine: the client's bytes in
-//! (`receive`), a turn's frames out (`produce`, into a `Plan`), timers
+//! (`receive`), a turn's frames out (`produce`, into a [`Plan`]), timers
 //! (`deadline`, `tick`), and no I/O. nghttp2 does the framing, HPACK, flow
-//! control and the protocol's checks (`crate::nghttp2`); each stream's
-//! request is decided by the same `session::answer` an HTTP/1.1 request
-//! is, and its response goes through `session::sent` (metrics, the log
-//! line) and is encoded from the structured head (`http::fields`).
+//! control and the protocol's checks ([`crate::nghttp2`]); each stream's
+//! request is decided by the same [`pipeline::answer`] an HTTP/1.1 request
+//! is, and its response goes through [`pipeline::sent`] (metrics, the log
+//! line) and is encoded from the structured head ([`http::fields`](crate::http::fields)).
 //!
-//! A CGI script's stream is the driver's to run (`Event::Cgi`): it feeds
-//! the exchange's steps back in (`cgi_head`, `cgi_data`, `cgi_end`,
-//! `cgi_whole`) and takes the request body (`take_body`, `consumed`).
+//! A CGI script's stream is the driver's to run ([`Event::Cgi`]): it
+//! feeds the exchange's steps back in (`cgi_head`, `cgi_data`, `cgi_end`, `cgi_whole`) and takes
+//! the request body (`take_body`, `consumed`).
 
 mod plan;
+#[cfg(test)]
+mod tests;
 mod watch;
 
 use std::collections::{HashMap, VecDeque};
@@ -27,9 +29,10 @@ use crate::http::limits::MAX_HEAD_BYTES;
 use crate::http::parse::{BodyFraming, HttpVersion};
 use crate::http::response::Chunk;
 use crate::nghttp2::{self, code, Body, Flow, Frame, Session};
+use crate::origin::Origin;
 use crate::pace::Pace;
+use crate::pipeline::{self, Sent};
 use crate::respond::{self, Answer, CgiJob};
-use crate::session::{self, Kind, Protocol, Sent};
 use crate::site::Site;
 
 /// What the client sends first (the fuzz checks open connections with it).
@@ -51,8 +54,8 @@ const RESET_ALLOWANCE: usize = 200;
 /// the whole value.
 const BOMB_BYTES: usize = 4 * MAX_HEAD_BYTES;
 
-/// Header blocks over `BOMB_BYTES` a connection may send before it gets
-/// GOAWAY(ENHANCE_YOUR_CALM): the first only costs its stream.
+/// Header blocks over [`BOMB_BYTES`] a connection may send before it
+/// gets GOAWAY(ENHANCE_YOUR_CALM): the first only costs its stream.
 const BOMBS_FORGIVEN: usize = 1;
 
 /// How long a connection that sent its last GOAWAY (idle, stalled, told to
@@ -67,14 +70,10 @@ pub const CGI_QUEUE: usize = 64 << 10;
 pub struct Served {
     pub cfg: Arc<Config>,
     pub site: Arc<Site>,
-    /// Http or Https: HSTS and CGI's HTTPS=on follow it.
-    pub kind: Kind,
-    /// What TLS agreed on, for the log.
-    pub tls: Option<crate::log::Tls>,
-    pub client: Arc<str>,
-    /// The client's and our socket addresses (CGI's REMOTE_PORT and
-    /// SERVER_PORT), read once from the connection's descriptor.
-    pub sockets: (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
+    /// Who the streams come from, and how: its socket addresses (CGI's
+    /// REMOTE_PORT and SERVER_PORT) read once from the connection's
+    /// descriptor.
+    pub origin: Origin,
 }
 
 /// What the driver has to act on.
@@ -94,7 +93,7 @@ pub enum Event {
 pub struct Connection {
     engine: Session<Streams>,
     watch: watch::Watch,
-    /// A connection error was found by `watch`: no more bytes are read.
+    /// A connection error was found by [`watch`]: no more bytes are read.
     refused: bool,
 }
 
@@ -126,6 +125,7 @@ impl Connection {
             written: Written::default(),
             now,
             stopping: false,
+            decided_up_to: 0,
             last_end: now,
             finished: 0,
             resets: 0,
@@ -158,7 +158,8 @@ impl Connection {
         let h = self.engine.handler();
         if h.resets > RESET_ALLOWANCE && h.resets > 2 * h.finished && h.closing.is_none() {
             h.closing = Some(now + h.served.cfg.shutdown_grace);
-            self.engine.terminate(code::ENHANCE_YOUR_CALM);
+            let last = h.decided_up_to;
+            self.engine.terminate(last, code::ENHANCE_YOUR_CALM);
         }
         result.map(|_| ())
     }
@@ -170,7 +171,7 @@ impl Connection {
         if h.bombs <= BOMBS_FORGIVEN || h.closing.is_some() {
             return false;
         }
-        crate::complaint::complain(&h.served.client, Complaint::HeaderBomb);
+        crate::complaint::complain(&h.served.origin.client, Complaint::HeaderBomb);
         self.refused = true;
         self.last_words(now, code::ENHANCE_YOUR_CALM);
         true
@@ -186,7 +187,7 @@ impl Connection {
     }
 
     /// Hands the client's bytes to nghttp2 through the watch (see
-    /// `watch`): a WINDOW_UPDATE that would overflow a stream's window
+    /// [`watch`]): a WINDOW_UPDATE that would overflow a stream's window
     /// resets that stream; a connection error found ends the connection.
     fn feed(&mut self, bytes: &[u8], now: Instant) -> Result<(), nghttp2::Fatal> {
         let mut rest = bytes;
@@ -331,7 +332,7 @@ impl Connection {
                     .then_some(Complaint::SlowBody { rate: cfg.min_rate }),
             };
             if let Some(what) = complaint {
-                crate::complaint::complain(&h.served.client, what);
+                crate::complaint::complain(&h.served.origin.client, what);
             }
             self.last_words(now, code::NO_ERROR);
             return false;
@@ -344,7 +345,10 @@ impl Connection {
         if let Some((id, pace)) = stalled {
             if pace.is_some_and(|p| p.too_slow()) {
                 let rate = h.served.cfg.min_rate;
-                crate::complaint::complain(&h.served.client, Complaint::SlowResponse { rate });
+                crate::complaint::complain(
+                    &h.served.origin.client,
+                    Complaint::SlowResponse { rate },
+                );
             }
             self.engine.reset(id, code::CANCEL);
             self.last_words(now, code::NO_ERROR);
@@ -383,13 +387,14 @@ impl Connection {
         self.last_words(now, code::NO_ERROR);
     }
 
-    /// The connection's last GOAWAY (`code`), with nothing more to let
-    /// finish: it has `LAST_WORDS` (within the shutdown grace) to get out
-    /// before the socket closes.
+    /// The connection's last GOAWAY (`code`), with nothing more to let finish: it has
+    /// [`LAST_WORDS`] (within the shutdown grace) to get out before
+    /// the socket closes.
     fn last_words(&mut self, now: Instant, code: u32) {
         let h = self.engine.handler();
         h.closing = Some(now + h.served.cfg.shutdown_grace.min(LAST_WORDS));
-        self.engine.terminate(code);
+        let last = h.decided_up_to;
+        self.engine.terminate(last, code);
     }
 
     /// A graceful stop: GOAWAY, the streams in flight finish within the
@@ -405,7 +410,8 @@ impl Connection {
             self.last_words(now, code::NO_ERROR);
         } else {
             h.closing = Some(now + grace);
-            self.engine.goaway(code::NO_ERROR);
+            let last = h.decided_up_to;
+            self.engine.goaway(last, code::NO_ERROR);
         }
     }
 
@@ -419,9 +425,10 @@ impl Connection {
         let stopping = h.stopping;
         let now = h.now;
         stream.decided = true;
+        h.decided_up_to = h.decided_up_to.max(id);
         stream.head_by = None;
         let early = std::mem::take(&mut stream.early);
-        let (cfg, kind, tls, client) = (&served.cfg, served.kind, served.tls, &*served.client);
+        let (cfg, origin) = (&served.cfg, &served.origin);
         let head = std::mem::take(&mut stream.fields);
         if stream.cancelled {
             // Reset in the same read that completed its head: no file is
@@ -430,7 +437,7 @@ impl Connection {
             if let (Ok(request), None) =
                 (fields::request(&head, HttpVersion::Http2), &stream.refused)
             {
-                session::unanswered(cfg, tls, client, &request);
+                pipeline::unanswered(cfg, origin, &request);
             }
             self.engine.handler().map.insert(id, stream);
             return;
@@ -452,21 +459,9 @@ impl Connection {
                     // with chunked coding (the CGI exchange reads it so).
                     request.framing = BodyFraming::Chunked;
                 }
-                match session::answer(kind, &served.site, &request, stopping) {
-                    Answer::Send(response) => session::sent(
-                        cfg,
-                        kind,
-                        tls,
-                        client,
-                        Some(&request),
-                        response,
-                        Protocol::Fields,
-                    ),
-                    Answer::Cgi(mut job) => {
-                        job.raw_head = fields::request_head(&request, &head);
-                        job.https = kind == Kind::Https;
-                        job.tls = tls;
-                        job.sockets = Some(served.sockets);
+                match pipeline::answer(origin.kind, &served.site, &request, stopping) {
+                    Answer::Send(response) => pipeline::sent(cfg, origin, Some(&request), response),
+                    Answer::Cgi(job) => {
                         stream.cgi = Some(CgiOut {
                             body: early,
                             ..CgiOut::default()
@@ -479,15 +474,7 @@ impl Connection {
                     }
                 }
             }
-            Err(e) => session::sent(
-                cfg,
-                kind,
-                tls,
-                client,
-                None,
-                respond::refuse(e),
-                Protocol::Fields,
-            ),
+            Err(e) => pipeline::sent(cfg, origin, None, respond::refuse(e)),
         };
         if !early.is_empty() {
             // Nothing reads it: its window goes back.
@@ -499,10 +486,10 @@ impl Connection {
     /// Submits `sent` on `stream`: HEADERS now, DATA as nghttp2 asks.
     fn submit(&mut self, id: i32, mut stream: Stream, sent: Sent) {
         let h = self.engine.handler();
-        let hsts = session::hsts(&h.served.cfg, h.served.kind);
+        let hsts = pipeline::hsts(&h.served.cfg, h.served.origin.kind);
         let now = h.now;
         let (timeout, rate) = (h.served.cfg.send_timeout, h.served.cfg.min_rate);
-        let alt_svc = session::alt_svc(&h.served.cfg, h.served.kind);
+        let alt_svc = pipeline::alt_svc(&h.served.cfg, h.served.origin.kind);
         let Some(extra) = ResponseFields::new(&sent.response.head, hsts, alt_svc) else {
             // A status HTTP/2 cannot carry (a script's).
             self.engine.reset(id, code::INTERNAL_ERROR);
@@ -660,9 +647,9 @@ struct Stream {
     /// Where the body's next frame starts: chunk, and bytes into it.
     chunk: usize,
     chunk_done: u64,
-    /// Body bytes still to frame (a script's: see `cgi`).
+    /// Body bytes still to frame (a script's: see [`cgi`](crate::cgi)).
     left: u64,
-    /// How long the client may take to take the body (see `pace`).
+    /// How long the client may take to take the body (see [`pace`](crate::pace)).
     pace: Option<Pace>,
     /// nghttp2 was told `Body::Later`: resume when there is more.
     deferred: bool,
@@ -674,7 +661,7 @@ struct Stream {
     /// Until the head is complete: when it must be (`--read-timeout` from
     /// its first frame).
     head_by: Option<Instant>,
-    /// Bytes of the head decoded so far (see `BOMB_BYTES`).
+    /// Bytes of the head decoded so far (see [`BOMB_BYTES`]).
     decoded: usize,
     /// A static answer's request body still coming: how long it may take.
     body_pace: Option<Pace>,
@@ -748,11 +735,15 @@ struct Streams {
     written: Written,
     now: Instant,
     stopping: bool,
+    /// The highest stream whose request was decided: the last a GOAWAY
+    /// names processed. A stream whose head was still arriving is above
+    /// it, unprocessed, so its client may send it again (RFC 9113 §6.8).
+    decided_up_to: i32,
     /// When the last stream ended, or the connection began.
     last_end: Instant,
     finished: usize,
     resets: usize,
-    /// Header blocks cut off at `BOMB_BYTES`.
+    /// Header blocks cut off at [`BOMB_BYTES`].
     bombs: usize,
     /// Set once the connection's last GOAWAY is queued: when to close.
     closing: Option<Instant>,

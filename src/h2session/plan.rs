@@ -86,9 +86,9 @@ impl Plan {
 }
 
 /// How far back a connection remembers the DATA payloads it wrote
-/// (`Written`): beyond what the kernel holds unacknowledged for a client
-/// that stopped taking bytes (`sys::UNSENT_LIMIT` waiting unsent, the
-/// write that crossed it, what was in flight when the client stopped).
+/// ([`Written`]): beyond what the kernel holds unacknowledged for
+/// a client that stopped taking bytes ([`sys::UNSENT_LIMIT`](crate::sys::UNSENT_LIMIT) waiting
+/// unsent, the write that crossed it, what was in flight when the client stopped).
 const REMEMBERED_BYTES: u64 = 1 << 20;
 
 /// And at most this many payloads, however small (a script's writes): 2 KiB
@@ -98,7 +98,7 @@ const REMEMBERED_PAYLOADS: usize = 128;
 
 /// The DATA payloads of the turns already written, each with its stream,
 /// its length and where it ends among all the connection's bytes. A
-/// client given up on is reset (see `serve::pacing`), and the reset
+/// client given up on is reset (see [`serve::pacing`](crate::serve::pacing)), and the reset
 /// discards what the kernel still held for it: the last bytes written,
 /// which may go back past the turn being written. The log lines of the
 /// streams they belonged to must not count them.

@@ -56,12 +56,12 @@ pub struct Watch {
     /// Found after bytes that go to nghttp2 first.
     error: Option<u32>,
     /// WINDOW_UPDATE frames the client may still send (see
-    /// `UPDATES_FREE`).
+    /// [`UPDATES_FREE`]).
     updates: u32,
     /// The highest stream the client opened.
     highest: u32,
-    /// For the `REMEMBERED` odd stream ids up to `highest`: opened, and
-    /// closed by the client (bit i: stream `highest - 2 i`).
+    /// For the [`REMEMBERED`] odd stream ids up to `highest`:
+    /// opened, and closed by the client (bit i: stream `highest - 2 i`).
     opened: Bitmap,
     closed: Bitmap,
 }
@@ -93,7 +93,8 @@ impl Default for Watch {
     }
 }
 
-/// What to do with the next of the client's bytes (see `Watch::next`).
+/// What to do with the next of the client's bytes (see
+/// [`Watch::next`](crate::h2session::watch::Watch::next)).
 #[derive(Debug, PartialEq, Eq)]
 pub enum Step<'a> {
     /// These go to nghttp2.

@@ -1,8 +1,8 @@
-//! HTTP/2 and HTTP/3 heads as data: a stream's request head (the fields
-//! nghttp2 or h3 decoded) becomes the same `Request` the HTTP/1.1 parser
-//! gives, and a decided response head (`Head`) becomes fields directly.
-//! The two protocols map fields alike (RFC 9113 §8.3, RFC 9114 §4.3). No
-//! I/O here; `crate::h2session` and `serve::h3` run the connections.
+//! HTTP/2 and HTTP/3 heads as data: a stream's request head (the fields nghttp2 or h3 decoded)
+//! becomes the same [`Request`] the HTTP/1.1 parser gives, and a
+//! decided response head ([`Head`]) becomes fields directly. The two
+//! protocols map fields alike (RFC 9113 §8.3, RFC 9114 §4.3). No I/O here;
+//! [`crate::h2session`] and [`serve::h3`](crate::serve::h3) run the connections.
 //!
 //! The request borrows its values from the stream's field list, as the
 //! HTTP/1.1 parser's borrow from the read buffer, and the checks that
@@ -14,7 +14,9 @@ use std::ops::Range;
 
 use super::head::{Framing, Head};
 use super::limits::{MAX_HEADERS, MAX_HEAD_BYTES, MAX_TARGET_BYTES};
-use super::parse::{append, valid_host, BodyFraming, HttpVersion, Method, ParseError, Request};
+use super::parse::{
+    append, valid_host, BodyFraming, HeaderFields, HttpVersion, Method, ParseError, Request,
+};
 use crate::pool::{self, FreeList};
 
 thread_local! {
@@ -98,6 +100,10 @@ pub fn request(fields: &Fields, version: HttpVersion) -> Result<Request<'_>, Par
         minor_version: 1,
         version,
         keep_alive: true,
+        fields: HeaderFields::Decoded {
+            text: &fields.text,
+            spans: &fields.spans,
+        },
         ..Request::default()
     };
     let host = match fields.get(b":authority") {
@@ -141,30 +147,6 @@ pub fn request(fields: &Fields, version: HttpVersion) -> Result<Request<'_>, Par
         }
     }
     Ok(out)
-}
-
-/// The request head as HTTP/1.1 text, for what reads a raw head (CGI's
-/// HTTP_* variables): the request line, `host` from `:authority`, and the
-/// other fields as they came.
-pub fn request_head(request: &Request, fields: &Fields) -> Vec<u8> {
-    let mut head = Vec::with_capacity(256);
-    head.extend_from_slice(request.method.as_str().as_bytes());
-    head.push(b' ');
-    head.extend_from_slice(request.target.as_bytes());
-    head.extend_from_slice(b" HTTP/1.1\r\n");
-    if let (Some(host), None) = (&request.host, fields.get(b"host")) {
-        head.extend_from_slice(b"host: ");
-        head.extend_from_slice(host.as_bytes());
-        head.extend_from_slice(b"\r\n");
-    }
-    for (name, value) in fields.iter().filter(|(n, _)| n.first() != Some(&b':')) {
-        head.extend_from_slice(name);
-        head.extend_from_slice(b": ");
-        head.extend_from_slice(value);
-        head.extend_from_slice(b"\r\n");
-    }
-    head.extend_from_slice(b"\r\n");
-    head
 }
 
 /// A field value as text, as the HTTP/1.1 parser accepts it (UTF-8).
@@ -312,9 +294,15 @@ mod tests {
         assert_eq!(req.accept_encoding.as_deref(), Some("gzip, br"));
         assert_eq!(req.range.as_deref(), Some("bytes=0-9"));
         assert!(req.version == HttpVersion::Http2 && req.keep_alive);
-        let head = String::from_utf8(request_head(&req, &f)).unwrap();
-        assert!(head.starts_with("HEAD /a/b?c=d HTTP/1.1\r\nhost: example.test:8080\r\n"));
-        assert!(!head.contains(":path"));
+        // Every field, for CGI: `:authority` stands for the Host it did
+        // not send; no pseudo-field.
+        let pairs = req.fields.pairs();
+        let names: Vec<&str> = pairs.iter().map(|(n, _)| &**n).collect();
+        assert_eq!(
+            names,
+            ["host", "accept-encoding", "accept-encoding", "range"]
+        );
+        assert_eq!(pairs[0].1, "example.test:8080");
     }
 
     #[test]

@@ -1,8 +1,8 @@
-//! A response head as data: the status, the fields in order, and how the
-//! body is delimited. `respond` decides it once; each protocol encodes it
-//! (`response`: HTTP/1.1 bytes, `h2`: HTTP/2 fields), adding what belongs
-//! to the connection rather than the response (Date, Server, Connection,
-//! Strict-Transport-Security, the framing fields) as it does.
+//! A response head as data: the status, the fields in order, and how the body is delimited.
+//! [`respond`](crate::respond) decides it once; each protocol encodes it
+//! ([`response`](crate::http::response): HTTP/1.1 bytes, [`fields`](crate::http::fields): HTTP/2
+//! and HTTP/3 fields), adding what belongs to the connection rather than the response (Date,
+//! Server, Connection, Strict-Transport-Security, the framing fields) as it does.
 //!
 //! Names and values live in one text buffer and the fields are spans of
 //! it; both come from this thread's free lists and go back when the head

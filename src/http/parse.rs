@@ -1,8 +1,11 @@
-//! Request heads as data: bytes in, a `Request` (or the reason it is refused) out.
+//! Request heads as data: bytes in, a [`Request`] (or the reason it is
+//! refused) out.
 //!
 //! Framing and persistence are decided here, once, for every transport.
 
 use std::borrow::Cow;
+use std::ops::Range;
+use std::sync::Arc;
 
 use super::limits::{MAX_HEADERS, MAX_HEAD_BYTES, MAX_TARGET_BYTES};
 
@@ -100,6 +103,75 @@ pub struct Request<'a> {
     /// only when the connection comes from a `--trusted-proxy`.
     pub forwarded: Option<Cow<'a, str>>,
     pub x_forwarded_for: Option<Cow<'a, str>>,
+    /// Every field, for what needs them all (a CGI script's HTTP_*
+    /// variables).
+    pub fields: HeaderFields<'a>,
+}
+
+/// Every header field of a request as it came, borrowed as the request's
+/// values are, and made into (name, value) pairs only when asked (for a CGI
+/// script: see `pairs`). Each protocol's fields stay in the form its
+/// decoder gave them; none is turned into another's.
+#[derive(Clone, Debug, Default)]
+pub enum HeaderFields<'a> {
+    #[default]
+    None,
+    /// An HTTP/1.1 head as received: httparse reads it again when asked.
+    Http1(&'a [u8]),
+    /// What an HTTP/2 or HTTP/3 stream's decoder gave: names and values in `text` at `spans` (see
+    /// [`http::fields::Fields`](crate::http::fields::Fields)), pseudo-fields too.
+    Decoded {
+        text: &'a [u8],
+        spans: &'a [(Range<u32>, Range<u32>)],
+    },
+    /// Pairs already made (a request kept past its buffer: a CGI job's).
+    Owned(Arc<[(String, String)]>),
+}
+
+impl HeaderFields<'_> {
+    /// Every field as a (name, value) pair, in the order received, without
+    /// pseudo-fields; a value that is not UTF-8 is left out (what reads
+    /// these wants text). An HTTP/2 or HTTP/3 stream's `:authority` comes
+    /// first as `host` when it sent no `host` field, as HTTP/1.1's Host
+    /// would (RFC 9113 §8.3.1).
+    pub fn pairs(&self) -> Vec<(String, String)> {
+        let pair = |n: &[u8], v: &[u8]| -> Option<(String, String)> {
+            Some((
+                std::str::from_utf8(n).ok()?.to_string(),
+                std::str::from_utf8(v).ok()?.to_string(),
+            ))
+        };
+        match self {
+            HeaderFields::None => Vec::new(),
+            HeaderFields::Owned(pairs) => pairs.to_vec(),
+            HeaderFields::Http1(head) => {
+                let mut storage = [httparse::EMPTY_HEADER; MAX_HEADERS];
+                let mut req = httparse::Request::new(&mut storage);
+                if req.parse(head).is_err() {
+                    return Vec::new();
+                }
+                let fields = req.headers.iter();
+                fields
+                    .filter_map(|h| pair(h.name.as_bytes(), h.value))
+                    .collect()
+            }
+            HeaderFields::Decoded { text, spans } => {
+                let at = |r: &Range<u32>| &text[r.start as usize..r.end as usize];
+                let fields = spans.iter().map(|(n, v)| (at(n), at(v)));
+                let host = fields.clone().find(|(n, _)| *n == b"host");
+                let authority = fields.clone().find(|(n, _)| *n == b":authority");
+                let stand_in = match (host, authority) {
+                    (None, Some((_, value))) => pair(b"host", value),
+                    _ => None,
+                };
+                let named = fields.filter(|(n, _)| n.first() != Some(&b':'));
+                stand_in
+                    .into_iter()
+                    .chain(named.filter_map(|(n, v)| pair(n, v)))
+                    .collect()
+            }
+        }
+    }
 }
 
 impl Request<'_> {
@@ -130,11 +202,12 @@ impl Request<'_> {
             authorization: own(self.authorization),
             forwarded: own(self.forwarded),
             x_forwarded_for: own(self.x_forwarded_for),
+            fields: HeaderFields::Owned(self.fields.pairs().into()),
         }
     }
 }
 
-/// Why a request head was refused; each maps to one status in `respond`.
+/// Why a request head was refused; each maps to one status in [`respond`](crate::respond).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParseError {
     Malformed,
@@ -169,7 +242,7 @@ pub fn parse(buf: &[u8]) -> Parsed<'_> {
             if head_len > MAX_HEAD_BYTES {
                 return Parsed::Error(ParseError::HeadTooLarge);
             }
-            match build_request(&req) {
+            match build_request(&req, &buf[..head_len]) {
                 Ok(request) => Parsed::Complete { request, head_len },
                 Err(e) => Parsed::Error(e),
             }
@@ -301,7 +374,10 @@ fn trim_cr(line: &[u8]) -> &[u8] {
     line.strip_suffix(b"\r").unwrap_or(line)
 }
 
-fn build_request<'a>(req: &httparse::Request<'_, 'a>) -> Result<Request<'a>, ParseError> {
+fn build_request<'a>(
+    req: &httparse::Request<'_, 'a>,
+    head: &'a [u8],
+) -> Result<Request<'a>, ParseError> {
     let target = req.path.ok_or(ParseError::Malformed)?;
     if target.len() > MAX_TARGET_BYTES {
         return Err(ParseError::TargetTooLong);
@@ -316,6 +392,7 @@ fn build_request<'a>(req: &httparse::Request<'_, 'a>) -> Result<Request<'a>, Par
         method: Method::from_token(req.method.ok_or(ParseError::Malformed)?),
         target: Cow::Borrowed(target),
         minor_version,
+        fields: HeaderFields::Http1(head),
         ..Request::default()
     };
     let mut connection = ConnectionTokens::default();
@@ -482,6 +559,20 @@ mod tests {
             }
             other => panic!("expected a request from {raw:?}, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn every_field_is_kept_for_what_needs_them_all() {
+        let raw = "POST /cgi/a?b HTTP/1.1\r\nHost: x.test\r\nX-One: 1\r\nx-one: 2\r\n\r\n";
+        let req = ok(raw);
+        let pairs = |r: &Request| r.fields.pairs();
+        let want = [("Host", "x.test"), ("X-One", "1"), ("x-one", "2")]
+            .map(|(n, v)| (n.to_string(), v.to_string()));
+        assert_eq!(pairs(&req), want);
+        // Kept past the buffer, as a CGI job keeps its request.
+        let owned = req.clone().into_owned();
+        assert!(matches!(owned.fields, HeaderFields::Owned(_)));
+        assert_eq!(pairs(&owned), want);
     }
 
     fn err(raw: &str) -> ParseError {

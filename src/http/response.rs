@@ -29,8 +29,9 @@ pub enum Chunk {
 }
 
 thread_local! {
-    /// Lists of body chunks, reused through the thread's free list (here,
-    /// beside `Chunk`, so that `pool` knows nothing of responses).
+    /// Lists of body chunks, reused through the thread's free list (here, beside
+    /// [`Chunk`](crate::http::response::Chunk), so that [`pool`](crate::pool) knows nothing of
+    /// responses).
     pub static BODIES: FreeList<Vec<Chunk>> = const { FreeList::new() };
 }
 
@@ -81,7 +82,7 @@ impl Http1 {
     }
 }
 
-/// Appends `head` as HTTP/1.1 bytes to `out`: the status line, Date and
+/// Appends [`head`](crate::http::head) as HTTP/1.1 bytes to `out`: the status line, Date and
 /// Server, the connection's own fields, the head's, the framing, and the
 /// blank line. Allocates nothing when `out` has room.
 pub fn encode(head: &Head, conn: &Http1, out: &mut Vec<u8>) {

@@ -17,12 +17,11 @@
 //!  "duration":0.000412}
 //! ```
 //!
-//! `size` is the body bytes sent (nginx's `$body_bytes_sent`, Caddy's
-//! `size`), `duration` the seconds from the response being decided to its
-//! last byte handed to the kernel (both filled in when the line is written,
-//! see `Line::fill`). `tls` is present only over HTTPS (see `Tls` for what it holds; Caddy
-//! also writes `server_name`, which is the `host` here). Headers the request
-//! lacked are left out, as Caddy leaves them out.
+//! `size` is the body bytes sent (nginx's `$body_bytes_sent`, Caddy's `size`), `duration` the
+//! seconds from the response being decided to its last byte handed to the kernel (both filled in
+//! when the line is written, see [`Line::fill`](crate::log::Line::fill)). `tls` is present only
+//! over HTTPS (see [`Tls`](crate::log::Tls) for what it holds; Caddy also writes `server_name`,
+//! which is the `host` here). Headers the request lacked are left out, as Caddy leaves them out.
 
 use std::fmt::{self, Write as _};
 use std::time::{SystemTime, UNIX_EPOCH};

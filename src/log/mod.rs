@@ -1,5 +1,5 @@
 //! Access-log lines. Formatting is pure; `emit` is the one write to stderr
-//! (or `--log-file`): directly in inetd mode, through `queue`'s writer
+//! (or `--log-file`): directly in inetd mode, through [`queue`]'s writer
 //! thread in standalone mode.
 //!
 //! A line is formatted when its response is decided, while the request it
@@ -66,7 +66,7 @@ impl Tls {
 }
 
 /// The protocols staticd offers by ALPN (a byte, not a string: a session
-/// holds its connection's `Tls` while the connection lives).
+/// holds its connection's [`Tls`] while the connection lives).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Alpn {
     /// The client offered none.
@@ -105,7 +105,7 @@ pub struct Line {
 struct SizeField {
     /// Where it goes in `Line::text`.
     at: usize,
-    /// The body's place among the bytes written, as in `Entry::body`.
+    /// The body's place among the bytes written, as in [`Entry::body`](crate::log::Entry::body).
     body: Range<u64>,
     /// JSON lines only: when the response was decided; the duration, from
     /// then to the write, follows the size.
@@ -337,14 +337,14 @@ fn clf_time(out: &mut String, t: SystemTime) -> fmt::Result {
 /// the moment it writes: a reopen (SIGHUP) never waits for a write.
 static ACCESS_LOG: Mutex<Option<AccessFile>> = Mutex::new(None);
 
-/// Whether access lines go to `ACCESS_LOG`'s file: read per line without
+/// Whether access lines go to [`ACCESS_LOG`]'s file: read per line without
 /// taking the lock (set once, before any line is logged).
 static TO_FILE: AtomicBool = AtomicBool::new(false);
 
 struct AccessFile {
     path: PathBuf,
     file: Arc<File>,
-    /// Whether it is a FIFO (see `queue::write_reporting`).
+    /// Whether it is a FIFO (see [`queue::write_reporting`]).
     fifo: bool,
 }
 
@@ -510,7 +510,8 @@ fn write_if_ready(fd: BorrowedFd<'_>, line: &[u8], wait: Duration) {
 /// The writer's outputs: stderr (under its lock, so that other writes to
 /// it never land inside a line) and the log file open at the time.
 struct Outputs {
-    /// Whether stderr is a pipe (see `queue::write_reporting`).
+    /// Whether stderr is a pipe (see
+    /// [`queue::write_reporting`]).
     stderr_fifo: bool,
 }
 

@@ -439,7 +439,7 @@ mod tests {
     use std::sync::mpsc;
     use std::sync::Arc;
 
-    /// What a `Collect` was given, one entry per run.
+    /// What a [`Collect`](crate::log::queue::Collect) was given, one entry per run.
     type Writes = Arc<Mutex<Vec<(Dest, Vec<u8>)>>>;
 
     /// Collects what it is given; `gate`, when set, must let each run

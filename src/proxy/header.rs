@@ -2,11 +2,10 @@
 //! 2) that a load balancer sends first on each connection to say whose it
 //! is, as a pure function of the bytes received so far.
 //!
-//! The transports read it before anything else (before TLS) and must not
-//! take a byte past its end: what follows belongs to the request or the
-//! TLS handshake. `Incomplete` therefore says how many more bytes at
-//! least belong to the header, so a reader that cannot peek reads no
-//! further.
+//! The transports read it before anything else (before TLS) and must not take a byte past its end:
+//! what follows belongs to the request or the TLS handshake.
+//! [`Incomplete`](crate::proxy::header::Parsed::Incomplete) therefore says how many more bytes at
+//! least belong to the header, so a reader that cannot peek reads no further.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 

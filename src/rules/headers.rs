@@ -35,7 +35,7 @@
 //! Fields that are instructions to the host rather than response fields
 //! are never sent:
 //! - `Basic-Auth: user:password user2:password2` (Netlify's) protects the
-//!   paths its block's pattern matches: see `super::locks`.
+//!   paths its block's pattern matches: see [`super::locks`](crate::rules::locks).
 //! - Netlify-CDN-Cache-Control, Netlify-Vary, Netlify-Cache-Tag (Netlify's
 //!   CDN), Cloudflare-CDN-Cache-Control (Cloudflare's) and Cache-Tag (both)
 //!   are read by those CDNs and stripped before the response leaves them;
@@ -237,7 +237,7 @@ impl HeaderRules {
     }
 
     /// Adds an indented line (`Name: value` or `! Name`) to `block`, whose
-    /// pattern reads `pattern`.
+    /// pattern reads [`pattern`](crate::rules::pattern).
     fn add_field_line(&mut self, block: u16, pattern: &str, line: &str) -> Result<(), String> {
         if let Some(name) = line.strip_prefix('!') {
             let name = name.trim_matches([' ', '\t']);

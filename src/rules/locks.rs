@@ -8,7 +8,7 @@
 //!
 //! The line is an instruction to the server, never a response field: it is
 //! kept here, apart from the fields, as the block's [`Lock`], and
-//! `crate::auth` checks a request's credentials against the locks it meets.
+//! [`crate::auth`] checks a request's credentials against the locks it meets.
 //! Nothing here compares passwords, and no message quotes one.
 //!
 //! A lock fails closed: a `Basic-Auth` line whose pairs are all malformed
@@ -66,8 +66,8 @@ impl Pair {
 }
 
 impl Lock {
-    /// An empty lock for `block`, whose pattern reads `pattern`: no one can
-    /// pass until pairs are added.
+    /// An empty lock for `block`, whose pattern reads [`pattern`](crate::rules::pattern): no one
+    /// can pass until pairs are added.
     pub(super) fn new(block: u16, pattern: &str) -> Lock {
         Lock {
             block,

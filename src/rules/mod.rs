@@ -2,12 +2,14 @@
 //! Pages formats), parsed once when the file is read and matched per request
 //! without allocating.
 //!
-//! `pattern` is the URL pattern both files share (literal text, `:name`
-//! placeholders, one `*` splat); `template` puts captured values back into a
-//! header value or a redirect target; `headers` and `redirects` are the two
-//! files; `locks` holds what `_headers`' `Basic-Auth` lines protect. Nothing
-//! here does I/O: the caller reads the file, hands its bytes to `parse` with
-//! a callback for the messages, and asks for matches.
+//! [`pattern`] is the URL pattern both files share (literal text, `:name`
+//! placeholders, one `*` splat); `template` puts captured values back
+//! into a header value or a redirect target; [`headers`] and
+//! [`redirects`] are the two files; [`locks`] holds
+//! what `_headers`' `Basic-Auth` lines protect. Nothing here does I/O: the caller reads the file,
+//! hands its bytes to [`HeaderRules::parse`](crate::rules::HeaderRules::parse) or
+//! [`RedirectRules::parse`](crate::rules::RedirectRules::parse) with a callback for the messages,
+//! and asks for matches.
 //!
 //! A malformed line is reported once (line number and reason), skipped, and
 //! the rest of the file applies. Past [`MAX_RULES`] rules or [`MAX_BYTES`]

@@ -19,8 +19,9 @@
 //! the caller asks [`RedirectRules::first_match`], then checks the file
 //! when [`Match::force`] is false.
 //!
-//! `*` in `from` is captured as `:splat`; `:name` placeholders capture one
-//! segment; both are put into the target (see `pattern` and `template`).
+//! `*` in `from` is captured as `:splat`; `:name` placeholders capture one segment; both are put
+//! into the target (see [`pattern`](crate::rules::pattern) and
+//! `template`).
 //!
 //! Differences from Netlify and Cloudflare Pages:
 //! - The default status is 301 (Netlify's; Cloudflare's is 302).
@@ -136,10 +137,10 @@ impl Match<'_, '_> {
     /// The target with the captures put in, %-encoded, and the request's
     /// `query` (without `?`) passed on unless the target has its own.
     ///
-    /// For a redirect it is the Location value: an absolute URL, or a path
-    /// whose runs of `/` are collapsed (so never `//host`). For a rewrite or
-    /// 404 it is an origin-form target without fragment (`/a/b?q`), to be
-    /// checked like a request's with `site::path::SitePath::from_target`.
+    /// For a redirect it is the Location value: an absolute URL, or a path whose runs of `/` are
+    /// collapsed (so never `//host`). For a rewrite or 404 it is an origin-form target without
+    /// fragment (`/a/b?q`), to be checked like a request's with
+    /// [`site::path::SitePath::from_target`](crate::site::path::SitePath::from_target).
     pub fn target(&self, query: Option<&str>) -> String {
         let mut target = String::new();
         // Writing to a String cannot fail.

@@ -19,7 +19,7 @@ use crate::site::path::{path_keeps, percent_encode};
 pub(crate) enum Encoding {
     /// In the host of an absolute URL: unreserved characters only.
     Authority,
-    /// In a path (or a header value): as `site::path::path_keeps`.
+    /// In a path (or a header value): as [`site::path::path_keeps`](crate::site::path::path_keeps).
     Path,
     /// In a query or fragment: no `&`, `=`, `+` or `#`, which would
     /// change the parameters.

@@ -13,12 +13,13 @@ use std::time::{Duration, Instant};
 use super::clients::{self, Claim};
 use super::limits::{Connections, Slot};
 use super::listen::UNIX_CLIENT;
+use super::wire::Wire;
 use super::workers::{Shared, EMFILE_PAUSE};
-use super::{idle, park, Wire};
+use super::{idle, park};
 use crate::client_name::ClientName;
 use crate::complaint::{complain, Complaint};
 use crate::log;
-use crate::session::Kind;
+use crate::origin::Kind;
 use crate::sys::describe;
 
 /// How long a worker at the bound waits for a place before it asks the
@@ -41,9 +42,9 @@ thread_local! {
     static REFUSING: Cell<usize> = const { Cell::new(0) };
 }
 
-/// Refuses a connection over its client's bound (see `clients::refuse`),
-/// giving its request a moment to arrive: accept(2) returns as the
-/// handshake completes, usually just before the request does.
+/// Refuses a connection over its client's bound (see
+/// [`clients::refuse`]), giving its request a moment to arrive:
+/// accept(2) returns as the handshake completes, usually just before the request does.
 pub(crate) fn turn_away(
     stream: std::net::TcpStream,
     client: ClientName,
@@ -69,7 +70,7 @@ pub(crate) fn turn_away(
 
 /// Counts a new connection against its client's bound: its claim, or None
 /// when the client is over it (the connection is then refused at once, see
-/// `clients::refuse`, and dropped by the caller).
+/// [`clients::refuse`], and dropped by the caller).
 #[cfg(feature = "uring")]
 pub(crate) fn admit(
     shared: &Shared,

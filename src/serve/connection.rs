@@ -1,29 +1,30 @@
-//! One connection of the event loop: its prelude (see `prelude`), then
+//! One connection of the event loop: its prelude (see [`prelude`](crate::serve::prelude)), then
 //! HTTP/1.1 one session step at a time, until it closes, is parked while
 //! idle (see `park`), or is handed to HTTP/2.
 
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tokio::time::Sleep;
 
-use super::cgi_task::run_cgi;
+use super::cgi::http1::run_beside;
 use super::clients;
+use super::http1::{Action, Http1};
 use super::limits::Slot;
+use super::pacing::response_failed;
 use super::park::{self, Parked, PARK_AFTER};
-use super::prelude::{Next, Prelude};
 use super::socket::{linger, read_proxy_header, read_wire, send, within, Socket};
 use super::stop::{Busy, LAST_CALL};
+use super::wire::Wire;
 use super::workers::Shared;
-use super::{idle, proxy_header, Got, Wire};
+use super::{idle, proxy_header};
 use crate::client_name::ClientName;
+use crate::origin::Kind;
 use crate::pace::Pace;
 use crate::pool;
-use crate::session::{Kind, Session, Step};
+use crate::session::Session;
 use crate::sys;
 
 /// How a connection's task begins.
@@ -37,7 +38,6 @@ pub(crate) enum Start {
     /// Back from the lot of idle connections (see `park`).
     Resumed {
         session: Session,
-        source: Option<SocketAddr>,
         sniffing: bool,
         tuned: bool,
     },
@@ -66,12 +66,9 @@ struct Connection<S> {
     stream: S,
     wire: Wire,
     kind: Kind,
-    session: Session,
+    http1: Http1,
     /// Held until the connection ends, or parked with it.
     slot: Slot,
-    prelude: Prelude,
-    /// The client a PROXY header named.
-    source: Option<SocketAddr>,
     /// TCP_NODELAY is set before the first response that keeps the
     /// connection open (a later small response must not wait for the
     /// client's delayed ACK); a connection closed after one response never
@@ -92,26 +89,20 @@ pub(crate) fn connection<S: Socket>(
     shared: Shared,
     slot: Slot,
 ) -> impl Future<Output = ()> {
-    let (session, prelude, source, tuned) = match start {
-        Start::New(client) => {
-            let prelude = Prelude::new(&shared.cfg, kind);
-            (Session::with_kind(client, kind), prelude, None, false)
-        }
+    let (http1, tuned) = match start {
+        Start::New(client) => (Http1::new(&shared.cfg, kind, client), false),
         Start::Resumed {
             session,
-            source,
             sniffing,
             tuned,
-        } => (session, Prelude::resumed(sniffing), source, tuned),
+        } => (Http1::resumed(session, sniffing), tuned),
     };
     let mut conn = Connection {
         stream,
         wire,
         kind,
-        session,
+        http1,
         slot,
-        prelude,
-        source,
         tuned,
         busy: Busy::new(),
         shared,
@@ -137,7 +128,7 @@ impl<S: Socket> Connection<S> {
     /// Takes the PROXY header. The connection closes without one in time,
     /// with an invalid one, or when the client it names is over its bound.
     async fn proxy_header(&mut self, timer: Pin<&mut Sleep>) -> Phase {
-        self.prelude.proxied();
+        self.http1.proxied();
         // Waiting for it is like waiting for a first request: it does not
         // hold up a graceful stop.
         self.busy.idle();
@@ -146,14 +137,15 @@ impl<S: Socket> Connection<S> {
             return Phase::Closed;
         };
         self.busy.resume();
-        self.source = source;
-        proxy_header::name_client(&mut self.session, source);
+        let session = self.http1.session();
+        proxy_header::name_client(session, self.stream.as_fd(), source);
         // The client a PROXY header named counts against its bound.
         if let Some(source) = source {
             if !self.slot.claim_for(source.ip(), &self.shared.cfg) {
                 let cleartext = !self.shared.extras.tls_on();
                 let max = self.shared.conns.max_per_client();
-                clients::refuse(self.stream.as_fd(), self.session.client(), cleartext, max);
+                let client = self.http1.session().client();
+                clients::refuse(self.stream.as_fd(), client, cleartext, max);
                 return Phase::Closed;
             }
         }
@@ -163,28 +155,26 @@ impl<S: Socket> Connection<S> {
     /// Reads the rest of what may be the HTTP/2 preface.
     async fn sniff(&mut self, timer: Pin<&mut Sleep>) -> Phase {
         let deadline = Instant::now() + self.shared.cfg.read_timeout;
-        let read = read_wire(&self.stream, &mut self.wire, self.session.input());
+        let read = read_wire(&self.stream, &mut self.wire, self.http1.session().input());
         match within(read, deadline, timer).await {
-            Ok(Got::Bytes) => Phase::Http1,
+            Ok(got) if self.http1.brought(got) => Phase::Http1,
             _ => Phase::Closed,
         }
     }
 
-    /// What the prelude says of the bytes so far, then one step of the
-    /// HTTP/1.1 session.
+    /// What the connection does next (see [`http1`](crate::serve::http1)),
+    /// done.
     async fn step(&mut self, mut timer: Pin<&mut Sleep>) -> Phase {
-        match self.prelude.next(self.session.input(), self.wire.alpn_h2()) {
-            Next::ProxyHeader => return Phase::ProxyHeader,
-            Next::Read => return Phase::Sniffing,
-            Next::Http2 => return Phase::Http2,
-            Next::Http1 | Next::HttpsRequired => {}
-        }
         let shared = &self.shared;
-        let stopping = shared.conns.stopping.load(Ordering::Relaxed);
-        self.session.note_tls(|| self.wire.tls_summary());
-        let mut step = self.session.step(&shared.cfg, &shared.site, stopping);
-        match &mut step {
-            Step::Read { deadline, idle } => {
+        let stopping = shared.stop.stopping();
+        let mut action = self
+            .http1
+            .next(&shared.cfg, &shared.site, stopping, &self.wire);
+        match &mut action {
+            Action::ProxyHeader => return Phase::ProxyHeader,
+            Action::Sniff => return Phase::Sniffing,
+            Action::Http2 => return Phase::Http2,
+            Action::Read { deadline, idle } => {
                 let mut deadline = *deadline;
                 // Quiet for PARK_AFTER: parked instead of waited on.
                 let park_at = Instant::now() + PARK_AFTER;
@@ -199,36 +189,31 @@ impl<S: Socket> Connection<S> {
                     // quiet; and a quiet connection does not hold up a
                     // graceful stop (see `stop`), unless the stop began:
                     // then this is its last call, waited for.
-                    pool::give(&pool::READS, std::mem::take(self.session.input()));
+                    pool::give(&pool::READS, std::mem::take(self.http1.session().input()));
                     match stopping {
                         false => self.busy.idle(),
                         true => deadline = deadline.min(Instant::now() + LAST_CALL),
                     }
                 }
-                let read = read_wire(&self.stream, &mut self.wire, self.session.input());
+                let read = read_wire(&self.stream, &mut self.wire, self.http1.session().input());
                 // Idle, it may be closed to make room at --max-connections.
                 let read = idle::unless_shed(read, *idle && !stopping);
                 let wait_until = if parkable { park_at } else { deadline };
                 let read = within(read, wait_until, timer.as_mut()).await;
                 self.busy.resume();
                 match read {
-                    Ok(Got::Bytes) => {}
+                    Ok(got) if self.http1.brought(got) => {}
                     Err(e) if parkable && e.kind() == io::ErrorKind::TimedOut => {
                         return Phase::Parked(deadline);
                     }
                     Err(e) if e.kind() == io::ErrorKind::TimedOut => {
-                        self.session.read_timed_out(&shared.cfg);
+                        self.http1.timed_out(&shared.cfg);
                         return Phase::Closed;
                     }
-                    Ok(Got::Cleartext) => {
-                        if self.prelude.cleartext() == Next::HttpsRequired {
-                            self.session.https_required();
-                        }
-                    }
-                    Ok(Got::Closed) | Err(_) => return Phase::Closed,
+                    Ok(_) | Err(_) => return Phase::Closed,
                 }
             }
-            Step::Send(sent) => {
+            Action::Send(sent) => {
                 if !self.tuned && !sent.response.close {
                     sys::tune_connection(self.stream.as_fd());
                     self.tuned = true;
@@ -241,27 +226,23 @@ impl<S: Socket> Connection<S> {
                 // `step` writes the log line when dropped: after this arm,
                 // or with the task if the stop's grace runs out.
                 if let Err(e) = result {
-                    super::response_failed(&e, &pace, self.session.client(), cfg);
+                    response_failed(&e, &pace, self.http1.session().client(), cfg);
                     return Phase::Closed;
                 }
             }
-            Step::Cgi(_) => {
-                let Step::Cgi(mut job) = std::mem::replace(&mut step, Step::Close) else {
+            Action::Cgi(_) => {
+                let Action::Cgi(job) = std::mem::replace(&mut action, Action::Http2) else {
                     unreachable!("matched as Cgi just above")
                 };
-                proxy_header::give_source(&mut job, self.stream.as_fd(), self.source);
                 let (cfg, site) = (&shared.cfg, &shared.site);
                 let io = (self.stream.as_fd(), &mut self.wire);
-                let keep_alive = run_cgi(io, &mut self.session, job, cfg, site).await;
-                self.session.cgi_finished(keep_alive);
+                let keep_alive = run_beside(io, self.http1.session(), job, cfg, site).await;
+                self.http1.cgi_finished(keep_alive);
             }
-            Step::Close => {
+            Action::Close { linger: unread } => {
                 self.wire.close(self.stream.as_fd());
-                // With nothing unread, close(2) alone ends it cleanly;
-                // otherwise the client's bytes in flight would meet a reset
-                // that can destroy the last response, so the write side
-                // closes first and the rest is read away.
-                if self.session.unread_input() {
+                // With nothing unread, close(2) alone ends it cleanly.
+                if *unread {
                     sys::shutdown_write(self.stream.as_fd());
                     linger(&self.stream, timer).await;
                 }
@@ -276,14 +257,14 @@ impl<S: Socket> Connection<S> {
         let Some(stream) = self.stream.into_parked() else {
             return;
         };
+        let sniffing = self.http1.sniffing();
         park::park(Parked {
             stream,
-            session: self.session,
+            session: self.http1.into_session(),
             kind: self.kind,
             slot: self.slot,
-            source: self.source,
             deadline,
-            sniffing: self.prelude.sniffing(),
+            sniffing,
             tuned: self.tuned,
         });
     }
@@ -293,13 +274,13 @@ impl<S: Socket> Connection<S> {
     async fn http2(mut self) {
         use super::h2;
         sys::tune_connection(self.stream.as_fd());
-        let read = std::mem::take(self.session.input());
-        let sockets = proxy_header::sockets(self.stream.as_fd(), self.source);
+        let session = self.http1.session();
+        let read = std::mem::take(session.input());
+        let origin = h2::origin(session, self.wire.tls_summary(), self.stream.as_fd());
         let copy = self.shared.cfg.no_sendfile;
-        let tls = self.wire.tls_summary();
         let link = h2::FdLink::new(self.stream, self.wire, read, copy);
-        let client = self.session.client();
-        h2::serve_shared(link, &self.shared, (self.kind, tls), client, sockets).await;
+        let shared = &self.shared;
+        h2::serve_shared(link, (&shared.cfg, &shared.site), &shared.stop, origin).await;
     }
 
     /// Without HTTP/2 built in, the prelude never asks for it.

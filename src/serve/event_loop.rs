@@ -17,8 +17,9 @@ use super::lazy::{LazyListener, LazyTcp};
 use super::listen::Listener;
 use super::park::{self, Parked};
 use super::socket::Socket;
+use super::wire::Wire;
 use super::workers::{self, Shared};
-use super::{stop, Extras, Wire};
+use super::{stop, Extras};
 use crate::config::Config;
 use crate::log;
 use crate::site::Site;
@@ -46,41 +47,42 @@ fn worker(shared: Shared, group: Vec<Listener>) {
     };
     rt.block_on(async move {
         let lot = tokio::spawn(watch_lot(shared.clone()));
-        let mut accepting = Vec::new();
-        for l in group {
-            match start(l, &shared) {
-                Ok(task) => accepting.push(task),
-                Err(e) => {
-                    log::diagnostic(&format!("staticd: cannot use listener: {}\n", describe(&e)))
-                }
-            }
-        }
-        let mut stop_wait = shared.stop.clone();
-        let _ = stop_wait.wait_for(|s| *s).await;
-        for a in &accepting {
-            a.abort();
-        }
-        // Listeners are dropped with their tasks: no new connections.
-        for a in accepting {
-            let _ = a.await;
-        }
-        shared.conns.listeners_closed();
+        // A task of its own (see `Stop::listeners_must_close`).
+        let _ = tokio::spawn(accept_until_stop(group, shared.clone())).await;
         let _ = lot.await;
-        stop::connections_drained(&shared).await;
+        stop::connections_drained(&shared.stop, &shared.conns, shared.cfg.shutdown_grace).await;
     });
 }
 
-/// Watches this worker's parked connections (see `park`) until the stop,
+/// Accepts on `group`'s listeners until the stop, then closes them.
+async fn accept_until_stop(group: Vec<Listener>, shared: Shared) {
+    let mut accepting = Vec::new();
+    for l in group {
+        match start(l, &shared) {
+            Ok(task) => accepting.push(task),
+            Err(e) => log::diagnostic(&format!("staticd: cannot use listener: {}\n", describe(&e))),
+        }
+    }
+    shared.stop.listening();
+    shared.stop.listeners_must_close().await;
+    for a in &accepting {
+        a.abort();
+    }
+    // Listeners are dropped with their tasks: no new connections.
+    for a in accepting {
+        let _ = a.await;
+    }
+    shared.stop.listeners_closed();
+}
+
+/// Watches this worker's parked connections (see [`park`]) until the stop,
 /// turning each that wakes back into a task.
 async fn watch_lot(shared: Shared) {
-    let mut stop = shared.stop.clone();
-    let stop = async move {
-        let _ = stop.wait_for(|s| *s).await;
-    };
+    let stop = shared.stop.clone();
+    let stop = async move { stop.told().await };
     let resume = |p: Parked| {
         let resumed = Start::Resumed {
             session: p.session,
-            source: p.source,
             sniffing: p.sniffing,
             tuned: p.tuned,
         };

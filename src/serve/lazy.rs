@@ -140,7 +140,7 @@ impl AsFd for LazyTcp {
     }
 }
 
-/// A TCP listener whose accepted sockets start bare (see `LazyTcp`).
+/// A TCP listener whose accepted sockets start bare (see [`LazyTcp`]).
 pub(crate) struct LazyListener(AsyncFd<std::net::TcpListener>);
 
 impl LazyListener {
@@ -176,8 +176,7 @@ fn accept_bare(listener: BorrowedFd<'_>) -> io::Result<(LazyTcp, SocketAddr)> {
 
 /// HTTP/2 waits through tokio from its first read: the socket registers
 /// then.
-#[cfg(feature = "http2")]
-impl super::h2::Ready for LazyTcp {
+impl super::ready::Ready for LazyTcp {
     fn input(&self) -> BorrowedFd<'_> {
         self.as_fd()
     }

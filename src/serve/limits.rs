@@ -1,10 +1,9 @@
 //! `--max-connections`: the process-wide count of open connections and
 //! each connection's place in it (with `--max-connections-per-ip`'s
-//! claim, see `clients`), and the flags a graceful stop sets on it.
+//! claim, see [`clients`](crate::serve::clients)).
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
@@ -12,28 +11,20 @@ use tokio::sync::Notify;
 use super::clients::{Claim, PerClient};
 use crate::config::Config;
 
-/// The process-wide count of open connections, bounded by
-/// `--max-connections`: at the bound the oldest idle keep-alive connection
-/// is closed to make room (see `accept::place`); with none idle, each worker
-/// holds the one client it accepted last unserved and accepts no more (the
-/// rest wait in the listen queue) until a connection ends.
+/// The process-wide count of open connections, bounded by `--max-connections`: at the bound the
+/// oldest idle keep-alive connection is closed to make room (see
+/// [`accept::place`](crate::serve::accept::place)); with none idle, each worker holds the one
+/// client it accepted last unserved and accepts no more (the rest wait in the listen queue) until a
+/// connection ends.
 pub(crate) struct Connections {
     pub(crate) active: AtomicUsize,
-    /// Set when a graceful stop begins: a flag every request can read
-    /// without touching a lock.
-    pub(crate) stopping: AtomicBool,
     max: usize,
     freed: Notify,
     /// Asks every worker to close its oldest parked connection: a worker
     /// at the bound with none of its own parked needs another's.
     pub(crate) shed: Notify,
-    /// Workers that closed their listeners since the stop began.
-    closed_groups: AtomicUsize,
     /// `--max-connections-per-ip`.
     per_client: Arc<PerClient>,
-    /// When the stop began: the shutdown grace counts from it, however
-    /// long a worker took to notice (held up by a full log queue, say).
-    stop_began: std::sync::OnceLock<Instant>,
 }
 
 /// One counted connection; dropping it frees the place, and its client's.
@@ -64,49 +55,15 @@ impl Slot {
     }
 }
 
-/// The most a stop waits for the workers to close their listeners (one
-/// that never started has none to close, and never says so).
-const LISTENERS_CLOSING: Duration = Duration::from_secs(1);
-
 impl Connections {
     pub(crate) fn new(cfg: &Config) -> Connections {
         Connections {
             active: AtomicUsize::new(0),
-            stopping: AtomicBool::new(false),
             max: cfg.max_connections,
             freed: Notify::new(),
             shed: Notify::new(),
-            closed_groups: AtomicUsize::new(0),
             per_client: Arc::new(PerClient::new(cfg)),
-            stop_began: std::sync::OnceLock::new(),
         }
-    }
-
-    /// A stop began, now.
-    pub(crate) fn stop_begins(&self) {
-        let _ = self.stop_began.set(Instant::now());
-    }
-
-    /// A worker closed its listeners after the stop.
-    pub(crate) fn listeners_closed(&self) {
-        self.closed_groups.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// Waits until `workers` closed their listeners. Only then do
-    /// connections learn of the stop and end with `Connection: close`: a
-    /// client that reconnects must reach the process taking over
-    /// (--reuse-port), not a listener of this one about to close, which
-    /// would reset it.
-    pub(crate) fn wait_listeners_closed(&self, workers: usize) {
-        let deadline = Instant::now() + LISTENERS_CLOSING;
-        while self.closed_groups.load(Ordering::Acquire) < workers && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-
-    /// When the stop began (now, if it has not).
-    pub(crate) fn stop_began(&self) -> Instant {
-        self.stop_began.get().copied().unwrap_or_else(Instant::now)
     }
 
     /// A place for a new connection, holding `claim` (its client's
@@ -149,7 +106,7 @@ impl Connections {
     /// The claim for a new connection from `ip` (None: not counted), or
     /// Err if `ip` is over `--max-connections-per-ip`. With
     /// `--proxy-protocol` the client is known only after the header, and
-    /// claimed then (`Slot::claim_for`).
+    /// claimed then ([`Slot::claim_for`](crate::serve::limits::Slot::claim_for)).
     pub(crate) fn claim(
         &self,
         ip: Option<std::net::IpAddr>,

@@ -1,27 +1,24 @@
 //! Idle keep-alive connections, parked outside the runtime.
 //!
-//! A connection waiting for its next request is a task (its future and
-//! header, about 1 KiB) plus tokio's record of the socket (256 bytes). Most
-//! idle connections stay idle for long, so after `PARK_AFTER` of quiet a
-//! connection is parked, as nginx keeps its idle keep-alive connections:
-//! its task ends, the socket leaves tokio for this worker's own epoll set,
-//! and what the connection needs to go on waits in a compact record (a
-//! couple of hundred bytes). When the client sends again, or closes, the
-//! record becomes a task again and carries on where it stopped. The
-//! keep-alive timeout still holds: a sweep each second closes the parked
+//! A connection waiting for its next request is a task (its future and header, about 1 KiB) plus
+//! tokio's record of the socket (256 bytes). Most idle connections stay idle for long, so after
+//! [`PARK_AFTER`] of quiet a connection is parked, as nginx keeps
+//! its idle keep-alive connections: its task ends, the socket leaves tokio for this worker's own
+//! epoll set, and what the connection needs to go on waits in a compact record (a couple of hundred
+//! bytes). When the client sends again, or closes, the record becomes a task again and carries on
+//! where it stopped. The keep-alive timeout still holds: a sweep each second closes the parked
 //! connections whose timeout has passed.
 //!
-//! At `--max-connections`, parked connections are the ones closed to make
-//! room for new clients, oldest first (`shed_oldest`); then idle ones that
-//! wait as tasks (TLS, Unix sockets, the first `PARK_AFTER` of quiet), also
-//! oldest first (`idle::shed_waiting`).
+//! At `--max-connections`, parked connections are the ones closed to make room for new clients,
+//! oldest first (`shed_oldest`); then idle ones that wait as tasks (TLS, Unix sockets, the first
+//! [`PARK_AFTER`] of quiet), also oldest first
+//! ([`idle::shed_waiting`](crate::serve::idle::shed_waiting)).
 //!
 //! Each worker thread has its own lot, watched by one task on its runtime;
 //! records never move between threads.
 
 use std::cell::RefCell;
 use std::io;
-use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::time::{Duration, Instant};
 
@@ -33,7 +30,8 @@ use tokio::io::Interest;
 use super::idle::shed_waiting;
 use super::limits::Slot;
 use crate::complaint::{complain, Complaint};
-use crate::session::{Kind, Session};
+use crate::origin::Kind;
+use crate::session::Session;
 
 /// How long a keep-alive connection is quiet before it is parked: long
 /// enough that a busy connection (its next request a few milliseconds
@@ -60,8 +58,6 @@ pub(crate) struct Parked {
     /// Held while parked: a parked connection still counts against
     /// `--max-connections`.
     pub(crate) slot: Slot,
-    /// The client a PROXY protocol header named.
-    pub(crate) source: Option<SocketAddr>,
     /// When its keep-alive timeout ends.
     pub(crate) deadline: Instant,
     /// Whether the next bytes may still open HTTP/2.
@@ -119,7 +115,7 @@ pub(crate) fn park(parked: Parked) {
     });
 }
 
-/// Sets up this worker's lot and watches it until `stop` resolves; then
+/// Sets up this worker's lot and watches it until [`stop`](crate::serve::stop) resolves; then
 /// every parked connection is handed back to `resume` (to have its last
 /// call like any idle connection) and parking ends. `resume` turns a
 /// record back into a task. Each notification of `shed` closes this

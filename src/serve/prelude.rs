@@ -1,15 +1,15 @@
-//! What every transport (inetd, the event loop, io_uring) runs before
-//! HTTP, in this order: the PROXY header (`--proxy-protocol`), then TLS
-//! (the wire, see `Extras::wire`), then the first plaintext bytes decide
-//! what runs: HTTP/2 when they are its preface (after ALPN h2, or h2c with
-//! prior knowledge), an HTTP/1.1 session otherwise, and on a TLS port that
-//! received cleartext, the session's answer that HTTPS is required.
+//! What every transport (inetd, the event loop, io_uring) runs before HTTP, in this order: the
+//! PROXY header (`--proxy-protocol`), then TLS (the wire, see
+//! [`Extras::wire`](crate::serve::Extras::wire)), then the first plaintext bytes decide what runs:
+//! HTTP/2 when they are its preface (after ALPN h2, or h2c with prior knowledge), an HTTP/1.1
+//! session otherwise, and on a TLS port that received cleartext, the session's answer that HTTPS is
+//! required.
 //!
 //! Sans-IO: a transport reads in its own way, shows the prelude what came,
 //! and is told what to do next; the decisions are tested here with bytes.
 
 use crate::config::Config;
-use crate::session::Kind;
+use crate::origin::Kind;
 
 pub use crate::http::H2_PREFACE as PREFACE;
 
@@ -65,7 +65,7 @@ impl Prelude {
         self.sniffing
     }
 
-    /// What to do, given the plaintext read so far; `h2`: TLS agreed on
+    /// What to do, given the plaintext read so far; [`h2`](crate::serve::h2): TLS agreed on
     /// HTTP/2 by ALPN, so whatever comes is HTTP/2's to judge (a bad
     /// preface gets its GOAWAY, RFC 9113 §3.4).
     pub(crate) fn next(&mut self, input: &[u8], h2: bool) -> Next {

@@ -13,9 +13,9 @@ use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 use crate::client_name::ClientName;
+use crate::origin::Sockets;
 use crate::pool;
 use crate::proxy::header::{self, Parsed};
-use crate::respond::CgiJob;
 use crate::session::Session;
 use crate::sys;
 
@@ -27,7 +27,7 @@ pub(crate) struct HeaderReader {
 }
 
 impl HeaderReader {
-    /// `socket`: the descriptor is a socket (peeking works); else a pipe.
+    /// [`socket`](crate::serve::socket): the descriptor is a socket (peeking works); else a pipe.
     pub(crate) fn new(socket: bool) -> HeaderReader {
         let mut taken = pool::take(&pool::READS);
         taken.clear();
@@ -133,25 +133,16 @@ pub(crate) fn read_blocking(
 
 /// The client's and our addresses for CGI (REMOTE_PORT, SERVER_NAME
 /// without Host): the header's client instead of the socket's peer.
-pub(crate) fn sockets(
-    fd: BorrowedFd<'_>,
-    source: Option<SocketAddr>,
-) -> (Option<SocketAddr>, Option<SocketAddr>) {
-    (source.or_else(|| sys::peer_addr(fd)), sys::local_addr(fd))
+fn sockets(fd: BorrowedFd<'_>, source: SocketAddr) -> Sockets {
+    (Some(source), sys::local_addr(fd))
 }
 
-/// After the header: the session names the client it gave.
-pub(crate) fn name_client(session: &mut Session, source: Option<SocketAddr>) {
+/// After the header: the session names the client it gave, and the
+/// addresses a CGI script is told (`sockets`).
+pub(crate) fn name_client(session: &mut Session, fd: BorrowedFd<'_>, source: Option<SocketAddr>) {
     if let Some(source) = source {
-        session.set_client(ClientName::ip(source.ip().to_canonical()));
-    }
-}
-
-/// A CGI script of a connection whose header named a client gets that
-/// client's address and port.
-pub(crate) fn give_source(job: &mut CgiJob, fd: BorrowedFd<'_>, source: Option<SocketAddr>) {
-    if source.is_some() {
-        job.sockets = Some(sockets(fd, source));
+        let client = ClientName::ip(source.ip().to_canonical());
+        session.set_client(client, sockets(fd, source));
     }
 }
 

@@ -14,13 +14,14 @@ use tokio::net::UnixStream;
 use tokio::time::Sleep;
 
 use super::lazy::LazyTcp;
+use super::linger_deadline;
 use super::pacing::{account, give_up};
 use super::proxy_header;
+use super::wire::{Got, Wire, READ_CHUNK};
 use super::writer::ResponseWriter;
-use super::{linger_deadline, Got, Wire, READ_CHUNK};
 use crate::pace::Pace;
+use crate::pipeline::Sent;
 use crate::pool;
-use crate::session::Sent;
 
 /// With HTTP/2, a socket must also be one h2 can be served over.
 #[cfg(feature = "http2")]
@@ -33,7 +34,7 @@ impl<T> MaybeH2 for T {}
 /// What a connection does with its socket, TCP or Unix-domain: tokio gives
 /// both these methods, but no trait for them.
 pub(crate) trait Socket: MaybeH2 + AsFd + Send + Sync + 'static {
-    /// Whether an idle connection on it can be parked (see `park`).
+    /// Whether an idle connection on it can be parked (see [`park`](crate::serve::park)).
     const PARKABLE: bool;
     /// The plain socket, out of the runtime, for parking; None if it
     /// cannot be parked.
@@ -79,8 +80,8 @@ socket!(LazyTcp, true, |s: LazyTcp| s.into_std().ok());
 // Unix-socket clients are local processes, usually few: never parked.
 socket!(UnixStream, false, |_| None);
 
-/// Reads the PROXY protocol header (see `proxy_header`): the client it
-/// names, if any.
+/// Reads the PROXY protocol header (see [`proxy_header`]): the client
+/// it names, if any.
 pub(crate) async fn read_proxy_header(
     stream: &impl Socket,
 ) -> io::Result<Option<std::net::SocketAddr>> {
@@ -238,7 +239,7 @@ fn forget_readable(stream: &impl Socket) {
 }
 
 /// Writes a whole response, counting in `sent.written` what went out; a
-/// client that takes it slower than `pace` allows is given up on. `timer`
+/// client that takes it slower than [`pace`](crate::pace) allows is given up on. `timer`
 /// is the connection's one timer.
 pub(crate) async fn send(
     stream: &impl Socket,

@@ -8,16 +8,17 @@ use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::cgi_exchange::{self, ClientIo};
-use super::prelude::{Next, Prelude};
+use super::cgi::http1::{self as cgi_http1, ClientIo};
+use super::http1::{Action, Http1};
+use super::pacing::response_failed;
 use super::proxy_header;
+use super::wire::{Got, Wire};
 use super::writer::{send_blocking, ResponseWriter};
-use super::{linger_deadline, Extras, Got, Wire};
+use super::{linger_deadline, Extras};
 use crate::cgi;
 use crate::client_name::ClientName;
 use crate::config::Config;
 use crate::pace::Pace;
-use crate::session::{Session, Step};
 use crate::site::Site;
 use crate::sys;
 
@@ -53,70 +54,54 @@ fn serve(cfg: &Arc<Config>, site: &Arc<Site>, extras: Extras) -> io::Result<()> 
         sys::set_nonblocking(output);
     }
     let (wire, kind) = extras.wire()?;
-    let mut prelude = Prelude::new(cfg, kind);
     let wire = RefCell::new(wire);
-    let mut session = Session::with_kind(client_address(input), kind);
-    let mut source = None;
-    loop {
-        let h2 = wire.borrow().alpn_h2();
-        match prelude.next(session.input(), h2) {
-            Next::ProxyHeader => {
-                prelude.proxied();
+    let mut conn = Http1::new(cfg, kind, client_address(input));
+    let linger_after = loop {
+        let action = conn.next(cfg, site, sys::stop_requested(), &wire.borrow());
+        match action {
+            Action::ProxyHeader => {
+                conn.proxied();
                 match proxy_header::read_blocking(input, cfg.read_timeout) {
-                    Ok(header) => source = header,
+                    Ok(source) => proxy_header::name_client(conn.session(), input, source),
                     Err(_) => return Ok(()),
                 }
-                proxy_header::name_client(&mut session, source);
-                continue;
             }
             #[cfg(feature = "http2")]
-            Next::Http2 => {
+            Action::Http2 => {
+                let tls = wire.borrow().tls_summary();
+                let session = conn.session();
                 let served = super::h2::Served {
                     cfg: Arc::clone(cfg),
                     site: Arc::clone(site),
-                    kind,
-                    tls: wire.borrow().tls_summary(),
-                    client: session.client().into(),
-                    sockets: proxy_header::sockets(input, source),
+                    origin: super::h2::origin(session, tls, input),
                 };
                 let read = std::mem::take(session.input());
                 let io = (input, output);
                 return super::h2::serve_stdio(served, wire.into_inner(), read, io);
             }
             #[cfg(not(feature = "http2"))]
-            Next::Http2 => unreachable!("the prelude sniffs for HTTP/2 only when it is built in"),
-            Next::Read => {
-                // A prefix of the preface: the rest decides.
+            Action::Http2 => unreachable!("the prelude sniffs for HTTP/2 only when it is built in"),
+            Action::Sniff => {
                 let mut wire = wire.borrow_mut();
                 let timeout = cfg.read_timeout;
-                match read_some(&mut wire, input, output, session.input(), timeout) {
-                    Got::Bytes => continue,
-                    _ => return Ok(()),
+                let got = read_some(&mut wire, input, output, conn.session().input(), timeout);
+                if !conn.brought(got) {
+                    return Ok(());
                 }
             }
-            Next::Http1 | Next::HttpsRequired => {}
-        }
-        session.note_tls(|| wire.borrow().tls_summary());
-        match session.step(cfg, site, sys::stop_requested()) {
-            Step::Read { deadline, .. } => {
+            Action::Read { deadline, .. } => {
                 let timeout = deadline.saturating_duration_since(Instant::now());
                 let mut wire = wire.borrow_mut();
-                match read_some(&mut wire, input, output, session.input(), timeout) {
-                    Got::Bytes => {}
-                    Got::Cleartext => {
-                        if prelude.cleartext() == Next::HttpsRequired {
-                            session.https_required();
-                        }
+                let got = read_some(&mut wire, input, output, conn.session().input(), timeout);
+                // `Closed` also stands for the deadline.
+                if !conn.brought(got) {
+                    if Instant::now() >= deadline {
+                        conn.timed_out(cfg);
                     }
-                    Got::Closed => {
-                        if Instant::now() >= deadline {
-                            session.read_timed_out(cfg);
-                        }
-                        return Ok(());
-                    }
+                    return Ok(());
                 }
             }
-            Step::Send(mut sent) => {
+            Action::Send(mut sent) => {
                 let mut wire = wire.borrow_mut();
                 let mut out = wire.out(output, out_socket);
                 let mut writer =
@@ -126,29 +111,29 @@ fn serve(cfg: &Arc<Config>, site: &Arc<Site>, extras: Extras) -> io::Result<()> 
                 sent.written = writer.written();
                 // Dropping `sent` writes its log line.
                 if let Err(e) = result {
-                    super::response_failed(&e, &pace, session.client(), cfg);
+                    response_failed(&e, &pace, conn.session().client(), cfg);
                     return Ok(());
                 }
             }
-            Step::Cgi(mut job) => {
-                proxy_header::give_source(&mut job, input, source);
+            Action::Cgi(job) => {
+                let mut wire = wire.borrow_mut();
                 let io = ClientIo {
                     input,
                     output,
-                    socket: out_socket,
-                    wire: &wire,
+                    wire: &mut wire,
                 };
-                let client = session.client().to_string();
-                let keep_alive = cgi_exchange::run(job, io, session.input(), cfg, site, &client);
-                session.cgi_finished(keep_alive);
+                let session = conn.session();
+                let origin = *session.origin();
+                let keep_alive = cgi_http1::run(job, io, session.input(), cfg, site, &origin);
+                conn.cgi_finished(keep_alive);
             }
-            Step::Close => break,
+            Action::Close { linger } => break linger,
         }
-    }
+    };
     wire.borrow_mut().close(output);
     if out_socket {
         sys::shutdown_write(output);
-        if session.unread_input() {
+        if linger_after {
             linger(input);
         }
     }

@@ -3,14 +3,12 @@
 //! every connection of the process shares.
 
 use std::io;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
-
 use super::limits::Connections;
 use super::listen::Listener;
+use super::stop::Stop;
 use super::Extras;
 use crate::config::Config;
 use crate::log;
@@ -34,7 +32,7 @@ pub(crate) fn run_workers(
         .enable_all()
         .build()?;
     let mut stop_signals = signals.block_on(async { StopSignals::register(extras.clone()) })?;
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let stop = Stop::new();
     let conns = Arc::new(Connections::new(&cfg));
     // Announced only when everything is ready: tests and scripts wait for
     // the `listening on` lines. The line for people comes first, so that
@@ -67,7 +65,7 @@ pub(crate) fn run_workers(
     let shared = Shared {
         cfg,
         site,
-        stop: stop_rx,
+        stop: stop.clone(),
         conns: Arc::clone(&conns),
         extras,
     };
@@ -85,13 +83,10 @@ pub(crate) fn run_workers(
     }
     super::notify::ready(&format!("listening on {}", names.join(", ")));
     signals.block_on(stop_signals.recv());
-    conns.stop_begins();
     crate::respond::draining_begins();
     log::abandon_after(grace);
     super::notify::stopping();
-    let _ = stop_tx.send(true);
-    conns.wait_listeners_closed(workers.len());
-    conns.stopping.store(true, Ordering::Relaxed);
+    stop.begin(grace);
     for w in workers {
         let _ = w.join();
     }
@@ -195,7 +190,7 @@ impl StopSignals {
 pub(crate) struct Shared {
     pub(crate) cfg: Arc<Config>,
     pub(crate) site: Arc<Site>,
-    pub(crate) stop: watch::Receiver<bool>,
+    pub(crate) stop: Stop,
     pub(crate) conns: Arc<Connections>,
     pub(crate) extras: Extras,
 }
@@ -208,9 +203,7 @@ pub(crate) fn start_runtime<T>(shared: &Shared, build: impl Fn() -> io::Result<T
     loop {
         match build() {
             Ok(rt) => return Some(rt),
-            Err(e)
-                if sys::out_of_resources(&e) && !shared.conns.stopping.load(Ordering::Relaxed) =>
-            {
+            Err(e) if sys::out_of_resources(&e) && !shared.stop.stopping() => {
                 std::thread::sleep(EMFILE_PAUSE);
             }
             Err(e) => {

@@ -210,7 +210,7 @@ impl<'a> ResponseWriter<'a> {
 
 impl FileSender {
     /// With `on`, file bytes are copied through a buffer (see
-    /// `ResponseWriter::copying`).
+    /// [`ResponseWriter::copying`](crate::serve::writer::ResponseWriter::copying)).
     pub fn copying(on: bool) -> FileSender {
         let mut sender = FileSender::default();
         sender.copy = on;
@@ -318,10 +318,10 @@ fn write_mapped(
     }
 }
 
-/// Writes a whole response, waiting with poll(2) whenever the descriptor is
-/// full. A client that takes it slower than `pace` allows is given up on
-/// (TimedOut), and so is every client once inetd mode is asked to stop
-/// (`sys::stop_requested`, checked before each write and polled by `sys::wait`).
+/// Writes a whole response, waiting with poll(2) whenever the descriptor is full. A client that
+/// takes it slower than [`pace`](crate::pace) allows is given up on (TimedOut), and so is every
+/// client once inetd mode is asked to stop ([`sys::stop_requested`],
+/// checked before each write and polled by [`sys::wait`]).
 pub fn send_blocking(
     out: &mut Out<'_>,
     writer: &mut ResponseWriter<'_>,

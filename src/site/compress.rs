@@ -184,10 +184,10 @@ const NICE: i32 = 10;
 pub type Job = Box<dyn FnOnce() + Send>;
 
 /// Threads that compress in the background, one per core (at most
-/// `MAX_THREADS`), at a lower priority than the threads serving requests,
-/// started when the first job comes. At most one job per thread runs and
-/// as many wait; a job that finds the queue full is not run, and its file
-/// goes out as it is until a later request finds room.
+/// `MAX_THREADS`), at a lower priority than the threads
+/// serving requests, started when the first job comes. At most one job per thread runs and as many
+/// wait; a job that finds the queue full is not run, and its file goes out as it is until a later
+/// request finds room.
 #[derive(Default)]
 pub struct Background {
     queue: OnceLock<Option<SyncSender<Job>>>,

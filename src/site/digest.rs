@@ -1,6 +1,6 @@
 //! Content digests, for the ETag of a file whose mtime is a placeholder
-//! (`crate::http::conditional::EARLIEST_DATE`): every file of a Nix deploy
-//! has mtime 1, so only the bytes can tell one version from the next.
+//! ([`crate::http::conditional::EARLIEST_DATE`]): every
+//! file of a Nix deploy has mtime 1, so only the bytes can tell one version from the next.
 //!
 //! A file is read whole once per version: digests are remembered for the
 //! whole process by what identifies a version of an inode (its ctime changes
@@ -40,7 +40,7 @@ pub fn of_bytes(bytes: &[u8]) -> u64 {
     fnv1a(0, bytes.iter().copied())
 }
 
-/// The digest of `file` (whose metadata is `meta`), read once per version.
+/// The digest of [`file`](crate::site::file) (whose metadata is `meta`), read once per version.
 pub fn of_file(file: &File, meta: &Metadata) -> io::Result<u64> {
     let key = version(meta);
     if let Some(known) = memo(|m| m.get(&key).copied()) {

@@ -109,7 +109,7 @@ fn param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
 }
 
 /// Reads a directory's visible entries, by name. `dir` is the directory
-/// `rel` (empty, or ending in `/`) beneath the site's `root`. Hidden names
+/// `rel` (empty, or ending in `/`) beneath the site's [`root`](crate::site::root). Hidden names
 /// are left out, and so are entries that could not be served: dangling or
 /// redirecting symlinks, symlinks that lead out of the root, whose
 /// target's size and date are nobody's business, and the root's

@@ -31,7 +31,7 @@ use path::SitePath;
 pub use root::Tree;
 
 /// A document root: every lookup is relative to the directory its path
-/// names when the request comes (`root::Root`).
+/// names when the request comes ([`root::Root`]).
 pub struct Site {
     root: root::Root,
     /// The root's absolute path: scripts are run by path.
@@ -66,10 +66,10 @@ pub enum Access<'a> {
     Denied { realm: &'a str },
 }
 
-/// What decides `Access`: the `--auth` areas and the `_headers` locks
-/// (`crate::auth`), which depend on the site rather than the site on them.
+/// What decides [`Access`]: the `--auth` areas and the `_headers` locks
+/// ([`crate::auth`]), which depend on the site rather than the site on them.
 pub trait Guard: Send + Sync {
-    /// Whether a request for `path` (decoded, from `/`) that meets these
+    /// Whether a request for [`path`] (decoded, from `/`) that meets these
     /// `Basic-Auth` locks, with these credentials (an Authorization
     /// header's value), may go on.
     fn access<'a>(
@@ -80,7 +80,7 @@ pub trait Guard: Send + Sync {
     ) -> Access<'a>;
 }
 
-/// Where ACME's HTTP-01 challenge answers are read (`crate::acme`), for
+/// Where ACME's HTTP-01 challenge answers are read ([`crate::acme`]), for
 /// the `--redirect-http` listener.
 pub trait Http01: Send + Sync {
     /// The key authorization published for `token`; None when no
@@ -290,7 +290,7 @@ impl Site {
         }
     }
 
-    /// Whether a request for `path` (decoded, from `/`) that meets these
+    /// Whether a request for [`path`] (decoded, from `/`) that meets these
     /// `Basic-Auth` locks, with these credentials, may go on. Without a
     /// guard (a build without the feature auth) a lock stays shut.
     pub fn access<'a>(

@@ -1,6 +1,6 @@
 //! Which variant of a file a client should get: precompressed siblings by
 //! Accept-Encoding, modern image formats by Accept. Only the choosing is
-//! here; `site` opens the candidates.
+//! here; [`site`](crate::site) opens the candidates.
 
 /// A content coding with a precompressed sibling `NAME.<suffix>`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

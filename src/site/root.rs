@@ -3,14 +3,13 @@
 //! git-sync's way) or renames a new directory into place is followed within
 //! a second, as nginx follows it on its next request.
 //!
-//! What the root names is a [`Tree`]: its directory held open, with a
-//! generation number no other tree of the process shares. A request takes
-//! the tree once (`Site::tree`) and makes every lookup of its response in
-//! it (the file, `_headers`, `_redirects`, the error page), so a response
-//! is wholly of one release; a response in flight keeps its file open and
-//! finishes from the tree it started in. Lookups stay beneath the tree's
-//! descriptor (openat2 RESOLVE_BENEATH), so nothing outside either tree is
-//! ever served.
+//! What the root names is a [`Tree`]: its directory held open, with a generation number no other
+//! tree of the process shares. A request takes the tree once
+//! ([`Site::tree`](crate::site::Site::tree)) and makes every lookup of its response in it (the
+//! file, `_headers`, `_redirects`, the error page), so a response is wholly of one release; a
+//! response in flight keeps its file open and finishes from the tree it started in. Lookups stay
+//! beneath the tree's descriptor (openat2 RESOLVE_BENEATH), so nothing outside either tree is ever
+//! served.
 //!
 //! Each worker thread asks the file system at most once a second whether
 //! the path still names the directory it holds (one stat(2)); when it does
@@ -57,7 +56,7 @@ pub struct Tree {
     /// Each virtual host's directory as first opened in this tree: every
     /// lookup of the tree's generation uses the same one, so a swap of a
     /// host's symlink cannot give a response mixed from two releases
-    /// either; it makes a new tree (`Root::follow`).
+    /// either; it makes a new tree ([`Root::follow`](crate::site::root::Root::follow)).
     vhosts: Mutex<HashMap<String, (Arc<OwnedFd>, DirId)>>,
 }
 
@@ -140,7 +139,7 @@ thread_local! {
 }
 
 impl Root {
-    /// Opens the tree `path` names now.
+    /// Opens the tree [`path`](crate::site::path) names now.
     pub fn open(path: &Path) -> std::io::Result<Root> {
         let tree = Tree::open(path)?;
         Ok(Root {

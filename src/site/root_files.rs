@@ -1,6 +1,6 @@
 //! The files in a site's root that change how it is served: `_headers` and
 //! `_redirects`, the Netlify / Cloudflare Pages conventions (parsed by
-//! `crate::rules`).
+//! [`crate::rules`]).
 //!
 //! They are read when a site is first asked for and again when they change,
 //! checked at most once a second (like the open-file cache). A check or read
@@ -58,9 +58,9 @@ const ERROR_CODES: [u16; 16] = [
 /// What identifies a version of a file: None when it is absent or unreadable.
 type Stamp = Option<(u64, u64, u64, i64, i64)>;
 
-/// The files could not be checked or read for now: the process is out of
-/// descriptors or memory (`sys::out_of_resources`), which passes. Not the
-/// same as a file that is absent or unreadable, whose rules are dropped.
+/// The files could not be checked or read for now: the process is out of descriptors or memory
+/// ([`sys::out_of_resources`]), which passes. Not the same as a file
+/// that is absent or unreadable, whose rules are dropped.
 #[derive(Debug)]
 pub struct Exhausted;
 
@@ -70,7 +70,7 @@ type Stamps = [Stamp; 3];
 
 struct Loaded {
     checked: Instant,
-    /// The root's tree they were read in (`super::root`): another tree's
+    /// The root's tree they were read in ([`super::root`](crate::site::root)): another tree's
     /// files are looked at again, whenever they were checked.
     generation: u64,
     stamps: Stamps,
@@ -100,7 +100,7 @@ pub fn cached(key: &[u8], now: Instant) -> Option<Arc<RootFiles>> {
 }
 
 /// Forgets this thread's view of every site's files (the root moved to a
-/// new tree: `super::root`).
+/// new tree: [`super::root`](crate::site::root)).
 pub fn forget_local() {
     LOCAL.with(|l| l.borrow_mut().clear());
 }
@@ -175,9 +175,9 @@ fn stamps(dir: BorrowedFd<'_>) -> Result<Stamps, Exhausted> {
     Ok([stamp(dir, HEADERS)?, stamp(dir, REDIRECTS)?, dir_stamp])
 }
 
-/// Reads and parses both files, reporting each problem on stderr, and
-/// notes the error pages. Everything is read before anything is parsed, so
-/// a read cut short by `Exhausted` does not repeat the parsers' reports.
+/// Reads and parses both files, reporting each problem on stderr, and notes the error pages.
+/// Everything is read before anything is parsed, so a read cut short by
+/// [`Exhausted`] does not repeat the parsers' reports.
 fn read(dir: BorrowedFd<'_>, shown: &Path) -> Result<(RootFiles, Stamps), Exhausted> {
     // Stamped first: a change while reading is seen at the next check.
     let dir_stamp = stamps(dir)?[2];

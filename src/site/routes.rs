@@ -266,9 +266,10 @@ fn html_twin(
     Ok(Some(file))
 }
 
-/// The deepest directory of `rel` (decoded, without its leading `/`)
-/// whose `404.html` a miss looks at: the path's own directory, cut to
-/// `NEAREST_404_DEPTH` components. None: the path is in the root.
+/// The deepest directory of `rel` (decoded, without its leading `/`) whose `404.html` a miss looks
+/// at: the path's own directory, cut to
+/// [`NEAREST_404_DEPTH`] components. None: the path is in
+/// the root.
 fn nearest_404_start(rel: &[u8]) -> Option<&[u8]> {
     let dir = &rel[..rel.iter().rposition(|&b| b == b'/')?];
     let cut = dir

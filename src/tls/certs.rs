@@ -1,7 +1,7 @@
 //! Certificates and keys from PEM files, and the choice among them by SNI.
 //!
-//! Everything is loaded into a `Store` in one go, so a reload swaps a whole
-//! new set in or keeps the old one: a half-read directory is never served.
+//! Everything is loaded into a [`Store`] in one go, so a reload swaps a
+//! whole new set in or keeps the old one: a half-read directory is never served.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -127,7 +127,7 @@ pub fn certified_from_pem(
 }
 
 /// A chain and key from one PEM text, without the check that they belong
-/// together (see `tls::challenge_from_pem`).
+/// together (see [`tls::challenge_from_pem`](crate::tls::challenge_from_pem)).
 pub fn unchecked_from_pem(pem: &[u8], provider: &CryptoProvider) -> Result<CertifiedKey, String> {
     let chain = parse_chain(pem)?;
     let key = provider

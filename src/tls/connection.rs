@@ -1,8 +1,7 @@
-//! One TLS connection between a descriptor and a `Session`: ciphertext from
-//! the descriptor comes out as plaintext in the session's input, and what
-//! the session decided goes out as TLS records. rustls does the protocol
-//! without I/O; this makes the one read(2) or write(2) it needs at a time,
-//! never blocking, so the event loop and inetd mode drive it alike.
+//! One TLS connection between a descriptor and a [`Session`](crate::session::Session): ciphertext
+//! from the descriptor comes out as plaintext in the session's input, and what the session decided
+//! goes out as TLS records. rustls does the protocol without I/O; this makes the one read(2) or
+//! write(2) it needs at a time, never blocking, so the event loop and inetd mode drive it alike.
 
 use std::io::{self, Read, Write};
 use std::num::NonZeroU16;

@@ -1,9 +1,9 @@
-//! HTTPS: rustls between the transport and the `Session`.
+//! HTTPS: rustls between the transport and the [`Session`](crate::session::Session).
 //!
-//! An `Acceptor` holds what every TLS connection of the process shares: the
+//! An [`Acceptor`] holds what every TLS connection of the process shares: the
 //! rustls configuration, the certificates (swapped whole on reload), the
 //! session-ticket keys and the TLS 1.2 session cache. Each connection is a
-//! `Connection`, which the transports drive like a socket.
+//! [`Connection`], which the transports drive like a socket.
 
 mod certs;
 mod connection;
@@ -47,7 +47,7 @@ pub fn load_files(chain: &std::path::Path, key: &std::path::Path) -> Result<Load
 /// A TLS-ALPN-01 challenge certificate and its key, both in `pem`. Not
 /// checked to belong together: the check parses the certificate with
 /// webpki, which refuses the critical acmeIdentifier extension (RFC 8737)
-/// every such certificate has; the pair was made together by `acme`.
+/// every such certificate has; the pair was made together by [`acme`](crate::acme).
 pub fn challenge_from_pem(pem: &[u8]) -> Result<rustls::sign::CertifiedKey, String> {
     certs::unchecked_from_pem(pem, &rustls::crypto::aws_lc_rs::default_provider())
 }
@@ -134,7 +134,7 @@ impl Acceptor {
     /// process's session cache, not by `--tls-ticket-key` tickets: rustls
     /// accepts early data only so, and each cached session is taken once,
     /// so a 0-RTT flight replayed to this process finds nothing to resume.
-    /// What a 0-RTT request may do is decided per request (`serve::h3`).
+    /// What a 0-RTT request may do is decided per request ([`serve::h3`](crate::serve::h3)).
     #[cfg(feature = "http3")]
     pub fn quic_config(&self) -> Result<ServerConfig, String> {
         let mut config = ServerConfig::builder_with_provider(Arc::clone(&self.provider))

@@ -168,6 +168,7 @@ macro_rules! both_modes {
 mod client;
 mod docroot;
 pub mod h2frames;
+pub mod hpack;
 mod multipart;
 mod parked;
 mod pebble;

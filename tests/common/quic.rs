@@ -38,7 +38,18 @@ impl H3Conn {
             SocketAddr::V6(_) => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 0)),
         };
         let mut endpoint = quinn::Endpoint::client(bind)?;
-        endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
+        let mut client = quinn::ClientConfig::new(Arc::new(crypto));
+        // The connection's idle timeout is the lower of the two ends'. The server's
+        // (`--keepalive-timeout`) is what tests mean; quinn's client default (30 s)
+        // would otherwise end a connection a test holds quiet while it opens hundreds
+        // of others on a loaded machine (no PING can keep it: its runtime runs only
+        // while the test uses it).
+        let mut transport = quinn::TransportConfig::default();
+        transport.max_idle_timeout(Some(quinn::IdleTimeout::from(quinn::VarInt::from_u32(
+            600_000,
+        ))));
+        client.transport_config(Arc::new(transport));
+        endpoint.set_default_client_config(client);
         let connecting = endpoint
             .connect(addr, &server_name(&tls.name))
             .map_err(io::Error::other)?;

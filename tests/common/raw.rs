@@ -541,11 +541,34 @@ pub fn parse_responses(mut bytes: &[u8], methods: &[&str]) -> Vec<Response> {
 /// listener is still there would be one more client).
 pub fn wait_listener_closed(addr: SocketAddr) {
     let listening = || tcp_sockets(addr).iter().any(|fields| fields[3] == "0A");
-    let closed = eventually(IO_TIMEOUT, || (!listening()).then_some(()));
-    assert!(
-        closed.is_some(),
-        "still listening on {addr} after {IO_TIMEOUT:?}"
-    );
+    // Looked at every 5 ms, not `eventually`'s 100: what a test does next
+    // (a request in a stop's last call) has a deadline of its own.
+    let deadline = Instant::now() + IO_TIMEOUT;
+    while listening() {
+        assert!(
+            Instant::now() < deadline,
+            "still listening on {addr} after {IO_TIMEOUT:?}"
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// How many sockets listening on `addr` (an IPv4 address) process `pid` holds: those
+/// of /proc/net/tcp in state LISTEN whose inode is one of its descriptors'. 0 once it
+/// exited. With `--reuse-port` several processes listen on one address; this tells
+/// theirs apart.
+pub fn listeners_of(pid: u32, addr: SocketAddr) -> usize {
+    let listening: Vec<String> = tcp_sockets(addr)
+        .into_iter()
+        .filter(|fields| fields[3] == "0A" && fields.len() > 9)
+        .map(|fields| format!("socket:[{}]", fields[9]))
+        .collect();
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return 0;
+    };
+    fds.filter_map(|fd| fs::read_link(fd.ok()?.path()).ok())
+        .filter(|target| listening.iter().any(|l| target.as_os_str() == l.as_str()))
+        .count()
 }
 
 /// Waits (up to [`IO_TIMEOUT`]) until the server listening on `addr` (an IPv4

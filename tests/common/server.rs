@@ -16,6 +16,7 @@ pub struct Builder {
     variant: Variant,
     root: PathBuf,
     binds: Vec<String>,
+    port: u16,
     log_format: String,
     args: Vec<OsString>,
     envs: Vec<(OsString, OsString)>,
@@ -42,6 +43,13 @@ impl Builder {
     /// Standalone only: listen on these addresses (or `unix:PATH`) instead of 127.0.0.1.
     pub fn bind(mut self, addr: &str) -> Builder {
         self.binds.push(addr.to_string());
+        self
+    }
+
+    /// Standalone only: listen on this port instead of one the kernel picks (a second
+    /// server on a port with `--reuse-port`, say).
+    pub fn port(mut self, port: u16) -> Builder {
+        self.port = port;
         self
     }
 
@@ -119,7 +127,7 @@ impl Builder {
         cmd.arg("--root").arg(&self.root);
         match self.mode {
             Mode::Standalone => {
-                cmd.args(["--port", "0"]);
+                cmd.arg("--port").arg(self.port.to_string());
                 let binds = if self.binds.is_empty() {
                     vec!["127.0.0.1".to_string()]
                 } else {
@@ -381,6 +389,7 @@ impl Server {
             variant,
             root: root.to_path_buf(),
             binds: Vec::new(),
+            port: 0,
             log_format: "off".to_string(),
             args: Vec::new(),
             envs: Vec::new(),

@@ -16,14 +16,13 @@ use std::time::Duration;
 use rustls::ClientConfig;
 
 use super::process::{self, Proc};
-use crate::servers;
 
 /// How long a cache gets to start and answer.
 const START_LIMIT: Duration = Duration::from_secs(30);
 
 /// The program, or why it cannot run here.
 pub fn locate(program: &str, package: &str) -> Result<PathBuf, String> {
-    servers::which(program)
+    crate::programs::which(program)
         .ok_or_else(|| format!("{package} is not installed (apt-get install {package})"))
 }
 

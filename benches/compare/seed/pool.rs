@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 
 use super::process::Proc;
 use super::table::{Column, Row, Table, Value};
+use crate::docroot;
 use crate::load::{self, Mode, Run, Tool};
+use crate::report::clock;
 use crate::servers::{self, Kind, Ports, Proto, Server, Setup};
-use crate::{clock, docroot};
 
 /// Longest wait for a server to go quiet after a cell.
 const SETTLE_LIMIT: Duration = Duration::from_secs(2);
@@ -238,7 +239,7 @@ impl<'a> Pool<'a> {
             let mut cells = vec![Value::NotRun; n];
             let mut line = format!("  [{}] {:<18}", table.id, spec.label);
             for k in 0..n {
-                if crate::stopping() {
+                if crate::stop::stopping() {
                     break;
                 }
                 // A different server first in each row: drift spreads evenly.
@@ -247,7 +248,7 @@ impl<'a> Pool<'a> {
             }
             for (col, v) in cells.iter().enumerate() {
                 let shown = match v.rps() {
-                    Some(r) => crate::compact(r),
+                    Some(r) => crate::report::compact(r),
                     None if matches!(v, Value::NotRun) => "-".into(),
                     None => "failed".into(),
                 };
@@ -256,7 +257,7 @@ impl<'a> Pool<'a> {
                     self.slots[columns[col]].column.name
                 ));
             }
-            if !crate::stopping() || cells.iter().any(|c| !matches!(c, Value::NotRun)) {
+            if !crate::stop::stopping() || cells.iter().any(|c| !matches!(c, Value::NotRun)) {
                 println!("{line}  [{}]", clock(self.begun.elapsed()));
             }
             table.rows.push(Row {

@@ -107,7 +107,7 @@ impl Proc {
             }
             match ready() {
                 Ok(v) => return Ok(v),
-                Err(e) if Instant::now() >= deadline || crate::stopping() => {
+                Err(e) if Instant::now() >= deadline || crate::stop::stopping() => {
                     return Err(format!(
                         "not answering after {} s: {e}{}",
                         limit.as_secs(),

@@ -23,7 +23,7 @@ pub fn missing() -> Option<String> {
     if !catalina.is_file() || !Path::new(DEFAULT_CONF).join("web.xml").is_file() {
         return Some("tomcat10 is not installed (apt-get install tomcat10)".into());
     }
-    if crate::servers::which("java").is_none() {
+    if crate::programs::which("java").is_none() {
         return Some("tomcat10: no java on PATH (apt-get install default-jre-headless)".into());
     }
     None
@@ -39,7 +39,7 @@ pub fn version() -> String {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .filter(|v| !v.is_empty())
         .unwrap_or_else(|| "unknown version".into());
-    let java = crate::servers::which("java")
+    let java = crate::programs::which("java")
         .map(|j| crate::servers::version_of(&j, "-version"))
         .unwrap_or_default();
     format!("Tomcat (Debian tomcat10 {deb}), default servlet; {java}")
@@ -48,7 +48,7 @@ pub fn version() -> String {
 /// JAVA_HOME of the default JRE: the directory above the `java` on PATH,
 /// its symlinks (Debian's alternatives) resolved.
 fn java_home() -> Option<PathBuf> {
-    let java = fs::canonicalize(crate::servers::which("java")?).ok()?;
+    let java = fs::canonicalize(crate::programs::which("java")?).ok()?;
     Some(java.parent()?.parent()?.to_path_buf())
 }
 

@@ -1,12 +1,11 @@
 //! How an HTTP/2 connection's bytes move: reading what the client sent,
-//! and writing a turn's `Plan` whole. Two kinds of link:
-//! - `FdLink`, over a descriptor tokio watches (the event loop's sockets,
-//!   inetd mode's stdin and stdout): a plan's frames go in one write, file
-//!   payloads by sendfile(2) in cleartext and read straight into TLS
-//!   records otherwise (through the same `Wire` HTTP/1.1 uses);
-//! - `IoLink`, over any `AsyncRead + AsyncWrite` (io_uring's adapter, the
-//!   fuzz target's in-memory pipe): file payloads are read into a block,
-//!   then written.
+//! and writing a turn's [`Plan`] whole. Two kinds of link:
+//! - [`FdLink`], over a descriptor tokio watches (the event loop's
+//!   sockets, inetd mode's stdin and stdout): a plan's frames go in one write, file payloads by
+//!   sendfile(2) in cleartext and read straight into TLS records otherwise (through the same
+//!   [`Wire`] HTTP/1.1 uses);
+//! - [`IoLink`], over any `AsyncRead + AsyncWrite` (io_uring's
+//!   adapter, the fuzz target's in-memory pipe): file payloads are read into a block, then written.
 
 use std::io;
 use std::os::fd::BorrowedFd;
@@ -14,11 +13,11 @@ use std::os::unix::fs::FileExt;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
 
-use super::io::Ready;
 use crate::h2session::Plan;
 use crate::pool;
+use crate::serve::ready::Ready;
+use crate::serve::wire::{Got, Wire, READ_CHUNK};
 use crate::serve::writer::FileSender;
-use crate::serve::{Got, Wire};
 
 /// A connection's bytes, both ways.
 pub(crate) trait Link {
@@ -33,7 +32,7 @@ pub(crate) trait Link {
     /// Ends our side (close_notify over TLS), writing what it can.
     async fn close(&mut self);
     /// The socket written to, whose acknowledged bytes measure the client
-    /// (see `serve::pacing`); None where they cannot be read.
+    /// (see [`serve::pacing`](crate::serve::pacing)); None where they cannot be read.
     fn socket(&self) -> Option<BorrowedFd<'_>>;
 }
 
@@ -209,7 +208,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Link for IoLink<T> {
             *buf = pool::take(&pool::READS);
         }
         let start = buf.len();
-        buf.resize(start + crate::serve::READ_CHUNK, 0);
+        buf.resize(start + READ_CHUNK, 0);
         let n = self.io.read(&mut buf[start..]).await;
         buf.truncate(start + *n.as_ref().unwrap_or(&0));
         Ok(n? > 0)
@@ -255,5 +254,5 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Link for IoLink<T> {
     }
 }
 
-/// How much of a file one read moves over an `IoLink`.
+/// How much of a file one read moves over an [`IoLink`].
 const FILE_BLOCK: usize = 64 << 10;

@@ -1,38 +1,36 @@
-//! HTTP/2 connections, in every transport: ALPN `h2` over TLS, and h2c
-//! with prior knowledge (a cleartext connection that opens with the
-//! preface). `crate::h2session` is the connection's state machine (on
-//! nghttp2); this drives it: one read's bytes in, then the turn's frames
-//! out in one write (`link`), CGI scripts on pipes of their own (`cgi`),
-//! and the timers.
+//! HTTP/2 connections, in every transport: ALPN `h2` over TLS, and h2c with prior knowledge (a
+//! cleartext connection that opens with the preface). [`crate::h2session`] is the
+//! connection's state machine (on nghttp2); this drives it: one read's bytes in, then the turn's
+//! frames out in one write (`link`), CGI scripts on pipes of their own
+//! (`cgi`), and the timers.
 
 mod cgi;
-mod io;
 mod link;
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 
-use tokio::io::unix::AsyncFd;
-use tokio::io::{AsyncRead, AsyncWrite, Interest};
+use tokio::io::{AsyncRead, AsyncWrite};
 
 pub(crate) use crate::h2session::Served;
 pub use crate::h2session::PREFACE;
-pub(crate) use io::Ready;
+pub(crate) use crate::serve::ready::Ready;
 pub(crate) use link::{FdLink, IoLink, Link};
 
 use crate::config::Config;
 use crate::h2session::{Connection, Plan};
+use crate::origin::{Kind, Origin, Protocol};
 use crate::pace::Pace;
 use crate::pool;
-use crate::serve::{idle, pacing};
-use crate::session::Kind;
+use crate::serve::stop::Stop;
+use crate::serve::{idle, pacing, ready};
 use crate::site::Site;
 
 /// Serves one HTTP/2 connection until the client ends it, it fails, it
-/// has been idle (no stream open) for the keep-alive timeout, or `stop`
+/// has been idle (no stream open) for the keep-alive timeout, or [`stop`](crate::serve::stop)
 /// (a graceful stop) has let its streams finish. The last two send GOAWAY
 /// first, and wait for the streams in flight at most the shutdown grace.
 pub(crate) async fn serve(mut link: impl Link, served: Served, stop: impl Future<Output = ()>) {
@@ -129,34 +127,39 @@ pub(crate) async fn serve(mut link: impl Link, served: Served, stop: impl Future
     link.close().await;
 }
 
+/// Who an HTTP/1.1 connection's [`session`](crate::session) says its requests come from,
+/// for the HTTP/2 streams it carries from here on (the prelude found the
+/// preface): with what TLS agreed on, and the socket addresses each
+/// stream's CGI script is told (a PROXY header's, else `fd`'s).
+pub(crate) fn origin(
+    session: &crate::session::Session,
+    tls: Option<crate::log::Tls>,
+    fd: BorrowedFd<'_>,
+) -> Origin {
+    let origin = session.origin();
+    origin.into_streams(tls, origin.sockets_of(fd))
+}
+
 /// Serves one HTTP/2 connection of a standalone transport (the event loop,
-/// io_uring) with what its workers share, until `shared`'s graceful stop
-/// has let its streams finish (see `serve`).
+/// io_uring) with what its workers share, until their graceful stop has let
+/// its streams finish (see `serve`).
 pub(crate) async fn serve_shared(
     link: impl Link,
-    shared: &crate::serve::workers::Shared,
-    (kind, tls): (Kind, Option<crate::log::Tls>),
-    client: &str,
-    sockets: (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
+    (cfg, site): (&Arc<Config>, &Arc<Site>),
+    stop: &Stop,
+    origin: Origin,
 ) {
     let served = Served {
-        cfg: Arc::clone(&shared.cfg),
-        site: Arc::clone(&shared.site),
-        kind,
-        tls,
-        client: client.into(),
-        sockets,
+        cfg: Arc::clone(cfg),
+        site: Arc::clone(site),
+        origin,
     };
-    let mut stop = shared.stop.clone();
-    let stop = async move {
-        let _ = stop.wait_for(|stop| *stop).await;
-    };
-    serve(link, served, stop).await;
+    serve(link, served, stop.told()).await;
 }
 
 /// Writes a turn's plan whole. The client must take it as it would an
 /// HTTP/1.1 response: within `--send-timeout` of credit at `--min-rate`,
-/// counted in bytes it acknowledged (see `serve::pacing`). Err: how far
+/// counted in bytes it acknowledged (see [`serve::pacing`](crate::serve::pacing)). Err: how far
 /// into the plan it went, and how many of the bytes written to the
 /// connection so far the reset of a client given up on discarded (a client
 /// too slow for the rate is named in the log). `now`: the time of the turn
@@ -182,7 +185,7 @@ async fn write_plan(
             Ok(Err(_)) => return Err((at, 0)),
             Err(discarded) => {
                 let e = std::io::ErrorKind::TimedOut.into();
-                crate::serve::response_failed(&e, &pace, &served.client, cfg);
+                pacing::response_failed(&e, &pace, &served.origin.client, cfg);
                 // The bytes the reset discards never went out, and they
                 // may go back into turns written before this one.
                 return Err((at, discarded));
@@ -199,14 +202,9 @@ pub async fn serve_stream<T>(io: T, cfg: Arc<Config>, site: Arc<Site>)
 where
     T: AsyncRead + AsyncWrite + Unpin,
 {
-    let served = Served {
-        cfg,
-        site,
-        kind: Kind::Http,
-        tls: None,
-        client: Arc::from("127.0.0.1"),
-        sockets: (None, None),
-    };
+    let client = crate::client_name::ClientName::new("127.0.0.1");
+    let origin = Origin::new(Kind::Http, client, Protocol::Http1).into_streams(None, (None, None));
+    let served = Served { cfg, site, origin };
     serve(IoLink::new(io, Vec::new()), served, std::future::pending()).await;
 }
 
@@ -216,7 +214,7 @@ where
 /// graceful stop, as in the event loop.
 pub(crate) fn serve_stdio(
     served: Served,
-    wire: crate::serve::Wire,
+    wire: crate::serve::wire::Wire,
     read: Vec<u8>,
     (input, output): (BorrowedFd<'_>, BorrowedFd<'_>),
 ) -> std::io::Result<()> {
@@ -226,23 +224,15 @@ pub(crate) fn serve_stdio(
         .build()?;
     let copy = served.cfg.no_sendfile;
     runtime.block_on(async {
-        let stdio = io::Stdio::new(input, output)?;
-        serve(FdLink::new(stdio, wire, read, copy), served, signalled()).await;
+        // SAFETY: fds 0 and 1 stay open, on the same files, for the life
+        // of the process (inetd mode never closes or replaces them).
+        let stdio = unsafe { ready::Descriptors::new(input, output) }?;
+        serve(
+            FdLink::new(stdio, wire, read, copy),
+            served,
+            ready::signalled(),
+        )
+        .await;
         Ok(())
     })
-}
-
-/// Resolves once SIGTERM or SIGINT asked the process to stop (the pipe
-/// `sys::stop_on_signals` made turns readable); never if there is none.
-async fn signalled() {
-    let watched = crate::sys::stop_fd().and_then(|fd| {
-        // SAFETY: the stop pipe stays open for the life of the process.
-        unsafe { AsyncFd::register_with_interest(io::Fd(fd.as_raw_fd()), Interest::READABLE) }.ok()
-    });
-    match watched {
-        Some(pipe) => {
-            let _ = pipe.readable().await;
-        }
-        None => std::future::pending().await,
-    }
 }

@@ -1,235 +1,145 @@
-//! CGI over HTTP/3: a stream's script runs the same CGI exchange every
-//! connection does (`crate::exchange`), driven in the stream's own task:
-//! the request body from the stream to the script's input, its output out
-//! as DATA frames, each step sent before more output is read (so a slow
+//! CGI over HTTP/3: a stream's script runs through the one CGI driver
+//! ([`serve::cgi`](crate::serve::cgi)) in the stream's own task, whose
+//! [`Client`] is the stream: the request body from it, the script's output
+//! out as DATA frames, each sent before more output is read (so a slow
 //! client holds the script back, not memory). Nothing about CGI
-//! (environment, statuses, local redirects, limits, timeouts, the log
-//! line) is decided a second time for HTTP/3.
+//! (environment, statuses, local redirects, limits, timeouts, the log line)
+//! is decided a second time for HTTP/3.
 
-use std::io;
-use std::net::SocketAddr;
-use std::process::{ChildStdin, ChildStdout};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::{Buf, Bytes};
 use h3::error::Code;
-use tokio::net::unix::pipe;
 
 use super::send::{self, Stream};
 use super::Served;
-use crate::exchange::{Context, Exchange, Step};
-use crate::http::parse::BodyFraming;
+use crate::config::Config;
+use crate::exchange::Context;
+use crate::h3session::{BodyLength, Malformed};
+use crate::origin::Origin;
 use crate::pace::Pace;
+use crate::pipeline::{self, Sent};
 use crate::respond::CgiJob;
-use crate::serve::script_pipes;
-use crate::session::{self, Kind, Protocol, Sent};
-
-/// How much script output is read per call.
-const CHUNK: usize = 16 << 10;
+use crate::serve::cgi::{self, Client, Gone};
 
 /// Runs `job`'s exchange on `stream`; `early`: body bytes that came with
 /// the head.
 pub(super) async fn run(
     served: &Served,
-    client: &str,
-    sockets: (Option<SocketAddr>, Option<SocketAddr>),
+    origin: &Origin,
     job: Box<CgiJob>,
-    mut stream: Stream,
+    stream: Stream,
     early: Vec<u8>,
 ) {
-    let shared = &served.shared;
+    let cfg = &served.shared.cfg;
     let ctx = Context {
-        cfg: &shared.cfg,
-        site: &shared.site,
-        client,
-        sockets,
-        kind: Kind::Https,
-        protocol: Protocol::Fields,
+        cfg,
+        site: &served.shared.site,
+        origin,
     };
-    // RFC 9114 §4.1.2: a body longer or shorter than its Content-Length
-    // makes the request malformed (nghttp2 checks this for HTTP/2).
-    let length = match job.request.framing {
-        BodyFraming::Length(n) => Some(n),
-        _ => None,
-    };
-    let mut exchange = Exchange::start(job, &ctx);
-    let mut script = Script {
-        received: 0,
+    let length = BodyLength::of(&job.request);
+    let mut client = StreamClient {
+        stream,
+        cfg,
+        client: &origin.client,
         length,
-        stdin: None,
-        stdout: None,
-        pending: early,
-        body_done: false,
-        out: vec![0; CHUNK],
+        early: Some(early).filter(|early| !early.is_empty()),
         head: None,
-        pace: Pace::new(Instant::now(), shared.cfg.send_timeout, 0),
-        send_timeout: shared.cfg.send_timeout,
-        hsts: session::hsts(&shared.cfg, Kind::Https),
+        pace: Pace::new(Instant::now(), cfg.send_timeout, 0),
+        hsts: pipeline::hsts(cfg, origin.kind),
     };
-    if script.overruns(script.pending.len()) {
-        // The body that came with the head is already too long.
-        stream.stop_stream(Code::H3_MESSAGE_ERROR);
-        exchange.client_gone(&ctx);
-    } else {
-        script.drive(&mut exchange, &ctx, &mut stream).await;
-    }
+    let (_, exchange) = cgi::run(job, &ctx, &mut client, std::future::pending()).await;
     // What is left of the script is killed and reaped, which may wait a
     // little: not on the runtime's thread.
     tokio::task::spawn_blocking(move || drop(exchange));
 }
 
-/// One stream's script and what is on its way.
-struct Script {
-    /// Request body bytes received so far, and what Content-Length said.
-    received: u64,
-    length: Option<u64>,
-    stdin: Option<pipe::Sender>,
-    stdout: Option<pipe::Receiver>,
-    /// Request body bytes received but not yet taken by the script.
-    pending: Vec<u8>,
-    /// The request body is complete (or no longer wanted).
-    body_done: bool,
-    /// The script's output is read into this.
-    out: Vec<u8>,
+/// One request stream, as the client of its exchange.
+struct StreamClient<'a> {
+    stream: Stream,
+    cfg: &'a Config,
+    client: &'a str,
+    /// The request body against its Content-Length.
+    length: BodyLength,
+    /// Body bytes that came with the head, not yet handed out.
+    early: Option<Vec<u8>>,
     /// The script's response, once its head went out: its body bytes are
     /// counted into it, and its drop writes the log line.
     head: Option<Box<Sent>>,
     /// A script's output comes as it writes it: no rate, only the timeout
     /// without progress.
     pace: Pace,
-    send_timeout: Duration,
     hsts: Option<u64>,
 }
 
-impl Script {
-    async fn drive(&mut self, exchange: &mut Exchange, ctx: &Context<'_>, stream: &mut Stream) {
-        loop {
-            let gone = match exchange.step() {
-                Step::Wait => self.wait(exchange, ctx, stream).await.is_err(),
-                Step::Run { stdin, stdout } => self.attach(stdin, stdout).is_err(),
-                // Only ever before a head: `Done` follows.
-                Step::Send(sent) => {
-                    send::send(ctx.cfg, ctx.client, stream, *sent).await;
-                    return;
-                }
-                Step::Head(sent) => self.head(sent, stream).await.is_err(),
-                Step::Body { bytes, payload } => {
-                    let len = payload.end - payload.start;
-                    self.body(Bytes::from(bytes), len, stream).await.is_err()
-                }
-                Step::Done { complete, .. } => {
-                    if complete {
-                        let _ = stream.finish().await;
-                    } else {
-                        // The client must not take a cut body for whole.
-                        stream.stop_stream(Code::H3_INTERNAL_ERROR);
-                    }
-                    return;
-                }
-            };
-            if gone {
-                exchange.client_gone(ctx);
+impl StreamClient<'_> {
+    /// A body that does not match its Content-Length: the stream is
+    /// refused.
+    fn malformed(&mut self, measured: Result<(), Malformed>) -> Result<(), Gone> {
+        measured.map_err(|Malformed| {
+            self.stream.stop_stream(Code::H3_MESSAGE_ERROR);
+            Gone
+        })
+    }
+}
+
+impl Client for StreamClient<'_> {
+    async fn body(&mut self) -> Result<Option<Vec<u8>>, Gone> {
+        if let Some(early) = self.early.take() {
+            let measured = self.length.more(early.len());
+            self.malformed(measured)?;
+            return Ok(Some(early));
+        }
+        match self.stream.recv_data().await {
+            Ok(Some(mut data)) => {
+                let measured = self.length.more(data.remaining());
+                self.malformed(measured)?;
+                let mut bytes = vec![0; data.remaining()];
+                data.copy_to_slice(&mut bytes);
+                Ok(Some(bytes))
             }
+            Ok(None) => {
+                let measured = self.length.ended();
+                self.malformed(measured).map(|()| None)
+            }
+            Err(_) => Err(Gone),
         }
     }
 
-    async fn head(&mut self, sent: Box<Sent>, stream: &mut Stream) -> Result<(), ()> {
-        let head = send::response_head(&sent, self.hsts).ok_or(())?;
+    fn took(&mut self, _n: usize) {
+        // QUIC's flow control gives credit as the stream is read.
+    }
+
+    async fn whole(&mut self, sent: Box<Sent>) -> Result<(), Gone> {
+        send::send(self.cfg, self.client, &mut self.stream, *sent).await;
+        Ok(())
+    }
+
+    async fn head(&mut self, sent: Box<Sent>, _body: bool) -> Result<(), Gone> {
+        let head = send::response_head(&sent, self.hsts).ok_or(Gone)?;
         self.head = Some(sent);
-        self.pace = Pace::new(Instant::now(), self.send_timeout, 0);
-        stream.send_response(head).await.map_err(|_| ())
+        self.pace = Pace::new(Instant::now(), self.cfg.send_timeout, 0);
+        self.stream.send_response(head).await.map_err(|_| Gone)
     }
 
-    async fn body(&mut self, bytes: Bytes, payload: u64, stream: &mut Stream) -> Result<(), ()> {
+    async fn data(&mut self, bytes: Vec<u8>) -> Result<(), Gone> {
         let Some(sent) = self.head.as_deref_mut() else {
-            return Err(());
+            return Err(Gone);
         };
-        let before = sent.written;
-        send::send_data(stream, bytes, sent, &mut self.pace)
+        send::send_data(&mut self.stream, Bytes::from(bytes), sent, &mut self.pace)
             .await
-            .map_err(|_| ())?;
-        // Only the script's own bytes count as body.
-        sent.written = before + payload;
-        Ok(())
+            .map_err(|_| Gone)
     }
 
-    /// Counts `n` more body bytes: whether the body is now longer than
-    /// its Content-Length.
-    fn overruns(&mut self, n: usize) -> bool {
-        self.received += n as u64;
-        self.length.is_some_and(|length| self.received > length)
-    }
-
-    /// Takes a script's pipes (a local redirect's script replaces the
-    /// last's).
-    fn attach(&mut self, stdin: Option<ChildStdin>, stdout: ChildStdout) -> io::Result<()> {
-        let (stdin, stdout) = script_pipes::attach(stdin, stdout)?;
-        self.stdin = stdin;
-        self.stdout = Some(stdout);
-        Ok(())
-    }
-
-    /// Waits for the script's output, the request body or the script's
-    /// room for it, or the deadline, and hands what came to the exchange.
-    /// Err: the stream is gone.
-    async fn wait(
-        &mut self,
-        exchange: &mut Exchange,
-        ctx: &Context<'_>,
-        stream: &mut Stream,
-    ) -> Result<(), ()> {
-        let Some(deadline) = exchange.deadline() else {
-            exchange.client_gone(ctx);
-            return Ok(());
-        };
-        let feeding = self.stdin.is_some();
-        let receiving = !self.body_done && self.pending.is_empty();
-        let reading = self.stdout.is_some();
-        tokio::select! {
-            n = script_pipes::read(&mut self.stdout, &mut self.out), if reading => {
-                let n = n.unwrap_or(0);
-                if n == 0 {
-                    self.stdout = None;
-                    self.stdin = None;
-                }
-                exchange.output(&self.out[..n], n == 0, ctx);
-            }
-            data = stream.recv_data(), if receiving => match data {
-                Ok(Some(data)) if self.overruns(data.remaining()) => {
-                    stream.stop_stream(Code::H3_MESSAGE_ERROR);
-                    return Err(());
-                }
-                Ok(Some(mut data)) if feeding => {
-                    self.pending.resize(data.remaining(), 0);
-                    data.copy_to_slice(&mut self.pending);
-                }
-                // No script input (any more): the bytes go nowhere.
-                Ok(Some(_)) => {}
-                Ok(None) if self.length.is_some_and(|n| self.received < n) => {
-                    stream.stop_stream(Code::H3_MESSAGE_ERROR);
-                    return Err(());
-                }
-                Ok(None) => {
-                    // The body is complete: the script sees its end.
-                    self.body_done = true;
-                    self.stdin = None;
-                }
-                Err(_) => return Err(()),
-            },
-            written = script_pipes::write(&mut self.stdin, &self.pending), if feeding && !self.pending.is_empty() => {
-                match written {
-                    Ok(n) => {
-                        self.pending.drain(..n);
-                    }
-                    // The script closed its input early: it wants no more.
-                    Err(_) => {
-                        self.pending.clear();
-                        self.stdin = None;
-                    }
-                }
-            }
-            () = tokio::time::sleep_until(deadline.into()) => exchange.timed_out(ctx),
+    async fn end(&mut self, complete: bool) -> Result<(), Gone> {
+        if complete {
+            let _ = self.stream.finish().await;
+        } else {
+            // The client must not take a cut body for whole.
+            self.stream.stop_stream(Code::H3_INTERNAL_ERROR);
         }
+        // Its log line.
+        self.head = None;
         Ok(())
     }
 }

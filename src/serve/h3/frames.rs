@@ -1,18 +1,17 @@
-//! The bound on what h3 buffers of a client's stream. h3 holds every frame
-//! but DATA until it is whole, whatever its declared length (a HEADERS
-//! frame of 2^40 bytes was read and kept as it came: 32 MiB on one
-//! connection took the RSS from 37 to 73 MB). `Filter` reads the frame
-//! headers (type and length, RFC 9114 §7.1) of the bytes quinn hands up,
-//! before h3 sees them, and so:
+//! The bound on what h3 buffers of a client's stream. h3 holds every frame but DATA until it is
+//! whole, whatever its declared length (a HEADERS frame of 2^40 bytes was read and kept as it came:
+//! 32 MiB on one connection took the RSS from 37 to 73 MB).
+//! [`Filter`] reads the frame headers (type and length, RFC 9114
+//! §7.1) of the bytes quinn hands up, before h3 sees them, and so:
 //!
 //! - a HEADERS frame longer than the `SETTINGS_MAX_FIELD_SECTION_SIZE`
 //!   staticd advertises fails its stream with H3_EXCESSIVE_LOAD (§10.5: the
 //!   client ignored the limit it was told; nothing of it is kept);
-//! - any other frame h3 would buffer (SETTINGS, GOAWAY, MAX_PUSH_ID,
-//!   CANCEL_PUSH, PUSH_PROMISE, HTTP/2's reserved types) longer than
-//!   `OTHER_FRAME_MAX` is H3_EXCESSIVE_LOAD for the connection (quic-go
-//!   allows 8 KiB of SETTINGS likewise); a shorter one reaches h3, which
-//!   then says what is wrong with it;
+//! - any other frame h3 would buffer (SETTINGS, GOAWAY, MAX_PUSH_ID, CANCEL_PUSH, PUSH_PROMISE,
+//!   HTTP/2's reserved types) longer than
+//!   [`OTHER_FRAME_MAX`] is H3_EXCESSIVE_LOAD for the
+//!   connection (quic-go allows 8 KiB of SETTINGS likewise); a shorter one reaches h3, which then
+//!   says what is wrong with it;
 //! - a frame of a type RFC 9114 does not define (reserved, GREASE,
 //!   extensions staticd does not speak) is dropped as it passes, never
 //!   buffered, as §7.2.8 says to ignore it;

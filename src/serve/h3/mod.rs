@@ -1,9 +1,9 @@
-//! HTTP/3 over QUIC (feature `http3`): on with HTTPS, on the HTTPS
-//! addresses' port numbers over UDP, as Caddy does. quinn speaks QUIC with
-//! the rustls configuration TCP uses (`tls::Acceptor::quic_config`: the same
-//! certificates, reloads and ticket keys); h3 speaks HTTP/3 and QPACK over
-//! it. Each request stream becomes the same `parse::Request` an HTTP/1.1
-//! or HTTP/2 request does and is decided by the same `session::answer`
+//! HTTP/3 over QUIC (feature `http3`): on with HTTPS, on the HTTPS addresses' port numbers over
+//! UDP, as Caddy does. quinn speaks QUIC with the rustls configuration TCP uses
+//! ([`tls::Acceptor::quic_config`](crate::tls::Acceptor::quic_config): the same certificates,
+//! reloads and ticket keys); h3 speaks HTTP/3 and QPACK over it. Each request stream becomes the
+//! same [`parse::Request`](crate::http::parse::Request) an HTTP/1.1 or HTTP/2 request does and is
+//! decided by the same [`pipeline::answer`](crate::pipeline::answer)
 //! (`request`); nothing about HTTP is decided here.
 //!
 //! One endpoint per UDP socket, all on one multi-threaded runtime of
@@ -11,15 +11,13 @@
 //! connection's task, which does that connection's crypto, so connections
 //! spread over the threads without steering packets between sockets.
 //!
-//! Limits: `--max-connections` and `--max-connections-per-ip` count QUIC
-//! connections with TCP's (a connection over either bound is refused at
-//! its first packet); `--h2-max-streams` bounds concurrent request streams;
-//! `--keepalive-timeout` is the idle timeout; handshakes from unvalidated
-//! addresses beyond `RETRY_ABOVE` at once get a Retry (address validation,
-//! RFC 9000 §8.1), and quinn itself sends no more than three times what an
-//! unvalidated address sent. A graceful stop sends GOAWAY, lets streams in
-//! flight finish within `--shutdown-grace` (and the client close a
-//! connection once it has them), and closes.
+//! Limits: `--max-connections` and `--max-connections-per-ip` count QUIC connections with TCP's (a
+//! connection over either bound is refused at its first packet); `--h2-max-streams` bounds
+//! concurrent request streams; `--keepalive-timeout` is the idle timeout; handshakes from
+//! unvalidated addresses beyond `RETRY_ABOVE` at once get a Retry
+//! (address validation, RFC 9000 §8.1), and quinn itself sends no more than three times what an
+//! unvalidated address sent. A graceful stop sends GOAWAY, lets streams in flight finish within
+//! `--shutdown-grace` (and the client close a connection once it has them), and closes.
 
 mod cgi;
 pub mod frames;
@@ -34,8 +32,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use quinn::crypto::rustls::QuicServerConfig;
-
-use tokio::sync::watch;
 
 use super::limits::Connections;
 use crate::client_name::ClientName;
@@ -110,7 +106,7 @@ pub fn bind(addrs: &[SocketAddr]) -> Vec<UdpSocket> {
 }
 
 /// One UDP socket on `addr` (IPv6 only for an IPv6 address, as TCP's
-/// listeners are, so that 0.0.0.0 and [::] both bind), with the socket
+/// listeners are, so that `0.0.0.0` and `[::]` both bind), with the socket
 /// buffers asked for; and the smaller buffer the kernel granted.
 fn bind_one(addr: SocketAddr) -> io::Result<(UdpSocket, usize)> {
     use rustix::net::{sockopt, AddressFamily, SocketFlags, SocketType};
@@ -133,13 +129,12 @@ fn bind_one(addr: SocketAddr) -> io::Result<(UdpSocket, usize)> {
 }
 
 /// What HTTP/3 is served with: what every connection of the process
-/// shares (the transport frame's, `workers::Shared`), and the TLS
+/// shares (the transport frame's, [`workers::Shared`](crate::serve::workers::Shared)), and the TLS
 /// configuration its handshakes start from.
 pub(crate) struct Shared {
     pub(crate) cfg: Arc<Config>,
     pub(crate) site: Arc<Site>,
-    /// True once a graceful stop has begun.
-    pub(crate) stop: watch::Receiver<bool>,
+    pub(crate) stop: crate::serve::stop::Stop,
     pub(crate) conns: Arc<Connections>,
     pub(crate) tls: Arc<crate::tls::Acceptor>,
 }
@@ -220,6 +215,7 @@ async fn serve(served: Arc<Served>, config: quinn::ServerConfig, sockets: Vec<Ud
             )),
         }
     }
+    served.shared.stop.listening();
     let accepting: Vec<_> = endpoints
         .iter()
         .map(|e| tokio::spawn(accept_loop(e.clone(), Arc::clone(&served))))
@@ -232,8 +228,8 @@ async fn serve(served: Arc<Served>, config: quinn::ServerConfig, sockets: Vec<Ud
     for endpoint in &endpoints {
         endpoint.set_server_config(None);
     }
-    served.shared.conns.listeners_closed();
-    let deadline = served.shared.conns.stop_began() + served.shared.cfg.shutdown_grace;
+    served.shared.stop.listeners_closed();
+    let deadline = served.shared.stop.began() + served.shared.cfg.shutdown_grace;
     for endpoint in &endpoints {
         let _ = tokio::time::timeout_at(deadline.into(), endpoint.wait_idle()).await;
         endpoint.close(code::varint(code::NO_ERROR), b"");
@@ -246,25 +242,20 @@ async fn serve(served: Arc<Served>, config: quinn::ServerConfig, sockets: Vec<Ud
 
 /// Accepts connections on `endpoint` until the stop.
 async fn accept_loop(endpoint: quinn::Endpoint, served: Arc<Served>) {
-    let mut stop = served.shared.stop.clone();
+    let stop = &served.shared.stop;
     let Ok(local) = endpoint.local_addr() else {
         return;
     };
     loop {
         let incoming = tokio::select! {
             incoming = endpoint.accept() => incoming,
-            () = stopped(&mut stop) => return,
+            () = stop.listeners_must_close() => return,
         };
         let Some(incoming) = incoming else {
             return;
         };
         admit(incoming, &served, local);
     }
-}
-
-/// Returns once a graceful stop has begun.
-async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
-    let _ = stop.wait_for(|stopping| *stopping).await;
 }
 
 /// A new connection's first packet: refused over the connection bounds,

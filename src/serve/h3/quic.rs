@@ -1,17 +1,15 @@
-//! h3's QUIC traits over quinn, in place of h3-quinn's, for what h3-quinn
-//! cannot do: every byte a client sends on a stream passes through a
-//! `frames::Filter` before h3 buffers it (the bound on h3's frames), and a
-//! stream dropped unanswered is reset and stopped with an HTTP/3 code,
-//! never 0x0 (quinn's when a stream is dropped, and h3-quinn cannot stop a
-//! stream while a read is pending on it). Otherwise it does what h3-quinn
-//! does.
+//! h3's QUIC traits over quinn, in place of h3-quinn's, for what h3-quinn cannot do: every byte a
+//! client sends on a stream passes through a [`frames::Filter`](crate::serve::h3::frames::Filter)
+//! before h3 buffers it (the bound on h3's frames), and a stream dropped unanswered is reset and
+//! stopped with an HTTP/3 code, never 0x0 (quinn's when a stream is dropped, and h3-quinn cannot
+//! stop a stream while a read is pending on it). Otherwise it does what h3-quinn does.
 //!
 //! A request stream dropped with nothing of a response sent: RESET_STREAM
 //! and STOP_SENDING with H3_REQUEST_REJECTED (nothing was done for it: a
 //! head that never completed, a 0-RTT request whose handshake never did).
 //! One dropped with a response written and not finished is finished, as
 //! quinn would: h3 writes its own 431 so, and staticd resets a response it
-//! cuts short itself (`send`). A request body left unread once a response
+//! cuts short itself ([`send`](crate::serve::h3::send)). A request body left unread once a response
 //! was written: STOP_SENDING with H3_NO_ERROR (RFC 9114 §4.1.1).
 
 use std::future::Future;
@@ -241,7 +239,7 @@ pub(super) struct Recv {
 
 impl Recv {
     /// `unread`: the code it is stopped with if dropped before its end
-    /// was read (until its `Bidi` says otherwise).
+    /// was read (until its [`Bidi`] says otherwise).
     fn new(
         stream: quinn::RecvStream,
         filter: Filter,

@@ -1,13 +1,15 @@
 //! One HTTP/3 connection and its request streams. A stream's head becomes
-//! `http::fields::Fields`, then the same `parse::Request` HTTP/2's does;
-//! `session::answer` decides it, `session::sent` counts and logs it, and
-//! the head goes out as the same fields HTTP/2 sends (`ResponseFields`).
+//! [`http::fields::Fields`](crate::http::fields::Fields), then the same
+//! [`parse::Request`](crate::http::parse::Request) HTTP/2's does;
+//! [`pipeline::answer`] decides it,
+//! [`pipeline::sent`] counts and logs it, and the head goes out as the same
+//! fields HTTP/2 sends ([`ResponseFields`](crate::http::fields::ResponseFields)).
 //!
-//! 0-RTT: requests that arrive before the handshake completes may be
-//! replays (RFC 9001 §9.2, RFC 8470). Only a GET or HEAD without
-//! credentials is answered at once; any other waits for the handshake,
-//! which a replayed flight never completes, and so never runs a script or
-//! reaches an `--auth` area. A CGI answer waits too, whatever the method.
+//! What HTTP/3 decides of a request (its fields, the 0-RTT gate, how its
+//! body is read) is [`h3session`]'s. 0-RTT: requests that arrive before the
+//! handshake completes may be replays (RFC 9001 §9.2, RFC 8470); only what
+//! [`h3session::replay_safe`] allows is answered at once, any other waits
+//! for the handshake. A CGI answer waits too, whatever the method.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
@@ -20,21 +22,24 @@ use tokio::sync::Notify;
 use super::send::{send, Stream};
 use super::{Pending, Served};
 use crate::client_name::ClientName;
-use crate::http::fields::{self, Fields};
+use crate::h3session;
+use crate::http::fields::Fields;
 use crate::http::limits::MAX_HEAD_BYTES;
-use crate::http::parse::{BodyFraming, HttpVersion, Method, ParseError};
+use crate::http::parse::{BodyFraming, ParseError};
 use crate::log;
+use crate::origin::{Kind, Origin, Protocol};
+use crate::pipeline;
 use crate::respond::{self, Answer};
-use crate::session::{self, Kind, Protocol};
 
 /// What a connection's streams share.
 pub(super) struct Conn {
     pub(super) served: Arc<Served>,
-    pub(super) client: ClientName,
-    /// The client's and our socket addresses (CGI's REMOTE_PORT, SERVER_PORT).
-    pub(super) sockets: (Option<SocketAddr>, Option<SocketAddr>),
-    /// The handshake: `PENDING`, `CONFIRMED` (requests are no longer
-    /// 0-RTT) or `FAILED`.
+    /// Who the streams come from: its socket addresses (CGI's REMOTE_PORT,
+    /// SERVER_PORT) known from the first packet.
+    pub(super) origin: Origin,
+    /// The handshake: [`PENDING`],
+    /// [`CONFIRMED`] (requests are no longer 0-RTT) or
+    /// [`FAILED`].
     handshake: AtomicU8,
     handshake_over: Notify,
     /// Request streams open: being answered or waiting for their head.
@@ -107,8 +112,11 @@ pub(super) async fn connection(
     };
     let conn = Arc::new(Conn {
         served: Arc::clone(served),
-        client,
-        sockets,
+        origin: Origin {
+            tls: QUIC_TLS,
+            sockets: Some(sockets),
+            ..Origin::new(Kind::Https, client, Protocol::Fields)
+        },
         handshake: AtomicU8::new(if zero_rtt.is_some() {
             PENDING
         } else {
@@ -152,7 +160,7 @@ pub(super) async fn connection(
     let Ok(mut h3) = h3 else {
         return;
     };
-    let mut stop = served.shared.stop.clone();
+    let stop = &served.shared.stop;
     let mut stopping = false;
     loop {
         let idle = conn.idle.notified();
@@ -170,7 +178,7 @@ pub(super) async fn connection(
                 // The client's GOAWAY and its last stream done, or closed.
                 Ok(None) | Err(_) => break,
             },
-            () = super::stopped(&mut stop), if !stopping => {
+            () = stop.told(), if !stopping => {
                 stopping = true;
                 // GOAWAY: no stream after those already open; h3 then ends
                 // `accept` once they are done.
@@ -208,7 +216,7 @@ pub(super) async fn connection(
     }
     // Streams still going get the rest of the grace, then the close.
     if stopping {
-        let deadline = served.shared.conns.stop_began() + cfg.shutdown_grace;
+        let deadline = served.shared.stop.began() + cfg.shutdown_grace;
         while conn.busy.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
             let idle = conn.idle.notified();
             let _ = tokio::time::timeout_at(deadline.into(), idle).await;
@@ -229,27 +237,17 @@ async fn answer(conn: &Conn, head: http::Request<()>, mut stream: Stream) {
     let (cfg, site) = (&served.shared.cfg, &served.shared.site);
     let mut fields = Fields::default();
     let request = match push_fields(&head, &mut fields) {
-        Ok(()) => fields::request(&fields, HttpVersion::Http3),
+        Ok(()) => h3session::request(&fields),
         Err(e) => Err(e),
     };
     let mut request = match request {
         Ok(request) => request,
         Err(e) => {
-            let sent = session::sent(
-                cfg,
-                Kind::Https,
-                QUIC_TLS,
-                &conn.client,
-                None,
-                respond::refuse(e),
-                Protocol::Fields,
-            );
-            send(cfg, &conn.client, &mut stream, sent).await;
+            let sent = pipeline::sent(cfg, &conn.origin, None, respond::refuse(e));
+            send(cfg, &conn.origin.client, &mut stream, sent).await;
             return;
         }
     };
-    // What HTTP/1.1 says with chunked coding: a body of unannounced length
-    // (the CGI exchange reads it so).
     let (has_body, early) = match peek_body(&mut stream) {
         // No length, and the stream's end not here yet: wait for it, or
         // for body bytes, rather than take a GET for a chunked upload.
@@ -259,49 +257,28 @@ async fn answer(conn: &Conn, head: http::Request<()>, mut stream: Stream) {
         None => (true, Vec::new()),
         Some(peeked) => peeked,
     };
-    if has_body && request.framing == BodyFraming::None {
-        request.framing = BodyFraming::Chunked;
+    if has_body {
+        h3session::body_follows(&mut request);
     }
-    if !conn.confirmed() && !replay_safe(&request) && !conn.handshake_done().await {
+    if !conn.confirmed() && !h3session::replay_safe(&request) && !conn.handshake_done().await {
         return;
     }
-    let stopping = served.shared.conns.stopping.load(Ordering::Relaxed);
-    match session::answer(Kind::Https, site, &request, stopping) {
+    let stopping = served.shared.stop.stopping();
+    match pipeline::answer(conn.origin.kind, site, &request, stopping) {
         Answer::Send(response) => {
-            let sent = session::sent(
-                cfg,
-                Kind::Https,
-                QUIC_TLS,
-                &conn.client,
-                Some(&request),
-                response,
-                Protocol::Fields,
-            );
+            let sent = pipeline::sent(cfg, &conn.origin, Some(&request), response);
             // A body nothing reads is left unread: quinn asks the client to
             // stop sending it when the stream is dropped. (h3-quinn cannot
             // stop a stream a read is pending on, as `peek_body`'s may be.)
-            send(cfg, &conn.client, &mut stream, sent).await;
+            send(cfg, &conn.origin.client, &mut stream, sent).await;
         }
-        Answer::Cgi(mut job) => {
+        Answer::Cgi(job) => {
             if !conn.handshake_done().await {
                 return;
             }
-            job.raw_head = fields::request_head(&request, &fields);
-            job.https = true;
-            job.tls = QUIC_TLS;
-            job.sockets = Some(conn.sockets);
-            let served = &conn.served;
-            super::cgi::run(served, &conn.client, conn.sockets, job, stream, early).await;
+            super::cgi::run(&conn.served, &conn.origin, job, stream, early).await;
         }
     }
-}
-
-/// Whether a request may be answered from 0-RTT data: it changes nothing
-/// and carries no credentials (RFC 8470 §3's "safe" requests).
-fn replay_safe(request: &crate::http::parse::Request) -> bool {
-    matches!(request.method, Method::Get | Method::Head)
-        && request.authorization.is_none()
-        && request.framing == BodyFraming::None
 }
 
 /// Whether the request has a body (the stream did not end with its
@@ -340,24 +317,22 @@ fn body_start<E>(read: Result<Option<impl Buf>, E>) -> (bool, Vec<u8>) {
     }
 }
 
-/// The request's pseudo-fields and fields, as HTTP/2's arrive.
+/// The request's pseudo-fields and fields, as HTTP/2's arrive: h3 gives
+/// the pseudo-fields as a URI.
 fn push_fields(head: &http::Request<()>, fields: &mut Fields) -> Result<(), ParseError> {
     let uri = head.uri();
-    fields.push(b":method", head.method().as_str().as_bytes())?;
+    let mut push = |name: &[u8], value: &[u8]| h3session::push_field(fields, name, value);
+    push(b":method", head.method().as_str().as_bytes())?;
     if let Some(scheme) = uri.scheme_str() {
-        fields.push(b":scheme", scheme.as_bytes())?;
+        push(b":scheme", scheme.as_bytes())?;
     }
     if let Some(authority) = uri.authority() {
-        fields.push(b":authority", authority.as_str().as_bytes())?;
+        push(b":authority", authority.as_str().as_bytes())?;
     }
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
-    fields.push(b":path", path.as_bytes())?;
+    push(b":path", path.as_bytes())?;
     for (name, value) in head.headers() {
-        let (name, value) = (name.as_str().as_bytes(), value.as_bytes());
-        if fields::connection_specific(name, value) {
-            return Err(ParseError::Malformed);
-        }
-        fields.push(name, value)?;
+        push(name.as_str().as_bytes(), value.as_bytes())?;
     }
     Ok(())
 }

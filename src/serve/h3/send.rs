@@ -13,8 +13,9 @@ use h3::server::RequestStream;
 use crate::config::Config;
 use crate::http::fields::ResponseFields;
 use crate::http::response::Chunk;
+use crate::origin::Kind;
 use crate::pace::Pace;
-use crate::session::{self, Kind, Sent};
+use crate::pipeline::{self, Sent};
 
 /// A request stream as h3 gives it.
 pub(super) type Stream = RequestStream<super::quic::Bidi<Bytes>, Bytes>;
@@ -45,7 +46,7 @@ pub(super) fn response_head(sent: &Sent, hsts: Option<u64>) -> Option<http::Resp
 /// Sends a decided response: its head, then its body; `sent.written`
 /// counts the body as it goes, and dropping `sent` writes the log line.
 pub(super) async fn send(cfg: &Config, client: &str, stream: &mut Stream, mut sent: Sent) {
-    let hsts = session::hsts(cfg, Kind::Https);
+    let hsts = pipeline::hsts(cfg, Kind::Https);
     let Some(head) = response_head(&sent, hsts) else {
         stream.stop_stream(Code::H3_INTERNAL_ERROR);
         return;
@@ -57,7 +58,7 @@ pub(super) async fn send(cfg: &Config, client: &str, stream: &mut Stream, mut se
     let mut pace = Pace::new(Instant::now(), cfg.send_timeout, cfg.min_rate);
     for chunk in body {
         if let Err(e) = send_chunk(stream, chunk, &mut sent, &mut pace).await {
-            crate::serve::response_failed(&e, &pace, client, cfg);
+            crate::serve::pacing::response_failed(&e, &pace, client, cfg);
             stream.stop_stream(Code::H3_REQUEST_CANCELLED);
             return;
         }

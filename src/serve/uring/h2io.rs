@@ -12,7 +12,7 @@ use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::socket::{self, Socket};
-use crate::serve::{Got, Wire, READ_CHUNK};
+use crate::serve::wire::{Got, Wire, READ_CHUNK};
 
 /// Plaintext taken from the driver before a write operation must start.
 const SEND_BUFFER: usize = 64 << 10;

@@ -2,9 +2,10 @@
 //! event loop's workers, listeners, signals and connection bound, with each
 //! worker on a tokio-uring runtime and every accept, socket read and write
 //! and HTTP/1.1 file read an io_uring operation (HTTP/2 streams read their
-//! files with pread(2), as on the event loop: see `h2::stream`). `Session`
-//! decides everything, as it does for the other transports, and a
-//! connection opens with the same prelude (see `prelude`).
+//! files with pread(2): see the `IoLink` of [`serve::h2`](crate::serve::h2)). HTTP/1.1's
+//! [`Session`](crate::session::Session) and HTTP/2's [`h2session`](crate::h2session)
+//! decide everything, as they do for the other transports, and a
+//! connection opens with the same prelude (see `serve::prelude`).
 //!
 //! tokio-uring does not cancel an operation whose future is dropped: the
 //! kernel finishes it, and the buffer and descriptor stay alive until then.
@@ -55,7 +56,8 @@ pub fn check() -> Result<(), String> {
     }
 }
 
-/// Runs the workers until SIGINT or SIGTERM, as `event_loop::run` does.
+/// Runs the workers until SIGINT or SIGTERM, as [`event_loop::run`](crate::serve::event_loop::run)
+/// does.
 pub fn run(
     cfg: Arc<Config>,
     site: Arc<Site>,
@@ -72,26 +74,32 @@ fn worker(shared: Shared, group: Vec<Listener>) {
         return;
     };
     rt.block_on(async move {
-        let accepting: Vec<_> = group
-            .into_iter()
-            .map(|l| match l {
-                Listener::Tcp(l) => start(TcpListener::from_std(l), &shared, None),
-                Listener::Unix(l) => start(l, &shared, None),
-                Listener::Redirect(l, port) => start(TcpListener::from_std(l), &shared, Some(port)),
-            })
-            .collect();
-        let mut stop_wait = shared.stop.clone();
-        let _ = stop_wait.wait_for(|s| *s).await;
-        for (listener, task) in &accepting {
-            task.abort();
-            // Ends the accept in flight, which would otherwise keep the
-            // listener open: new connections are refused from now on.
-            let _ = rustix::net::shutdown(borrow(&**listener), rustix::net::Shutdown::Both);
-        }
-        drop(accepting);
-        shared.conns.listeners_closed();
-        stop::connections_finished(&shared).await;
+        // A task of its own (see `Stop::listeners_must_close`).
+        let _ = tokio_uring::spawn(accept_until_stop(group, shared.clone())).await;
+        stop::connections_finished(&shared.stop, &shared.conns, shared.cfg.shutdown_grace).await;
     });
+}
+
+/// Accepts on `group`'s listeners until the stop, then closes them.
+async fn accept_until_stop(group: Vec<Listener>, shared: Shared) {
+    let accepting: Vec<_> = group
+        .into_iter()
+        .map(|l| match l {
+            Listener::Tcp(l) => start(TcpListener::from_std(l), &shared, None),
+            Listener::Unix(l) => start(l, &shared, None),
+            Listener::Redirect(l, port) => start(TcpListener::from_std(l), &shared, Some(port)),
+        })
+        .collect();
+    shared.stop.listening();
+    shared.stop.listeners_must_close().await;
+    for (listener, task) in &accepting {
+        task.abort();
+        // Ends the accept in flight, which would otherwise keep the
+        // listener open: new connections are refused from now on.
+        let _ = rustix::net::shutdown(borrow(&**listener), rustix::net::Shutdown::Both);
+    }
+    drop(accepting);
+    shared.stop.listeners_closed();
 }
 
 /// Starts accepting on `listener` (`--redirect-http`'s when `redirect`

@@ -17,14 +17,15 @@ use tokio_uring::{BufResult, OneshotOutputTransform, UnsubmittedOneshot};
 
 use crate::http::response::Chunk;
 use crate::pace::Pace;
+use crate::pipeline::Sent;
 use crate::pool;
-use crate::serve::{linger_deadline, pacing, proxy_header, Got, Wire, READ_CHUNK};
-use crate::session::Sent;
+use crate::serve::wire::{Got, Wire, READ_CHUNK};
+use crate::serve::{linger_deadline, pacing, proxy_header};
 
 /// How much of a file one read operation moves.
 const FILE_BLOCK: usize = 128 * 1024;
 
-/// The descriptor of something that owns one, for the `sys` helpers.
+/// The descriptor of something that owns one, for the [`sys`](crate::sys) helpers.
 pub(super) fn borrow(owner: &(impl AsRawFd + ?Sized)) -> BorrowedFd<'_> {
     // SAFETY: `owner` keeps the descriptor open for as long as the borrow.
     unsafe { BorrowedFd::borrow_raw(owner.as_raw_fd()) }
@@ -98,7 +99,7 @@ pub(super) async fn linger(stream: &impl Socket) {
 /// files a block at a time through a buffer, each write gathering all that
 /// is ready (so a head leaves with the first block of its file), counting
 /// in `sent.written` what went out. A client that takes it slower than
-/// `pace` allows is given up on; a file that shrank ends the connection
+/// [`pace`](crate::pace) allows is given up on; a file that shrank ends the connection
 /// after what was read of it, never padded.
 pub(super) async fn send(
     stream: &impl Socket,
@@ -153,8 +154,8 @@ struct Outgoing<'a> {
 }
 
 impl Outgoing<'_> {
-    /// The client was too slow (see `pacing::paced`): `discarded` of the
-    /// bytes written never reached it.
+    /// The client was too slow (see [`pacing::paced`]): `discarded` of
+    /// the bytes written never reached it.
     fn gave_up(&mut self, discarded: u64) -> io::Error {
         *self.written = self.written.saturating_sub(discarded);
         io::ErrorKind::TimedOut.into()

@@ -1,5 +1,4 @@
-//! A CGI script's pipes on the tokio runtime, for the drivers that run an
-//! exchange in a task (HTTP/2's and HTTP/3's): taking them from the child,
+//! A CGI script's pipes on the tokio runtime: taking them from the child,
 //! and reads and writes that simply never finish when there is no pipe (so
 //! a `select!` branch for a pipe that is gone, or not yet there, waits
 //! rather than spins).
