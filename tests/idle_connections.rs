@@ -112,9 +112,21 @@ fn a_parked_connection_that_sent_during_the_stop_is_answered(v: Variant) {
     wait_idle(&mut server, 1);
     server.process().signal(rustix::process::Signal::TERM);
     // Its last call: a request sent just as the stop began (its listeners
-    // closed) is answered, with Connection: close.
+    // closed) is answered, and the connection is told to close.
     wait_listener_closed(server.addr());
-    let resp = conn.roundtrip(request("GET", "/a.txt", &[]));
+    let mut resp = conn.roundtrip(request("GET", "/a.txt", &[]));
     assert_eq!(resp.status, 200);
-    assert!(resp.has_token("connection", "close"), "{resp:#?}");
+    // Connections are told of the stop only once every worker has said its
+    // listeners closed (src/serve/stop.rs), a few milliseconds after the
+    // last one went from /proc/net/tcp, more on a loaded machine: a request
+    // in between is answered as before the stop. The next ones on the same
+    // connection are answered too, and soon with Connection: close.
+    let mut answered = 1;
+    while !resp.has_token("connection", "close") {
+        assert!(answered < 50, "{answered} answers, none with Connection: close: {resp:#?}");
+        std::thread::sleep(Duration::from_millis(10));
+        resp = conn.roundtrip(request("GET", "/a.txt", &[]));
+        assert_eq!(resp.status, 200, "request {} in the stop", answered + 1);
+        answered += 1;
+    }
 }
