@@ -115,6 +115,12 @@ fn h3_frames_corpus() {
     replay("h3_frames", checks::h3_frames);
 }
 
+#[cfg(feature = "http3")]
+#[test]
+fn qpack_corpus() {
+    replay("qpack", checks::qpack);
+}
+
 #[cfg(feature = "auth")]
 #[test]
 fn htpasswd_corpus() {

@@ -123,7 +123,10 @@ fn a_parked_connection_that_sent_during_the_stop_is_answered(v: Variant) {
     // connection are answered too, and soon with Connection: close.
     let mut answered = 1;
     while !resp.has_token("connection", "close") {
-        assert!(answered < 50, "{answered} answers, none with Connection: close: {resp:#?}");
+        assert!(
+            answered < 50,
+            "{answered} answers, none with Connection: close: {resp:#?}"
+        );
         std::thread::sleep(Duration::from_millis(10));
         resp = conn.roundtrip(request("GET", "/a.txt", &[]));
         assert_eq!(resp.status, 200, "request {} in the stop", answered + 1);

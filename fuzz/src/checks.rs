@@ -1197,3 +1197,121 @@ fn h3_check_frames(mut frames: &[u8], max: u64, stream: &[u8]) {
         frames = &frames[end..];
     }
 }
+
+/// `qpack`: staticd's static-only QPACK (`h3session::qpack`). The first
+/// byte picks what the rest is (mod 3): a field section (a HEADERS frame's
+/// payload), the client's encoder stream, or its decoder stream.
+///
+/// * nothing panics;
+/// * a section that decodes has names and values no longer than its
+///   Huffman bound (8/5 of the section), and the fields, encoded again by
+///   `qpack::Encoder`, decode to the same fields;
+/// * a stream's verdict is the same whole, in 3-byte pieces or a byte at
+///   a time; an encoder stream is accepted only as capacity-0 settings
+///   (0x20), a decoder stream only as Stream Cancellations (0b01......),
+///   each with at most an unfinished instruction at the end.
+#[cfg(feature = "http3")]
+pub fn qpack(data: &[u8]) {
+    use staticd::h3session::qpack::{self, DecoderStream, Encoder, EncoderStream};
+
+    let Some((&first, rest)) = data.split_first() else {
+        return;
+    };
+    match first % 3 {
+        0 => {
+            let mut fields = Vec::new();
+            let decoded = qpack::decode(rest, |n: &[u8], v: &[u8]| {
+                fields.push((n.to_vec(), v.to_vec()));
+                Ok::<(), ()>(())
+            });
+            if decoded.is_err() {
+                return;
+            }
+            let bound = rest.len() * 8 / 5 + 1;
+            for (n, v) in &fields {
+                assert!(n.len() <= bound && v.len() <= bound, "{rest:?}");
+            }
+            let mut again = Vec::new();
+            Encoder::start(&mut again);
+            for (n, v) in &fields {
+                Encoder::field(&mut again, n, v);
+            }
+            let mut round = Vec::new();
+            let decoded = qpack::decode(&again, |n: &[u8], v: &[u8]| {
+                round.push((n.to_vec(), v.to_vec()));
+                Ok::<(), ()>(())
+            });
+            assert_eq!(decoded, Ok(()), "re-encoded {rest:?}");
+            assert_eq!(round, fields, "re-encoded {rest:?}");
+        }
+        1 => {
+            let verdict = qpack_stream(
+                rest,
+                |b| EncoderStream::default().read(b),
+                |s, b| s.read(b),
+                EncoderStream::default,
+            );
+            if verdict {
+                let settings = rest.iter().take_while(|&&b| b == 0x20).count();
+                let tail = &rest[settings..];
+                let unfinished = tail.len() < 8
+                    && tail.first().is_none_or(|&b| b == 0x3f)
+                    && tail.iter().skip(1).all(|b| b & 0x80 != 0);
+                assert!(unfinished, "encoder stream accepted: {rest:?}");
+            }
+        }
+        _ => {
+            let verdict = qpack_stream(
+                rest,
+                |b| DecoderStream::default().read(b),
+                |s, b| s.read(b),
+                DecoderStream::default,
+            );
+            if verdict {
+                qpack_check_cancellations(rest);
+            }
+        }
+    }
+}
+
+/// Whether a QPACK stream reader accepts `bytes`, asserting it says the
+/// same fed whole, in 3-byte pieces and a byte at a time.
+#[cfg(feature = "http3")]
+fn qpack_stream<S>(
+    bytes: &[u8],
+    whole: impl Fn(&[u8]) -> Result<(), staticd::h3session::qpack::Error>,
+    read: impl Fn(&mut S, &[u8]) -> Result<(), staticd::h3session::qpack::Error>,
+    new: impl Fn() -> S,
+) -> bool {
+    let verdict = whole(bytes).is_ok();
+    for size in [3, 1] {
+        let mut stream = new();
+        let pieces = bytes
+            .chunks(size)
+            .try_for_each(|piece| read(&mut stream, piece));
+        assert_eq!(pieces.is_ok(), verdict, "in {size}-byte pieces: {bytes:?}");
+    }
+    verdict
+}
+
+/// An accepted decoder stream: Stream Cancellations (0b01, a 6-bit prefixed
+/// stream ID), the last one possibly unfinished.
+#[cfg(feature = "http3")]
+fn qpack_check_cancellations(mut bytes: &[u8]) {
+    let all = bytes;
+    while let Some(&first) = bytes.first() {
+        assert_eq!(first & 0xc0, 0x40, "decoder stream accepted: {all:?}");
+        let mut took = 1;
+        if first & 0x3f == 0x3f {
+            while bytes.get(took).is_some_and(|b| b & 0x80 != 0) {
+                took += 1;
+            }
+            if took == bytes.len() {
+                assert!(took < 8, "decoder stream accepted: {all:?}");
+                return;
+            }
+            took += 1;
+        }
+        bytes = &bytes[took..];
+    }
+}
