@@ -117,6 +117,12 @@ fn h3_frames_corpus() {
 
 #[cfg(feature = "http3")]
 #[test]
+fn h3_reader_corpus() {
+    replay("h3_reader", checks::h3_reader);
+}
+
+#[cfg(feature = "http3")]
+#[test]
 fn qpack_corpus() {
     replay("qpack", checks::qpack);
 }

@@ -1315,3 +1315,101 @@ fn qpack_check_cancellations(mut bytes: &[u8]) {
         bytes = &bytes[took..];
     }
 }
+
+/// `h3_reader`: the client's HTTP/3 streams through staticd's own frame
+/// readers (`h3session::frames`). The first byte picks the stream: bit 0
+/// the control stream (else a request stream), bit 1 a field section
+/// limit of 100 bytes (else 16 KiB); the rest is the stream's bytes.
+///
+/// * nothing panics, and every piece is read to its end;
+/// * fed whole, in 7-byte pieces or a byte at a time: the same verdict,
+///   and the same sections, body and control frames up to it;
+/// * a request's body is never more than came, each section within the
+///   limit; its first section is the head, any later one trailers.
+#[cfg(feature = "http3")]
+pub fn h3_reader(data: &[u8]) {
+    let Some((&first, stream)) = data.split_first() else {
+        return;
+    };
+    let max = if first & 2 == 0 { 16 << 10 } else { 100 };
+    if first & 1 == 1 {
+        let whole = h3_control(stream, stream.len().max(1));
+        for size in [7, 1] {
+            assert_eq!(h3_control(stream, size), whole, "in {size}-byte pieces");
+        }
+        return;
+    }
+    let whole = h3_request(stream, max, stream.len().max(1));
+    for size in [7, 1] {
+        assert_eq!(
+            h3_request(stream, max, size),
+            whole,
+            "in {size}-byte pieces"
+        );
+    }
+    let (sections, body, _) = whole;
+    assert!(body.len() <= stream.len());
+    for (i, (trailers, section)) in sections.iter().enumerate() {
+        assert!(section.len() as u64 <= max);
+        assert_eq!(*trailers, i > 0);
+    }
+    assert!(sections.len() <= 2);
+}
+
+/// A request stream through `RequestReader` in pieces of `size`: its
+/// sections (trailers marked), its body, and its verdict (the end's too).
+#[cfg(feature = "http3")]
+#[allow(clippy::type_complexity)]
+fn h3_request(
+    stream: &[u8],
+    max: u64,
+    size: usize,
+) -> (
+    Vec<(bool, Vec<u8>)>,
+    Vec<u8>,
+    Result<(), staticd::h3session::frames::Violation>,
+) {
+    use staticd::h3session::frames::{Event, RequestReader};
+    let mut reader = RequestReader::new(max, Vec::new());
+    let (mut sections, mut body) = (Vec::new(), Vec::new());
+    for piece in stream.chunks(size) {
+        let mut at = 0;
+        loop {
+            let (next, event) = match reader.read(piece, at) {
+                Ok(read) => read,
+                Err(violation) => return (sections, body, Err(violation)),
+            };
+            assert!(next >= at && next <= piece.len());
+            at = next;
+            match event {
+                Some(Event::Headers) => sections.push((false, reader.section().to_vec())),
+                Some(Event::Trailers) => sections.push((true, reader.section().to_vec())),
+                Some(Event::Data(range)) => body.extend_from_slice(&piece[range]),
+                None => break,
+            }
+        }
+        assert_eq!(at, piece.len());
+    }
+    let end = reader.end();
+    (sections, body, end)
+}
+
+/// The control stream (after its type) through `ControlReader` in pieces
+/// of `size`: what it said, and its verdict.
+#[cfg(feature = "http3")]
+fn h3_control(
+    stream: &[u8],
+    size: usize,
+) -> (
+    Vec<staticd::h3session::frames::Control>,
+    Result<(), staticd::h3session::frames::Violation>,
+) {
+    let mut reader = staticd::h3session::frames::ControlReader::default();
+    let mut said = Vec::new();
+    for piece in stream.chunks(size) {
+        if let Err(violation) = reader.read(piece, |c| said.push(c)) {
+            return (said, Err(violation));
+        }
+    }
+    (said, Ok(()))
+}

@@ -25,6 +25,7 @@
 use bytes::{Buf, Bytes};
 
 use super::code;
+use crate::h3session::frames::{frame_header, varint};
 
 /// The longest frame other than HEADERS and DATA that is passed to h3
 /// (which holds it whole): SETTINGS is a few varint pairs, GOAWAY and the
@@ -86,29 +87,6 @@ pub struct Filter {
     held_len: usize,
     /// The advertised SETTINGS_MAX_FIELD_SECTION_SIZE.
     field_section_max: u64,
-}
-
-/// A varint's length from its first byte (RFC 9000 §16).
-fn varint_len(first: u8) -> usize {
-    1 << (first >> 6)
-}
-
-/// The varint at the start of `bytes` and its length; None if incomplete.
-fn varint(bytes: &[u8]) -> Option<(u64, usize)> {
-    let len = varint_len(*bytes.first()?);
-    let bytes = bytes.get(..len)?;
-    let mut value = u64::from(bytes[0] & 0x3f);
-    for &b in &bytes[1..] {
-        value = (value << 8) | u64::from(b);
-    }
-    Some((value, len))
-}
-
-/// A frame header's type, length and size; None if incomplete.
-fn frame_header(bytes: &[u8]) -> Option<(u64, u64, usize)> {
-    let (ty, a) = varint(bytes)?;
-    let (len, b) = varint(&bytes[a..])?;
-    Some((ty, len, a + b))
 }
 
 impl Filter {
