@@ -17,6 +17,15 @@ use crate::pool;
 use crate::respond::{self, Answer, Response};
 use crate::site::Site;
 
+/// What every stream of one HTTP/2 or HTTP/3 connection is served with.
+pub struct Served {
+    pub cfg: std::sync::Arc<Config>,
+    pub site: std::sync::Arc<Site>,
+    /// Who the streams come from, and how: its socket addresses (CGI's
+    /// REMOTE_PORT and SERVER_PORT) read once when it opened.
+    pub origin: Origin,
+}
+
 /// A response and its access-log line. Dropping it writes the line, with
 /// the body bytes among the `written` ones: every response that started
 /// gets exactly one line however its sending ends (done, client gone,

@@ -23,17 +23,14 @@ pub use plan::Plan;
 use plan::Written;
 
 use crate::complaint::Complaint;
-use crate::config::Config;
 use crate::http::fields::{self, Fields, ResponseFields};
 use crate::http::limits::MAX_HEAD_BYTES;
 use crate::http::parse::{BodyFraming, HttpVersion};
 use crate::http::response::Chunk;
 use crate::nghttp2::{self, code, Body, Flow, Frame, Session};
-use crate::origin::Origin;
 use crate::pace::Pace;
 use crate::pipeline::{self, Sent};
 use crate::respond::{self, Answer, CgiJob};
-use crate::site::Site;
 
 /// What the client sends first (the fuzz checks open connections with it).
 pub use crate::http::H2_PREFACE as PREFACE;
@@ -67,14 +64,7 @@ const LAST_WORDS: Duration = Duration::from_secs(1);
 pub const CGI_QUEUE: usize = 64 << 10;
 
 /// What every stream of one connection is served with.
-pub struct Served {
-    pub cfg: Arc<Config>,
-    pub site: Arc<Site>,
-    /// Who the streams come from, and how: its socket addresses (CGI's
-    /// REMOTE_PORT and SERVER_PORT) read once from the connection's
-    /// descriptor.
-    pub origin: Origin,
-}
+pub use crate::pipeline::Served;
 
 /// What the driver has to act on.
 pub enum Event {

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::client_name::ClientName;
-use crate::config::{Features, Http2, LogFormat};
-use crate::origin::{Kind, Protocol};
+use crate::config::{Config, Features, Http2, LogFormat};
+use crate::origin::{Kind, Origin, Protocol};
+use crate::site::Site;
 use hpack::{literal, request};
 
 /// The black-box tests' HPACK by hand, shared.

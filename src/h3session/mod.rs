@@ -6,6 +6,7 @@
 //! of them, so they are made here, once, and `serve::h3` (which moves the
 //! bytes through quinn and h3) only asks.
 
+pub mod conn;
 pub mod frames;
 pub mod qpack;
 

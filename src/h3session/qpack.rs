@@ -335,12 +335,12 @@ enum Match {
     None,
 }
 
-/// The static entry for a field: whole if one matches name and value,
-/// else the first with its name.
+/// The static entry for a field (its name in any case): whole if one
+/// matches name and value, else the first with its name.
 fn find(name: &[u8], value: &[u8]) -> Match {
     let mut best = Match::None;
     for (index, &(n, v)) in STATIC_TABLE.iter().enumerate() {
-        if n != name {
+        if !n.eq_ignore_ascii_case(name) {
             continue;
         }
         if v == value {
@@ -364,7 +364,7 @@ impl Encoder {
         out.extend_from_slice(&[0, 0]);
     }
 
-    /// Appends one field line. `name` must be lowercase, as HTTP/3 wants.
+    /// Appends one field line, its name lowercased as HTTP/3 wants (§4.2).
     pub fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
         match find(name, value) {
             // 1 T=1 index(6)
@@ -378,7 +378,7 @@ impl Encoder {
             // 0 0 1 N=0 H=0 len(3), the name, then the value
             Match::None => {
                 put_integer(out, 3, 0x20, name.len());
-                out.extend_from_slice(name);
+                out.extend(name.iter().map(u8::to_ascii_lowercase));
                 put_integer(out, 7, 0x00, value.len());
                 out.extend_from_slice(value);
             }

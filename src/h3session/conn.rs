@@ -1,0 +1,853 @@
+//! One HTTP/3 connection as a state machine over quinn-proto's QUIC
+//! connection (itself sans-IO): datagrams in ([`Connection::datagram`]),
+//! datagrams out ([`Connection::transmit`]), timers ([`Connection::deadline`],
+//! [`Connection::tick`]), and no socket. The driver (the server's own loop)
+//! owns the UDP socket and quinn-proto's `Endpoint`, and moves what they say
+//! between them and this.
+//!
+//! HTTP/3 itself is here: staticd's control stream and SETTINGS, the
+//! client's control and QPACK streams ([`frames`], [`qpack`]), and each
+//! request stream: its HEADERS decoded with the static table only, the
+//! request decided by the same [`pipeline::answer`] HTTP/1.1 and HTTP/2
+//! use, its response encoded from the same
+//! [`ResponseFields`](crate::http::fields::ResponseFields) and written into
+//! the stream as DATA frames, files read a block at a time as QUIC takes
+//! them. 0-RTT requests are answered at once only when
+//! [`replay_safe`](super::replay_safe); others wait for the handshake.
+//!
+//! A script's request is handed to the driver ([`Event::Cgi`]), as
+//! h2session does. Not yet here (issue 42 moves the rest from `serve::h3`,
+//! which still serves HTTP/3 through quinn and h3): the script's side of
+//! such a stream (its body read and its output written), and the driver
+//! on the worker loops.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use quinn_proto::{
+    ConnectionEvent, Dir, EndpointEvent, Event as QuicEvent, ReadError, StreamEvent, StreamId,
+    Transmit, VarInt, WriteError,
+};
+
+use super::frames::{self, code, ControlReader, Event as Read, RequestReader, Violation};
+use super::qpack::{self, DecoderStream, Encoder, EncoderStream};
+use crate::complaint::{complain, Complaint};
+use crate::http::fields::{Fields, ResponseFields};
+use crate::http::limits::MAX_HEAD_BYTES;
+use crate::http::parse::ParseError;
+use crate::http::response::Chunk;
+use crate::pace::Pace;
+use crate::pipeline::{self, Sent, Served};
+use crate::respond::{self, Answer, CgiJob};
+
+/// How much of a body one DATA frame carries: a few QUIC packets' worth,
+/// read from a file with one pread(2).
+const BLOCK: usize = 64 << 10;
+
+/// Room kept before a block for its DATA frame header.
+const HEADER_ROOM: usize = 2 * frames::VARINT_MAX_LEN;
+
+/// How long a connection that sent its last GOAWAY (idle, or a head that
+/// never came) waits before it closes: time for the GOAWAY, and any stream
+/// reset with it, to reach the client, rather than be discarded with the
+/// close (as over HTTP/2).
+const LAST_WORDS: Duration = Duration::from_secs(1);
+
+/// What the driver has to act on.
+pub enum Event {
+    /// A CGI script is to run for `stream` (the driver's, as over HTTP/2).
+    Cgi { stream: StreamId, job: Box<CgiJob> },
+}
+
+/// One client's connection (see the module's comment).
+pub struct Connection {
+    quic: quinn_proto::Connection,
+    served: Arc<Served>,
+    /// Request streams, by QUIC stream.
+    requests: HashMap<StreamId, Request>,
+    /// The client's unidirectional streams, by QUIC stream.
+    uni: HashMap<StreamId, Uni>,
+    /// staticd's control stream, once opened.
+    control: Option<StreamId>,
+    /// The QUIC handshake completed: requests are no longer 0-RTT.
+    confirmed: bool,
+    /// The lowest client stream ID not yet seen (what a GOAWAY names).
+    next_request: u64,
+    /// A GOAWAY went out: streams from this ID on are refused.
+    goaway: Option<u64>,
+    /// When the last request stream closed (or the connection opened): the
+    /// keep-alive timeout counts from it while none is open.
+    idle_since: Instant,
+    /// A stop's deadline: streams still going then are cut.
+    stop_by: Option<Instant>,
+    /// The last GOAWAY went out: the connection closes then.
+    closing_at: Option<Instant>,
+    /// Scratch for one response head's field section.
+    section: Vec<u8>,
+    events: Vec<Event>,
+}
+
+/// A client's unidirectional stream, by its type (RFC 9114 §6.2).
+enum Uni {
+    /// Its type, not yet whole.
+    Type(Vec<u8>),
+    Control(ControlReader),
+    Encoder(EncoderStream),
+    Decoder(DecoderStream),
+    /// Of a type staticd does not speak: stopped, its bytes dropped.
+    Ignored,
+}
+
+/// One request stream.
+struct Request {
+    reader: RequestReader,
+    /// Its head must be whole by then (`--read-timeout` from its opening).
+    head_by: Option<Instant>,
+    fields: Fields,
+    /// Why its head cannot be a request (too large), answered as decided.
+    refused: Option<ParseError>,
+    /// The stream's end came (FIN): no more body.
+    ended: bool,
+    phase: Phase,
+}
+
+enum Phase {
+    /// Its HEADERS frame is on its way.
+    Head,
+    /// Its head came as 0-RTT data, and its request may not be answered
+    /// before the handshake completes.
+    Early,
+    /// Its response is being written.
+    Sending(Box<Outgoing>),
+    /// A script's (the driver's).
+    Cgi,
+    /// All of the response is QUIC's: the stream stays until the client
+    /// has acknowledged it (what a stop or the keep-alive timeout waits
+    /// for), or until `by`, should it never.
+    Flushing { by: Instant },
+}
+
+/// A response on its way into a stream.
+struct Outgoing {
+    /// Its log line goes when this is dropped.
+    sent: Sent,
+    /// Bytes staged for the stream (a HEADERS frame, or a DATA frame and
+    /// its block) from `at` on: what QUIC has not taken yet.
+    staged: Vec<u8>,
+    at: usize,
+    /// Body bytes in `staged` (counted as written once QUIC took them all).
+    staged_body: u64,
+    /// The body's chunks still to stage, the next at `next`, within it
+    /// from `offset`.
+    body: Vec<Chunk>,
+    next: usize,
+    offset: u64,
+    pace: Pace,
+}
+
+/// The connection must close: with this HTTP/3 code.
+fn close_code(violation: Violation) -> u64 {
+    match violation {
+        Violation::Connection(code) | Violation::Stream(code) => code,
+    }
+}
+
+fn varint(code: u64) -> VarInt {
+    VarInt::from_u64(code).unwrap_or(VarInt::MAX)
+}
+
+impl Connection {
+    /// A connection just accepted by the endpoint; `now` starts its
+    /// keep-alive timeout.
+    pub fn new(quic: quinn_proto::Connection, served: Arc<Served>, now: Instant) -> Connection {
+        let confirmed = !quic.is_handshaking();
+        let mut conn = Connection {
+            quic,
+            served,
+            requests: HashMap::new(),
+            uni: HashMap::new(),
+            control: None,
+            confirmed,
+            next_request: 0,
+            goaway: None,
+            idle_since: now,
+            stop_by: None,
+            closing_at: None,
+            section: Vec::new(),
+            events: Vec::new(),
+        };
+        conn.open_control();
+        conn
+    }
+
+    /// The underlying QUIC connection (its stats, its addresses).
+    pub fn quic(&self) -> &quinn_proto::Connection {
+        &self.quic
+    }
+
+    /// A datagram (or an endpoint's word) for this connection, then
+    /// whatever it made happen.
+    pub fn datagram(&mut self, event: ConnectionEvent, now: Instant) {
+        self.quic.handle_event(event);
+        self.drive(now);
+    }
+
+    /// What the endpoint must hear of this connection (connection IDs
+    /// retired or issued, its end).
+    pub fn endpoint_event(&mut self) -> Option<EndpointEvent> {
+        self.quic.poll_endpoint_events()
+    }
+
+    /// The next datagram(s) to send, into `buf`.
+    pub fn transmit(
+        &mut self,
+        now: Instant,
+        max_datagrams: usize,
+        buf: &mut Vec<u8>,
+    ) -> Option<Transmit> {
+        self.quic.poll_transmit(now, max_datagrams, buf)
+    }
+
+    /// A driver's event (a script to run), if any.
+    pub fn next_event(&mut self) -> Option<Event> {
+        self.events.pop()
+    }
+
+    /// Whether the connection is over: closed and drained, nothing more
+    /// to send or receive.
+    pub fn is_drained(&self) -> bool {
+        self.quic.is_drained()
+    }
+
+    /// When `tick` must run next.
+    pub fn deadline(&mut self) -> Option<Instant> {
+        let cfg = &self.served.cfg;
+        let mut at = self.quic.poll_timeout();
+        let mut earliest = |t: Option<Instant>| {
+            if let Some(t) = t {
+                at = Some(at.map_or(t, |a| a.min(t)));
+            }
+        };
+        for r in self.requests.values() {
+            earliest(r.head_by);
+            match &r.phase {
+                Phase::Sending(out) => earliest(Some(out.pace.deadline())),
+                Phase::Flushing { by } => earliest(Some(*by)),
+                _ => {}
+            }
+        }
+        if self.requests.is_empty() && !self.quic.is_closed() {
+            earliest(Some(self.idle_since + cfg.keepalive_timeout));
+        }
+        earliest(self.stop_by);
+        earliest(self.closing_at);
+        at
+    }
+
+    /// Time passed: QUIC's timers, heads that did not come in time,
+    /// responses the client stopped taking, the keep-alive timeout and a
+    /// stop's grace.
+    pub fn tick(&mut self, now: Instant) {
+        if self.quic.poll_timeout().is_some_and(|t| t <= now) {
+            self.quic.handle_timeout(now);
+        }
+        let cfg = Arc::clone(&self.served.cfg);
+        let late: Vec<StreamId> = self
+            .requests
+            .iter()
+            .filter(|(_, r)| r.head_by.is_some_and(|t| t <= now))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in late {
+            // A head that never came: refused unprocessed (safe to retry).
+            self.refuse(id, code::REQUEST_REJECTED);
+            if !self.answering() {
+                // Its only work was heads that never came: closed as an
+                // HTTP/1.1 connection with a partial head is.
+                self.close_soon(now);
+            }
+        }
+        let flushed: Vec<StreamId> = self
+            .requests
+            .iter()
+            .filter(|(_, r)| matches!(r.phase, Phase::Flushing { by } if by <= now))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in flushed {
+            // Never acknowledged: QUIC keeps what it holds until the close.
+            self.finished(id, now);
+        }
+        let stalled: Vec<(StreamId, bool)> = self
+            .requests
+            .iter()
+            .filter_map(|(&id, r)| match &r.phase {
+                Phase::Sending(out) if out.pace.deadline() <= now => {
+                    Some((id, out.pace.too_slow()))
+                }
+                _ => None,
+            })
+            .collect();
+        for (id, slow) in stalled {
+            if slow {
+                let rate = cfg.min_rate;
+                complain(&self.served.origin.client, Complaint::SlowResponse { rate });
+            }
+            self.refuse(id, code::REQUEST_CANCELLED);
+        }
+        let idle_out = self.idle_since + cfg.keepalive_timeout;
+        if self.requests.is_empty() && idle_out <= now {
+            self.close_soon(now);
+        }
+        let due = |t: Option<Instant>| t.is_some_and(|t| t <= now);
+        if (due(self.stop_by) || due(self.closing_at)) && !self.quic.is_closed() {
+            self.close(now, code::NO_ERROR);
+        }
+        self.drive(now);
+    }
+
+    /// A graceful stop: GOAWAY, streams open finish within `grace` of
+    /// `began`, then the close. An idle connection closes now.
+    pub fn stop(&mut self, now: Instant, by: Instant) {
+        self.stop_by = Some(by);
+        self.send_goaway();
+        if self.requests.is_empty() {
+            self.close_soon(now);
+        }
+        self.drive(now);
+    }
+
+    /// Whether any request is being answered (its head came).
+    fn answering(&self) -> bool {
+        self.requests
+            .values()
+            .any(|r| !matches!(r.phase, Phase::Head))
+    }
+
+    /// GOAWAY now, the close after [`LAST_WORDS`] (sooner in a stop's
+    /// grace, never later).
+    fn close_soon(&mut self, now: Instant) {
+        if self.closing_at.is_some() || self.quic.is_closed() {
+            return;
+        }
+        self.send_goaway();
+        self.closing_at = Some(now + LAST_WORDS);
+    }
+
+    /// Closes the connection with an HTTP/3 code, GOAWAY first if it is
+    /// a clean close.
+    fn close(&mut self, now: Instant, code: u64) {
+        if code == code::NO_ERROR {
+            self.send_goaway();
+        }
+        self.requests.clear();
+        self.quic.close(now, varint(code), bytes::Bytes::new());
+    }
+
+    /// Tells the client that no stream past those it opened will be
+    /// served (RFC 9114 §5.2).
+    fn send_goaway(&mut self) {
+        if self.goaway.is_some() {
+            return;
+        }
+        self.goaway = Some(self.next_request);
+        if let Some(id) = self.control {
+            let frame = frames::goaway(self.next_request);
+            // The control stream is never flow-blocked for a few bytes
+            // (its credit is the client's initial window); a GOAWAY that
+            // does not fit is left out, and the close says the rest.
+            let _ = self.quic.send_stream(id).write(&frame);
+        }
+    }
+
+    /// Opens staticd's control stream with its SETTINGS (RFC 9114 §6.2.1).
+    fn open_control(&mut self) {
+        let Some(id) = self.quic.streams().open(Dir::Uni) else {
+            return;
+        };
+        let preface = frames::control_stream_preface(MAX_HEAD_BYTES as u64);
+        let _ = self.quic.send_stream(id).write(&preface);
+        self.control = Some(id);
+    }
+
+    /// Everything QUIC has to say, acted on; then the streams that can
+    /// make progress, made to.
+    fn drive(&mut self, now: Instant) {
+        while let Some(event) = self.quic.poll() {
+            match event {
+                QuicEvent::Connected => {
+                    self.confirmed = true;
+                    let early: Vec<StreamId> = self
+                        .requests
+                        .iter()
+                        .filter(|(_, r)| matches!(r.phase, Phase::Early))
+                        .map(|(&id, _)| id)
+                        .collect();
+                    for id in early {
+                        self.decide(id, now);
+                    }
+                }
+                QuicEvent::ConnectionLost { .. } => self.requests.clear(),
+                QuicEvent::Stream(StreamEvent::Opened { dir }) => self.accept(dir, now),
+                QuicEvent::Stream(StreamEvent::Readable { id }) => self.readable(id, now),
+                QuicEvent::Stream(StreamEvent::Writable { id }) => self.pump(id, now),
+                QuicEvent::Stream(StreamEvent::Stopped { id, .. }) => self.stopped(id, now),
+                // All of a response acknowledged: the stream is over.
+                QuicEvent::Stream(StreamEvent::Finished { id }) => self.finished(id, now),
+                QuicEvent::Stream(StreamEvent::Available { .. })
+                | QuicEvent::HandshakeDataReady
+                | QuicEvent::DatagramReceived
+                | QuicEvent::DatagramsUnblocked => {}
+            }
+        }
+    }
+
+    /// Streams the client opened.
+    fn accept(&mut self, dir: Dir, now: Instant) {
+        while let Some(id) = self.quic.streams().accept(dir) {
+            match dir {
+                Dir::Uni => {
+                    self.uni.insert(id, Uni::Type(Vec::new()));
+                }
+                Dir::Bi => self.open_request(id, now),
+            }
+            self.readable(id, now);
+        }
+    }
+
+    /// A request stream opened: its head is waited for, unless a GOAWAY
+    /// already said it would not be served.
+    fn open_request(&mut self, id: StreamId, now: Instant) {
+        let index = id.index() * 4;
+        self.next_request = self.next_request.max(index + 4);
+        let cfg = &self.served.cfg;
+        let request = Request {
+            reader: RequestReader::new(MAX_HEAD_BYTES as u64, Vec::new()),
+            head_by: Some(now + cfg.read_timeout),
+            fields: Fields::default(),
+            refused: None,
+            ended: false,
+            phase: Phase::Head,
+        };
+        self.requests.insert(id, request);
+        if self.goaway.is_some_and(|first| index >= first) {
+            self.refuse(id, code::REQUEST_REJECTED);
+        }
+    }
+
+    /// Reads what a stream has; a violation closes the connection or
+    /// resets the stream.
+    fn readable(&mut self, id: StreamId, now: Instant) {
+        let result = match id.dir() {
+            Dir::Uni => self.read_uni(id),
+            Dir::Bi => self.read_request(id, now),
+        };
+        match result {
+            Ok(()) => {}
+            Err(Violation::Stream(code)) => self.refuse(id, code),
+            Err(violation @ Violation::Connection(_)) => {
+                self.close(now, close_code(violation));
+            }
+        }
+    }
+
+    /// Reads a client's unidirectional stream.
+    fn read_uni(&mut self, id: StreamId) -> Result<(), Violation> {
+        let Some(uni) = self.uni.get_mut(&id) else {
+            return Ok(());
+        };
+        let mut recv = self.quic.recv_stream(id);
+        let Ok(mut chunks) = recv.read(true) else {
+            return Ok(());
+        };
+        let mut result = Ok(());
+        loop {
+            match chunks.next(usize::MAX) {
+                Ok(Some(chunk)) => {
+                    result = feed_uni(uni, &chunk.bytes);
+                    if result.is_err() {
+                        break;
+                    }
+                }
+                // The stream ended: a critical one never may (§6.2.1).
+                Ok(None) => {
+                    if matches!(uni, Uni::Control(_) | Uni::Encoder(_) | Uni::Decoder(_)) {
+                        result = Err(Violation::Connection(code::CLOSED_CRITICAL_STREAM));
+                    }
+                    break;
+                }
+                Err(ReadError::Blocked) => break,
+                Err(ReadError::Reset(_)) => {
+                    if matches!(uni, Uni::Control(_) | Uni::Encoder(_) | Uni::Decoder(_)) {
+                        result = Err(Violation::Connection(code::CLOSED_CRITICAL_STREAM));
+                    }
+                    break;
+                }
+            }
+        }
+        let _ = chunks.finalize();
+        let ignored = matches!(uni, Uni::Ignored);
+        if ignored {
+            let _ = self
+                .quic
+                .recv_stream(id)
+                .stop(varint(code::STREAM_CREATION_ERROR));
+            self.uni.remove(&id);
+        }
+        result?;
+        self.check_uni_kinds()
+    }
+
+    /// One of each critical stream at most (RFC 9114 §6.2.1, RFC 9204
+    /// §4.2).
+    fn check_uni_kinds(&self) -> Result<(), Violation> {
+        let count = |f: fn(&Uni) -> bool| self.uni.values().filter(|u| f(u)).count();
+        let twice = count(|u| matches!(u, Uni::Control(_))) > 1
+            || count(|u| matches!(u, Uni::Encoder(_))) > 1
+            || count(|u| matches!(u, Uni::Decoder(_))) > 1;
+        match twice {
+            true => Err(Violation::Connection(code::STREAM_CREATION_ERROR)),
+            false => Ok(()),
+        }
+    }
+
+    /// Reads a request stream: its head decided once whole; a body read
+    /// and dropped (nothing but a script reads one, and scripts are the
+    /// driver's).
+    fn read_request(&mut self, id: StreamId, now: Instant) -> Result<(), Violation> {
+        let Some(request) = self.requests.get_mut(&id) else {
+            return Ok(());
+        };
+        if matches!(request.phase, Phase::Cgi) {
+            // The driver reads a script's body (`take_body`).
+            return Ok(());
+        }
+        let mut recv = self.quic.recv_stream(id);
+        let Ok(mut chunks) = recv.read(true) else {
+            return Ok(());
+        };
+        let (mut head_came, mut reset) = (false, false);
+        let mut result = Ok(());
+        loop {
+            match chunks.next(usize::MAX) {
+                Ok(Some(chunk)) => {
+                    if let Err(v) = feed_request(request, &chunk.bytes, &mut head_came) {
+                        result = Err(v);
+                        break;
+                    }
+                }
+                Ok(None) => {
+                    request.ended = true;
+                    result = request.reader.end();
+                    break;
+                }
+                Err(ReadError::Blocked) => break,
+                Err(ReadError::Reset(_)) => {
+                    // The client gave up on it: nothing more to do, unless
+                    // a response is on its way.
+                    reset = matches!(request.phase, Phase::Head | Phase::Early);
+                    break;
+                }
+            }
+        }
+        let _ = chunks.finalize();
+        result?;
+        if reset {
+            let _ = self
+                .quic
+                .send_stream(id)
+                .reset(varint(code::REQUEST_CANCELLED));
+            self.finished(id, now);
+        } else if head_came {
+            self.decide(id, now);
+        }
+        Ok(())
+    }
+
+    /// Decides a request whose head came, and starts its response.
+    fn decide(&mut self, id: StreamId, now: Instant) {
+        let Some(request) = self.requests.get_mut(&id) else {
+            return;
+        };
+        request.head_by = None;
+        let served = Arc::clone(&self.served);
+        let (cfg, origin) = (&served.cfg, &served.origin);
+        let parsed = match request.refused {
+            Some(e) => Err(e),
+            None => super::request(&request.fields),
+        };
+        let sent = match parsed {
+            Ok(mut parsed) => {
+                if !request.ended {
+                    super::body_follows(&mut parsed);
+                }
+                if !self.confirmed && !super::replay_safe(&parsed) {
+                    request.phase = Phase::Early;
+                    return;
+                }
+                let stopping = self.goaway.is_some();
+                match pipeline::answer(origin.kind, &served.site, &parsed, stopping) {
+                    Answer::Send(response) => pipeline::sent(cfg, origin, Some(&parsed), response),
+                    Answer::Cgi(job) => {
+                        if !self.confirmed {
+                            request.phase = Phase::Early;
+                            return;
+                        }
+                        request.phase = Phase::Cgi;
+                        self.events.push(Event::Cgi { stream: id, job });
+                        return;
+                    }
+                }
+            }
+            Err(e) => pipeline::sent(cfg, origin, None, respond::refuse(e)),
+        };
+        self.respond(id, sent, now);
+    }
+
+    /// Starts `sent` on stream `id`: its HEADERS frame, then its body.
+    fn respond(&mut self, id: StreamId, mut sent: Sent, now: Instant) {
+        let cfg = &self.served.cfg;
+        let hsts = pipeline::hsts(cfg, self.served.origin.kind);
+        let Some(extra) = ResponseFields::new(&sent.response.head, hsts, None) else {
+            // A status HTTP/3 cannot carry (a script's).
+            self.refuse(id, code::INTERNAL_ERROR);
+            return;
+        };
+        let section = &mut self.section;
+        section.clear();
+        Encoder::start(section);
+        for (name, value) in extra.fields(&sent.response.head) {
+            Encoder::field(section, name, value);
+        }
+        let header = frames::FrameHeader::new(frames::frame::HEADERS, section.len() as u64);
+        let mut staged = Vec::with_capacity(header.bytes().len() + section.len());
+        staged.extend_from_slice(header.bytes());
+        staged.extend_from_slice(section);
+        let body = std::mem::take(&mut sent.response.body);
+        let out = Outgoing {
+            sent,
+            staged,
+            at: 0,
+            staged_body: 0,
+            body,
+            next: 0,
+            offset: 0,
+            pace: Pace::new(now, cfg.send_timeout, cfg.min_rate),
+        };
+        let Some(request) = self.requests.get_mut(&id) else {
+            return;
+        };
+        request.phase = Phase::Sending(Box::new(out));
+        self.pump(id, now);
+    }
+
+    /// Writes what stream `id` has staged, and stages more, until QUIC
+    /// takes no more or the response is all written (then the stream is
+    /// finished).
+    fn pump(&mut self, id: StreamId, now: Instant) {
+        let Some(request) = self.requests.get_mut(&id) else {
+            return;
+        };
+        let Phase::Sending(out) = &mut request.phase else {
+            return;
+        };
+        let mut send = self.quic.send_stream(id);
+        let done = loop {
+            if out.at < out.staged.len() {
+                match send.write(&out.staged[out.at..]) {
+                    Ok(n) => {
+                        out.at += n;
+                        out.pace.progress(now, n as u64);
+                    }
+                    Err(WriteError::Blocked) => break false,
+                    Err(_) => break true,
+                }
+                if out.at < out.staged.len() {
+                    break false;
+                }
+                out.sent.written += out.staged_body;
+                out.staged_body = 0;
+            }
+            match stage(out) {
+                Ok(true) => {}
+                Ok(false) => {
+                    let _ = send.finish();
+                    break true;
+                }
+                Err(_) => {
+                    // The file shrank or failed: the client must not take a
+                    // cut body for whole.
+                    let _ = send.reset(varint(code::INTERNAL_ERROR));
+                    break true;
+                }
+            }
+        };
+        if done {
+            let by = now + self.served.cfg.send_timeout;
+            request.phase = Phase::Flushing { by };
+            if !request.ended {
+                // A body nothing reads: the client may stop sending it
+                // (RFC 9114 §4.1.1).
+                let _ = self.quic.recv_stream(id).stop(varint(code::NO_ERROR));
+            }
+        }
+    }
+
+    /// The client stopped our side of stream `id` (STOP_SENDING): its
+    /// response is abandoned.
+    fn stopped(&mut self, id: StreamId, now: Instant) {
+        if self.requests.contains_key(&id) {
+            let _ = self
+                .quic
+                .send_stream(id)
+                .reset(varint(code::REQUEST_CANCELLED));
+            self.finished(id, now);
+        }
+    }
+
+    /// Resets and stops stream `id` with `code`: it is over.
+    fn refuse(&mut self, id: StreamId, code: u64) {
+        let _ = self.quic.send_stream(id).reset(varint(code));
+        let _ = self.quic.recv_stream(id).stop(varint(code));
+        self.requests.remove(&id);
+    }
+
+    /// Request stream `id` is done with (its log line, if any, goes now).
+    fn finished(&mut self, id: StreamId, now: Instant) {
+        if self.requests.remove(&id).is_none() {
+            return;
+        }
+        if self.requests.is_empty() {
+            self.idle_since = now;
+            if self.stop_by.is_some() {
+                // Everything it was asked for is the client's: done.
+                self.close(now, code::NO_ERROR);
+            }
+        }
+    }
+}
+
+/// Feeds a unidirectional stream's bytes to what reads its kind.
+fn feed_uni(uni: &mut Uni, bytes: &[u8]) -> Result<(), Violation> {
+    if let Uni::Type(held) = uni {
+        held.extend_from_slice(bytes);
+        let Some((ty, n)) = frames::varint(held) else {
+            return Ok(());
+        };
+        let rest = held.split_off(n);
+        *uni = match ty {
+            frames::stream::CONTROL => Uni::Control(ControlReader::default()),
+            frames::stream::QPACK_ENCODER => Uni::Encoder(EncoderStream::default()),
+            frames::stream::QPACK_DECODER => Uni::Decoder(DecoderStream::default()),
+            // A client may not push (§6.2.2).
+            frames::stream::PUSH => return Err(Violation::Connection(code::STREAM_CREATION_ERROR)),
+            _ => Uni::Ignored,
+        };
+        return feed_uni(uni, &rest);
+    }
+    let qpack = |e: qpack::Error| Violation::Connection(e.code());
+    match uni {
+        Uni::Control(reader) => reader.read(bytes, |_| {}),
+        Uni::Encoder(reader) => reader.read(bytes).map_err(qpack),
+        Uni::Decoder(reader) => reader.read(bytes).map_err(qpack),
+        Uni::Ignored | Uni::Type(_) => Ok(()),
+    }
+}
+
+/// Feeds a request stream's bytes to its reader: the head decoded into
+/// its fields once whole (`head_came`); body bytes dropped.
+fn feed_request(
+    request: &mut Request,
+    piece: &[u8],
+    head_came: &mut bool,
+) -> Result<(), Violation> {
+    let mut at = 0;
+    loop {
+        let (next, event) = request.reader.read(piece, at)?;
+        at = next;
+        match event {
+            None => return Ok(()),
+            Some(Read::Headers) => {
+                decode_head(request)?;
+                *head_came = true;
+            }
+            // Trailers and body: nothing staticd serves reads them.
+            Some(Read::Trailers) | Some(Read::Data(_)) => {}
+        }
+    }
+}
+
+/// Decodes a whole head into the request's fields. A malformed field
+/// leaves the fields for `request` to refuse (400), as over HTTP/2; a
+/// section QPACK cannot read closes the connection.
+fn decode_head(request: &mut Request) -> Result<(), Violation> {
+    let fields = &mut request.fields;
+    let decoded = qpack::decode(request.reader.section(), |name: &[u8], value: &[u8]| {
+        super::push_field(fields, name, value)
+    });
+    match decoded {
+        Ok(()) => Ok(()),
+        Err(qpack::Stop::Qpack(e)) => Err(Violation::Connection(e.code())),
+        // A malformed request: its stream is reset (RFC 9114 §4.1.2).
+        Err(qpack::Stop::Field(ParseError::Malformed)) => {
+            Err(Violation::Stream(code::MESSAGE_ERROR))
+        }
+        // Too large: answered 431 as over HTTP/1.1 and HTTP/2.
+        Err(qpack::Stop::Field(e)) => {
+            request.refused.get_or_insert(e);
+            Ok(())
+        }
+    }
+}
+
+/// Stages the next DATA frame of `out`'s body: Ok(false) once none is
+/// left.
+fn stage(out: &mut Outgoing) -> std::io::Result<bool> {
+    loop {
+        let Some(chunk) = out.body.get(out.next) else {
+            return Ok(false);
+        };
+        let left = chunk.size() - out.offset;
+        if left == 0 {
+            out.next += 1;
+            out.offset = 0;
+            continue;
+        }
+        let want = left.min(BLOCK as u64) as usize;
+        out.staged.clear();
+        out.staged.resize(HEADER_ROOM + want, 0);
+        let n = match chunk {
+            Chunk::File { file, offset, .. } => {
+                read_block(file, *offset + out.offset, &mut out.staged[HEADER_ROOM..])?
+            }
+            _ => {
+                let bytes = chunk.memory().unwrap_or_default();
+                let from = out.offset as usize;
+                out.staged[HEADER_ROOM..].copy_from_slice(&bytes[from..from + want]);
+                want
+            }
+        };
+        out.staged.truncate(HEADER_ROOM + n);
+        let header = frames::FrameHeader::new(frames::frame::DATA, n as u64);
+        let h = header.bytes();
+        out.staged[HEADER_ROOM - h.len()..HEADER_ROOM].copy_from_slice(h);
+        out.at = HEADER_ROOM - h.len();
+        out.staged_body = n as u64;
+        out.offset += n as u64;
+        return Ok(true);
+    }
+}
+
+/// Reads a block of a file; a file that ends early fails the body.
+fn read_block(file: &Arc<File>, at: u64, into: &mut [u8]) -> std::io::Result<usize> {
+    let n = file.read_at(into, at)?;
+    match n {
+        0 => Err(std::io::ErrorKind::UnexpectedEof.into()),
+        n => Ok(n),
+    }
+}
+
+#[cfg(test)]
+mod tests;
