@@ -56,10 +56,23 @@ const HEADER_ROOM: usize = 2 * frames::VARINT_MAX_LEN;
 /// close (as over HTTP/2).
 const LAST_WORDS: Duration = Duration::from_secs(1);
 
-/// What the driver has to act on.
+/// Script output held for a stream the client is slow to take, and
+/// request body read for a script that has not taken it: the driver reads
+/// no more from the script, and this no more from the stream, until some
+/// of it has gone.
+pub const CGI_QUEUE: usize = 64 << 10;
+
+/// What the driver has to act on: a CGI script's stream, as over HTTP/2.
 pub enum Event {
-    /// A CGI script is to run for `stream` (the driver's, as over HTTP/2).
+    /// A CGI script is to run for `stream`.
     Cgi { stream: StreamId, job: Box<CgiJob> },
+    /// `stream`'s request body has more for its script (`take_body`).
+    Body(StreamId),
+    /// `bytes` of `stream`'s script output went to QUIC: room for more.
+    Sent { stream: StreamId, bytes: usize },
+    /// `stream` is over (done, or reset): its script, if any, is
+    /// abandoned.
+    Gone(StreamId),
 }
 
 /// One client's connection (see the module's comment).
@@ -88,6 +101,9 @@ pub struct Connection {
     /// Scratch for one response head's field section.
     section: Vec<u8>,
     events: Vec<Event>,
+    /// The time the driver last passed in (for the driver's CGI calls,
+    /// which carry none).
+    now: Instant,
 }
 
 /// A client's unidirectional stream, by its type (RFC 9114 §6.2).
@@ -111,7 +127,29 @@ struct Request {
     refused: Option<ParseError>,
     /// The stream's end came (FIN): no more body.
     ended: bool,
+    /// Body read and kept: until the request is decided (a script may
+    /// want it), then for its script to take. At most [`CGI_QUEUE`].
+    body: Vec<u8>,
+    /// A script's stream: its side of the exchange.
+    script: Option<Box<Script>>,
     phase: Phase,
+}
+
+impl Request {
+    /// Whether body bytes that arrive are kept (for a script, or a
+    /// request not yet decided) rather than dropped.
+    fn keeps_body(&self) -> bool {
+        self.script.is_some() || matches!(self.phase, Phase::Head | Phase::Early)
+    }
+}
+
+/// A script's output as it comes.
+#[derive(Default)]
+struct Script {
+    /// Output not yet staged.
+    output: std::collections::VecDeque<Vec<u8>>,
+    /// The output's end: whole (true) or cut (false).
+    end: Option<bool>,
 }
 
 enum Phase {
@@ -122,7 +160,7 @@ enum Phase {
     Early,
     /// Its response is being written.
     Sending(Box<Outgoing>),
-    /// A script's (the driver's).
+    /// A script's, before its response's head (the driver's).
     Cgi,
     /// All of the response is QUIC's: the stream stays until the client
     /// has acknowledged it (what a stop or the keep-alive timeout waits
@@ -140,6 +178,11 @@ struct Outgoing {
     at: usize,
     /// Body bytes in `staged` (counted as written once QUIC took them all).
     staged_body: u64,
+    /// Of which a script's output (credit for it once QUIC took them).
+    staged_script: usize,
+    /// A response that has no body (a script's 204 or 304): script
+    /// output is dropped.
+    no_body: bool,
     /// The body's chunks still to stage, the next at `next`, within it
     /// from `offset`.
     body: Vec<Chunk>,
@@ -178,6 +221,7 @@ impl Connection {
             closing_at: None,
             section: Vec::new(),
             events: Vec::new(),
+            now,
         };
         conn.open_control();
         conn
@@ -191,6 +235,7 @@ impl Connection {
     /// A datagram (or an endpoint's word) for this connection, then
     /// whatever it made happen.
     pub fn datagram(&mut self, event: ConnectionEvent, now: Instant) {
+        self.now = now;
         self.quic.handle_event(event);
         self.drive(now);
     }
@@ -213,7 +258,10 @@ impl Connection {
 
     /// A driver's event (a script to run), if any.
     pub fn next_event(&mut self) -> Option<Event> {
-        self.events.pop()
+        match self.events.is_empty() {
+            true => None,
+            false => Some(self.events.remove(0)),
+        }
     }
 
     /// Whether the connection is over: closed and drained, nothing more
@@ -234,7 +282,9 @@ impl Connection {
         for r in self.requests.values() {
             earliest(r.head_by);
             match &r.phase {
-                Phase::Sending(out) => earliest(Some(out.pace.deadline())),
+                Phase::Sending(out) if out.at < out.staged.len() => {
+                    earliest(Some(out.pace.deadline()))
+                }
                 Phase::Flushing { by } => earliest(Some(*by)),
                 _ => {}
             }
@@ -251,6 +301,7 @@ impl Connection {
     /// responses the client stopped taking, the keep-alive timeout and a
     /// stop's grace.
     pub fn tick(&mut self, now: Instant) {
+        self.now = now;
         if self.quic.poll_timeout().is_some_and(|t| t <= now) {
             self.quic.handle_timeout(now);
         }
@@ -284,7 +335,7 @@ impl Connection {
             .requests
             .iter()
             .filter_map(|(&id, r)| match &r.phase {
-                Phase::Sending(out) if out.pace.deadline() <= now => {
+                Phase::Sending(out) if out.at < out.staged.len() && out.pace.deadline() <= now => {
                     Some((id, out.pace.too_slow()))
                 }
                 _ => None,
@@ -311,12 +362,84 @@ impl Connection {
     /// A graceful stop: GOAWAY, streams open finish within `grace` of
     /// `began`, then the close. An idle connection closes now.
     pub fn stop(&mut self, now: Instant, by: Instant) {
+        self.now = now;
         self.stop_by = Some(by);
         self.send_goaway();
         if self.requests.is_empty() {
             self.close_soon(now);
         }
         self.drive(now);
+    }
+
+    /// Moves what arrived of `id`'s request body for its script into
+    /// `into`, and reads more from the stream; true once the body is
+    /// complete and all taken.
+    pub fn take_body(&mut self, id: StreamId, into: &mut Vec<u8>) -> bool {
+        let Some(request) = self.requests.get_mut(&id) else {
+            return true;
+        };
+        into.append(&mut request.body);
+        let ended = request.ended;
+        if !ended {
+            // Room again: what QUIC holds of it comes in.
+            let now = self.now;
+            self.readable(id, now);
+        }
+        self.requests
+            .get(&id)
+            .is_none_or(|r| r.ended && r.body.is_empty())
+    }
+
+    /// The script took `n` bytes of its body: QUIC gave the client its
+    /// credit already, as the stream was read.
+    pub fn consumed(&mut self, _id: StreamId, _n: usize) {}
+
+    /// A script's response head; its body follows with `cgi_data`.
+    pub fn cgi_head(&mut self, id: StreamId, sent: Sent) {
+        let now = self.now;
+        self.respond(id, sent, now);
+    }
+
+    /// A whole response of ours for a script's stream (a failure's, a
+    /// local redirect's), sent as any other.
+    pub fn cgi_whole(&mut self, id: StreamId, sent: Sent) {
+        let Some(request) = self.requests.get_mut(&id) else {
+            return;
+        };
+        request.script = None;
+        request.body = Vec::new();
+        let now = self.now;
+        self.respond(id, sent, now);
+        self.readable(id, now);
+    }
+
+    /// More of a script's output, for its response's body.
+    pub fn cgi_data(&mut self, id: StreamId, bytes: &[u8]) {
+        let Some(script) = self.requests.get_mut(&id).and_then(|r| r.script.as_mut()) else {
+            return;
+        };
+        script.output.push_back(bytes.to_vec());
+        let now = self.now;
+        self.pump(id, now);
+    }
+
+    /// The end of a script's output: whole, or cut (the stream is reset,
+    /// so that the client never takes it for whole).
+    pub fn cgi_end(&mut self, id: StreamId, complete: bool) {
+        let Some(request) = self.requests.get_mut(&id) else {
+            return;
+        };
+        let headed = !matches!(request.phase, Phase::Cgi);
+        let Some(script) = request.script.as_mut() else {
+            return;
+        };
+        script.end = Some(complete);
+        if !headed {
+            self.refuse(id, code::INTERNAL_ERROR);
+            return;
+        }
+        let now = self.now;
+        self.pump(id, now);
     }
 
     /// Whether any request is being answered (its head came).
@@ -342,7 +465,7 @@ impl Connection {
         if code == code::NO_ERROR {
             self.send_goaway();
         }
-        self.requests.clear();
+        self.forget_all();
         self.quic.close(now, varint(code), bytes::Bytes::new());
     }
 
@@ -389,7 +512,7 @@ impl Connection {
                         self.decide(id, now);
                     }
                 }
-                QuicEvent::ConnectionLost { .. } => self.requests.clear(),
+                QuicEvent::ConnectionLost { .. } => self.forget_all(),
                 QuicEvent::Stream(StreamEvent::Opened { dir }) => self.accept(dir, now),
                 QuicEvent::Stream(StreamEvent::Readable { id }) => self.readable(id, now),
                 QuicEvent::Stream(StreamEvent::Writable { id }) => self.pump(id, now),
@@ -429,6 +552,8 @@ impl Connection {
             fields: Fields::default(),
             refused: None,
             ended: false,
+            body: Vec::new(),
+            script: None,
             phase: Phase::Head,
         };
         self.requests.insert(id, request);
@@ -513,33 +638,39 @@ impl Connection {
         }
     }
 
-    /// Reads a request stream: its head decided once whole; a body read
-    /// and dropped (nothing but a script reads one, and scripts are the
-    /// driver's).
+    /// Reads a request stream: its head decided once whole; its body kept
+    /// (up to [`CGI_QUEUE`]) while a script may want it, else dropped.
     fn read_request(&mut self, id: StreamId, now: Instant) -> Result<(), Violation> {
         let Some(request) = self.requests.get_mut(&id) else {
             return Ok(());
         };
-        if matches!(request.phase, Phase::Cgi) {
-            // The driver reads a script's body (`take_body`).
-            return Ok(());
-        }
         let mut recv = self.quic.recv_stream(id);
         let Ok(mut chunks) = recv.read(true) else {
             return Ok(());
         };
-        let (mut head_came, mut reset) = (false, false);
+        let (mut head_came, mut reset, mut more) = (false, false, false);
         let mut result = Ok(());
         loop {
-            match chunks.next(usize::MAX) {
+            // What is not read stays QUIC's, and holds the client back.
+            let room = match request.keeps_body() {
+                true => CGI_QUEUE.saturating_sub(request.body.len()),
+                false => usize::MAX,
+            };
+            if room == 0 {
+                break;
+            }
+            match chunks.next(room) {
                 Ok(Some(chunk)) => {
+                    let before = request.body.len();
                     if let Err(v) = feed_request(request, &chunk.bytes, &mut head_came) {
                         result = Err(v);
                         break;
                     }
+                    more |= request.body.len() > before;
                 }
                 Ok(None) => {
                     request.ended = true;
+                    more = true;
                     result = request.reader.end();
                     break;
                 }
@@ -548,12 +679,17 @@ impl Connection {
                     // The client gave up on it: nothing more to do, unless
                     // a response is on its way.
                     reset = matches!(request.phase, Phase::Head | Phase::Early);
+                    if request.script.is_some() {
+                        // The script must not take a cut body for whole.
+                        reset = true;
+                    }
                     break;
                 }
             }
         }
         let _ = chunks.finalize();
         result?;
+        let script = request.script.is_some();
         if reset {
             let _ = self
                 .quic
@@ -562,6 +698,8 @@ impl Connection {
             self.finished(id, now);
         } else if head_came {
             self.decide(id, now);
+        } else if more && script {
+            self.events.push(Event::Body(id));
         }
         Ok(())
     }
@@ -589,13 +727,18 @@ impl Connection {
                 }
                 let stopping = self.goaway.is_some();
                 match pipeline::answer(origin.kind, &served.site, &parsed, stopping) {
-                    Answer::Send(response) => pipeline::sent(cfg, origin, Some(&parsed), response),
+                    Answer::Send(response) => {
+                        // Nothing reads its body.
+                        request.body = Vec::new();
+                        pipeline::sent(cfg, origin, Some(&parsed), response)
+                    }
                     Answer::Cgi(job) => {
                         if !self.confirmed {
                             request.phase = Phase::Early;
                             return;
                         }
                         request.phase = Phase::Cgi;
+                        request.script = Some(Box::default());
                         self.events.push(Event::Cgi { stream: id, job });
                         return;
                     }
@@ -604,6 +747,8 @@ impl Connection {
             Err(e) => pipeline::sent(cfg, origin, None, respond::refuse(e)),
         };
         self.respond(id, sent, now);
+        // What more of its body came is dropped as it comes.
+        self.readable(id, now);
     }
 
     /// Starts `sent` on stream `id`: its HEADERS frame, then its body.
@@ -626,26 +771,36 @@ impl Connection {
         staged.extend_from_slice(header.bytes());
         staged.extend_from_slice(section);
         let body = std::mem::take(&mut sent.response.body);
+        let Some(request) = self.requests.get_mut(&id) else {
+            return;
+        };
+        // A script's output comes as it writes it: no rate, only the
+        // timeout without progress.
+        let rate = if request.script.is_some() {
+            0
+        } else {
+            cfg.min_rate
+        };
+        let no_body = sent.response.head.framing == crate::http::head::Framing::Empty;
         let out = Outgoing {
             sent,
             staged,
             at: 0,
             staged_body: 0,
+            staged_script: 0,
             body,
             next: 0,
             offset: 0,
-            pace: Pace::new(now, cfg.send_timeout, cfg.min_rate),
-        };
-        let Some(request) = self.requests.get_mut(&id) else {
-            return;
+            no_body,
+            pace: Pace::new(now, cfg.send_timeout, rate),
         };
         request.phase = Phase::Sending(Box::new(out));
         self.pump(id, now);
     }
 
     /// Writes what stream `id` has staged, and stages more, until QUIC
-    /// takes no more or the response is all written (then the stream is
-    /// finished).
+    /// takes no more, a script's output is awaited, or the response is all
+    /// written (then the stream is finished).
     fn pump(&mut self, id: StreamId, now: Instant) {
         let Some(request) = self.requests.get_mut(&id) else {
             return;
@@ -654,43 +809,58 @@ impl Connection {
             return;
         };
         let mut send = self.quic.send_stream(id);
-        let done = loop {
+        let end = loop {
             if out.at < out.staged.len() {
                 match send.write(&out.staged[out.at..]) {
                     Ok(n) => {
                         out.at += n;
                         out.pace.progress(now, n as u64);
                     }
-                    Err(WriteError::Blocked) => break false,
-                    Err(_) => break true,
+                    Err(WriteError::Blocked) => break None,
+                    Err(_) => break Some(Staged::Cut),
                 }
                 if out.at < out.staged.len() {
-                    break false;
+                    break None;
                 }
                 out.sent.written += out.staged_body;
                 out.staged_body = 0;
+                if out.staged_script > 0 {
+                    let bytes = std::mem::take(&mut out.staged_script);
+                    self.events.push(Event::Sent { stream: id, bytes });
+                }
             }
-            match stage(out) {
-                Ok(true) => {}
-                Ok(false) => {
-                    let _ = send.finish();
-                    break true;
+            match stage(out, request.script.as_deref_mut()) {
+                Ok(Staged::More) => {}
+                Ok(Staged::Waiting) => {
+                    // Output dropped (a response without a body) is
+                    // credited at once.
+                    if out.staged_script > 0 {
+                        let bytes = std::mem::take(&mut out.staged_script);
+                        self.events.push(Event::Sent { stream: id, bytes });
+                    }
+                    break None;
                 }
-                Err(_) => {
-                    // The file shrank or failed: the client must not take a
-                    // cut body for whole.
-                    let _ = send.reset(varint(code::INTERNAL_ERROR));
-                    break true;
-                }
+                Ok(end) => break Some(end),
+                // The file shrank or failed: the client must not take a
+                // cut body for whole.
+                Err(_) => break Some(Staged::Cut),
             }
         };
-        if done {
-            let by = now + self.served.cfg.send_timeout;
-            request.phase = Phase::Flushing { by };
-            if !request.ended {
-                // A body nothing reads: the client may stop sending it
-                // (RFC 9114 §4.1.1).
-                let _ = self.quic.recv_stream(id).stop(varint(code::NO_ERROR));
+        match end {
+            None => {}
+            Some(Staged::Whole) => {
+                let _ = send.finish();
+                let by = now + self.served.cfg.send_timeout;
+                request.phase = Phase::Flushing { by };
+                if !request.ended && request.script.is_none() {
+                    // A body nothing reads: the client may stop sending it
+                    // (RFC 9114 §4.1.1).
+                    let _ = self.quic.recv_stream(id).stop(varint(code::NO_ERROR));
+                }
+            }
+            Some(_) => {
+                let _ = send.reset(varint(code::INTERNAL_ERROR));
+                self.finished(id, now);
             }
         }
     }
@@ -711,12 +881,31 @@ impl Connection {
     fn refuse(&mut self, id: StreamId, code: u64) {
         let _ = self.quic.send_stream(id).reset(varint(code));
         let _ = self.quic.recv_stream(id).stop(varint(code));
-        self.requests.remove(&id);
+        self.forget(id);
+    }
+
+    /// Takes stream `id` out; its script, if any, is told.
+    fn forget(&mut self, id: StreamId) -> bool {
+        let Some(request) = self.requests.remove(&id) else {
+            return false;
+        };
+        if request.script.is_some() || matches!(request.phase, Phase::Cgi) {
+            self.events.push(Event::Gone(id));
+        }
+        true
+    }
+
+    /// Every stream is over (the connection closed).
+    fn forget_all(&mut self) {
+        let ids: Vec<StreamId> = self.requests.keys().copied().collect();
+        for id in ids {
+            self.forget(id);
+        }
     }
 
     /// Request stream `id` is done with (its log line, if any, goes now).
     fn finished(&mut self, id: StreamId, now: Instant) {
-        if self.requests.remove(&id).is_none() {
+        if !self.forget(id) {
             return;
         }
         if self.requests.is_empty() {
@@ -773,7 +962,10 @@ fn feed_request(
                 decode_head(request)?;
                 *head_came = true;
             }
-            // Trailers and body: nothing staticd serves reads them.
+            Some(Read::Data(range)) if request.keeps_body() => {
+                request.body.extend_from_slice(&piece[range]);
+            }
+            // Trailers, and a body nothing reads.
             Some(Read::Trailers) | Some(Read::Data(_)) => {}
         }
     }
@@ -802,12 +994,27 @@ fn decode_head(request: &mut Request) -> Result<(), Violation> {
     }
 }
 
-/// Stages the next DATA frame of `out`'s body: Ok(false) once none is
-/// left.
-fn stage(out: &mut Outgoing) -> std::io::Result<bool> {
+/// What `stage` left in `staged`.
+enum Staged {
+    /// A DATA frame to write.
+    More,
+    /// Nothing yet: a script's output is awaited.
+    Waiting,
+    /// The body is all written.
+    Whole,
+    /// The body was cut (a script's): the stream must be reset.
+    Cut,
+}
+
+/// Stages the next DATA frame of `out`'s body: its chunks, then a
+/// script's output as it comes.
+fn stage(out: &mut Outgoing, script: Option<&mut Script>) -> std::io::Result<Staged> {
     loop {
         let Some(chunk) = out.body.get(out.next) else {
-            return Ok(false);
+            let Some(script) = script else {
+                return Ok(Staged::Whole);
+            };
+            return Ok(stage_script(out, script));
         };
         let left = chunk.size() - out.offset;
         if left == 0 {
@@ -829,15 +1036,43 @@ fn stage(out: &mut Outgoing) -> std::io::Result<bool> {
                 want
             }
         };
-        out.staged.truncate(HEADER_ROOM + n);
-        let header = frames::FrameHeader::new(frames::frame::DATA, n as u64);
-        let h = header.bytes();
-        out.staged[HEADER_ROOM - h.len()..HEADER_ROOM].copy_from_slice(h);
-        out.at = HEADER_ROOM - h.len();
-        out.staged_body = n as u64;
         out.offset += n as u64;
-        return Ok(true);
+        frame_staged(out, n);
+        return Ok(Staged::More);
     }
+}
+
+/// Stages a script's next output as a DATA frame.
+fn stage_script(out: &mut Outgoing, script: &mut Script) -> Staged {
+    while let Some(bytes) = script.output.pop_front() {
+        if out.no_body || bytes.is_empty() {
+            // Nothing goes out: its credit comes back at once.
+            out.staged_script += bytes.len();
+            continue;
+        }
+        out.staged.clear();
+        out.staged.resize(HEADER_ROOM, 0);
+        out.staged.extend_from_slice(&bytes);
+        frame_staged(out, bytes.len());
+        out.staged_script += bytes.len();
+        return Staged::More;
+    }
+    match script.end {
+        Some(true) => Staged::Whole,
+        Some(false) => Staged::Cut,
+        None => Staged::Waiting,
+    }
+}
+
+/// Puts a DATA frame header before the `n` body bytes staged after
+/// [`HEADER_ROOM`].
+fn frame_staged(out: &mut Outgoing, n: usize) {
+    out.staged.truncate(HEADER_ROOM + n);
+    let header = frames::FrameHeader::new(frames::frame::DATA, n as u64);
+    let h = header.bytes();
+    out.staged[HEADER_ROOM - h.len()..HEADER_ROOM].copy_from_slice(h);
+    out.at = HEADER_ROOM - h.len();
+    out.staged_body = n as u64;
 }
 
 /// Reads a block of a file; a file that ends early fails the body.
