@@ -40,6 +40,27 @@ const UNIX_CLIENT: &str = "unix:";
 /// The process-wide bound on running scripts (`--cgi-max`).
 static LIMITER: OnceLock<Limiter> = OnceLock::new();
 
+/// Script output held for an HTTP/2 or HTTP/3 stream whose client is slow
+/// to take it (the driver reads no more from the script until some of it
+/// is sent), and over HTTP/3 the request body read and not yet taken by
+/// the script.
+pub const CGI_QUEUE: usize = 64 << 10;
+
+/// What the driver of an HTTP/2 or HTTP/3 connection acts on for its
+/// scripts' streams: the sessions run no script themselves, and both
+/// drivers run them the same way (`serve::cgi::streams`).
+pub enum StreamEvent<Id> {
+    /// A CGI script is to run for `stream`.
+    Cgi { stream: Id, job: Box<CgiJob> },
+    /// `stream`'s request body has more for its script (`take_body`).
+    Body(Id),
+    /// `bytes` of `stream`'s script output went out: room for more.
+    Sent { stream: Id, bytes: usize },
+    /// `stream` is over (done, or reset): its script, if any, is
+    /// abandoned.
+    Gone(Id),
+}
+
 /// What an exchange is served with.
 #[derive(Clone, Copy)]
 pub struct Context<'a> {

@@ -30,7 +30,7 @@ use crate::http::response::Chunk;
 use crate::nghttp2::{self, code, Body, Flow, Frame, Session};
 use crate::pace::Pace;
 use crate::pipeline::{self, Sent};
-use crate::respond::{self, Answer, CgiJob};
+use crate::respond::{self, Answer};
 
 /// What the client sends first (the fuzz checks open connections with it).
 pub use crate::http::H2_PREFACE as PREFACE;
@@ -59,26 +59,13 @@ const BOMBS_FORGIVEN: usize = 1;
 /// calm down) may take to get it out before the socket just closes.
 const LAST_WORDS: Duration = Duration::from_secs(1);
 
-/// Script output held for a stream the client is slow to take; the driver
-/// reads no more from the script until some of it is sent.
-pub const CGI_QUEUE: usize = 64 << 10;
+pub use crate::exchange::CGI_QUEUE;
 
 /// What every stream of one connection is served with.
 pub use crate::pipeline::Served;
 
-/// What the driver has to act on.
-pub enum Event {
-    /// A CGI script is to run for `stream`.
-    Cgi { stream: i32, job: Box<CgiJob> },
-    /// `stream`'s request body has more for its script (`take_body`).
-    Body(i32),
-    /// `bytes` of `stream`'s script output went to the client: room for
-    /// more.
-    Sent { stream: i32, bytes: usize },
-    /// `stream` is closed (done, or reset): its script, if any, is
-    /// abandoned.
-    Gone(i32),
-}
+/// What the driver has to act on: a script's stream.
+pub type Event = crate::exchange::StreamEvent<i32>;
 
 pub struct Connection {
     engine: Session<Streams>,

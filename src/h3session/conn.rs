@@ -35,13 +35,14 @@ use quinn_proto::{
 use super::frames::{self, code, ControlReader, Event as Read, RequestReader, Violation};
 use super::qpack::{self, DecoderStream, Encoder, EncoderStream};
 use crate::complaint::{complain, Complaint};
+use crate::exchange::CGI_QUEUE;
 use crate::http::fields::{Fields, ResponseFields};
 use crate::http::limits::MAX_HEAD_BYTES;
 use crate::http::parse::ParseError;
 use crate::http::response::Chunk;
 use crate::pace::Pace;
 use crate::pipeline::{self, Sent, Served};
-use crate::respond::{self, Answer, CgiJob};
+use crate::respond::{self, Answer};
 
 /// How much of a body one DATA frame carries: a few QUIC packets' worth,
 /// read from a file with one pread(2).
@@ -56,24 +57,8 @@ const HEADER_ROOM: usize = 2 * frames::VARINT_MAX_LEN;
 /// close (as over HTTP/2).
 const LAST_WORDS: Duration = Duration::from_secs(1);
 
-/// Script output held for a stream the client is slow to take, and
-/// request body read for a script that has not taken it: the driver reads
-/// no more from the script, and this no more from the stream, until some
-/// of it has gone.
-pub const CGI_QUEUE: usize = 64 << 10;
-
-/// What the driver has to act on: a CGI script's stream, as over HTTP/2.
-pub enum Event {
-    /// A CGI script is to run for `stream`.
-    Cgi { stream: StreamId, job: Box<CgiJob> },
-    /// `stream`'s request body has more for its script (`take_body`).
-    Body(StreamId),
-    /// `bytes` of `stream`'s script output went to QUIC: room for more.
-    Sent { stream: StreamId, bytes: usize },
-    /// `stream` is over (done, or reset): its script, if any, is
-    /// abandoned.
-    Gone(StreamId),
-}
+/// What the driver has to act on: a script's stream, as over HTTP/2.
+pub type Event = crate::exchange::StreamEvent<StreamId>;
 
 /// One client's connection (see the module's comment).
 pub struct Connection {

@@ -12,6 +12,8 @@
 
 pub mod http1;
 pub(crate) mod pipes;
+#[cfg(any(feature = "http2", feature = "http3"))]
+pub(crate) mod streams;
 
 use std::future::Future;
 use std::io;

@@ -4,7 +4,6 @@
 //! frames out in one write (`link`), CGI scripts on pipes of their own
 //! (`cgi`), and the timers.
 
-mod cgi;
 mod link;
 
 use std::future::Future;
@@ -25,6 +24,7 @@ use crate::h2session::{Connection, Plan};
 use crate::origin::{Kind, Origin, Protocol};
 use crate::pace::Pace;
 use crate::pool;
+use crate::serve::cgi::streams::Scripts;
 use crate::serve::stop::Stop;
 use crate::serve::{idle, pacing, ready};
 use crate::site::Site;
@@ -36,7 +36,7 @@ use crate::site::Site;
 pub(crate) async fn serve(mut link: impl Link, served: Served, stop: impl Future<Output = ()>) {
     let served = Arc::new(served);
     let mut conn = Connection::new(Arc::clone(&served), Instant::now());
-    let mut scripts = cgi::Scripts::new(Arc::clone(&served));
+    let mut scripts = Scripts::new(Arc::clone(&served));
     tokio::pin!(stop);
     let mut stopped = false;
     let mut input = Vec::new();

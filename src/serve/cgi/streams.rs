@@ -1,29 +1,91 @@
-//! CGI over HTTP/2: each CGI stream's script runs in a task of its own
-//! through the one CGI driver ([`serve::cgi`](crate::serve::cgi)), whose
-//! [`Client`] is the task's end of the connection. The task and the
+//! CGI over HTTP/2 and HTTP/3: each script's stream runs in a task of its
+//! own through the one CGI driver ([`serve::cgi`](crate::serve::cgi)),
+//! whose [`Client`] is the task's end of the connection. The task and the
 //! connection talk by messages: the request body one way (as the client's
 //! DATA arrives), the exchange's steps the other (a head, body bytes, the
-//! end, or a whole response of ours), which the connection encodes like any
-//! other response's, so nothing about CGI (environment, statuses, local
-//! redirects, limits, timeouts, the log line, HSTS) is decided a second
-//! time for HTTP/2.
+//! end, or a whole response of ours), which the connection's session
+//! encodes like any other response's, so nothing about CGI (environment,
+//! statuses, local redirects, limits, timeouts, the log line, HSTS) is
+//! decided a second time for either protocol. The two sessions differ only
+//! in how they name a stream ([`Streams::Id`]).
 //!
-//! Script output is held to [`h2session::CGI_QUEUE`](crate::h2session::CGI_QUEUE) bytes per stream:
-//! the task sends only with credit, which comes back as the connection sends.
+//! Script output is held to [`CGI_QUEUE`] bytes per stream: the task
+//! sends only with credit, which comes back as the connection sends.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, Semaphore};
 
-use crate::exchange::Context;
-use crate::h2session::{Connection, Event, Served, CGI_QUEUE};
-use crate::pipeline::Sent;
+use crate::exchange::{Context, StreamEvent, CGI_QUEUE};
+use crate::pipeline::{Sent, Served};
 use crate::respond::CgiJob;
 use crate::serve::cgi::{self, Client, Gone};
 
+/// A connection's session as its scripts' streams need it: HTTP/2's or
+/// HTTP/3's.
+pub(crate) trait Streams {
+    type Id: Copy + Eq + Hash + Send + 'static;
+    /// Moves what arrived of the stream's body into `into`: true once it
+    /// is complete and all taken.
+    fn take_body(&mut self, id: Self::Id, into: &mut Vec<u8>) -> bool;
+    /// The script took `n` bytes of its body.
+    fn consumed(&mut self, id: Self::Id, n: usize);
+    fn cgi_head(&mut self, id: Self::Id, sent: Sent);
+    fn cgi_data(&mut self, id: Self::Id, bytes: &[u8]);
+    fn cgi_end(&mut self, id: Self::Id, complete: bool);
+    fn cgi_whole(&mut self, id: Self::Id, sent: Sent);
+}
+
+#[cfg(feature = "http2")]
+impl Streams for crate::h2session::Connection {
+    type Id = i32;
+    fn take_body(&mut self, id: i32, into: &mut Vec<u8>) -> bool {
+        self.take_body(id, into)
+    }
+    fn consumed(&mut self, id: i32, n: usize) {
+        self.consumed(id, n)
+    }
+    fn cgi_head(&mut self, id: i32, sent: Sent) {
+        self.cgi_head(id, sent)
+    }
+    fn cgi_data(&mut self, id: i32, bytes: &[u8]) {
+        self.cgi_data(id, bytes)
+    }
+    fn cgi_end(&mut self, id: i32, complete: bool) {
+        self.cgi_end(id, complete)
+    }
+    fn cgi_whole(&mut self, id: i32, sent: Sent) {
+        self.cgi_whole(id, sent)
+    }
+}
+
+#[cfg(feature = "http3")]
+impl Streams for crate::h3session::conn::Connection {
+    type Id = quinn_proto::StreamId;
+    fn take_body(&mut self, id: Self::Id, into: &mut Vec<u8>) -> bool {
+        self.take_body(id, into)
+    }
+    fn consumed(&mut self, id: Self::Id, n: usize) {
+        self.consumed(id, n)
+    }
+    fn cgi_head(&mut self, id: Self::Id, sent: Sent) {
+        self.cgi_head(id, sent)
+    }
+    fn cgi_data(&mut self, id: Self::Id, bytes: &[u8]) {
+        self.cgi_data(id, bytes)
+    }
+    fn cgi_end(&mut self, id: Self::Id, complete: bool) {
+        self.cgi_end(id, complete)
+    }
+    fn cgi_whole(&mut self, id: Self::Id, sent: Sent) {
+        self.cgi_whole(id, sent)
+    }
+}
+
 /// What a script's task tells the connection.
-pub(super) enum FromScript {
+pub(crate) enum FromScript {
     Head(Box<Sent>),
     Data(Vec<u8>),
     /// The body is over: whole, or cut (the stream is reset).
@@ -44,7 +106,7 @@ enum ToScript {
 }
 
 /// The connection's end of one script's task.
-pub(super) struct ScriptLink {
+struct ScriptLink {
     body: mpsc::UnboundedSender<ToScript>,
     /// Bytes of output the task may send before the connection sent more.
     credit: Arc<Semaphore>,
@@ -59,16 +121,16 @@ impl Drop for ScriptLink {
     }
 }
 
-/// A connection's CGI streams.
-pub(super) struct Scripts {
+/// A connection's scripts' streams, named by `Id`.
+pub(crate) struct Scripts<Id> {
     served: Arc<Served>,
-    links: HashMap<i32, ScriptLink>,
-    tx: mpsc::UnboundedSender<(i32, FromScript)>,
-    rx: mpsc::UnboundedReceiver<(i32, FromScript)>,
+    links: HashMap<Id, ScriptLink>,
+    tx: mpsc::UnboundedSender<(Id, FromScript)>,
+    rx: mpsc::UnboundedReceiver<(Id, FromScript)>,
 }
 
-impl Scripts {
-    pub(super) fn new(served: Arc<Served>) -> Scripts {
+impl<Id: Copy + Eq + Hash + Send + 'static> Scripts<Id> {
+    pub(crate) fn new(served: Arc<Served>) -> Scripts<Id> {
         let (tx, rx) = mpsc::unbounded_channel();
         Scripts {
             served,
@@ -78,11 +140,11 @@ impl Scripts {
         }
     }
 
-    /// Acts on what the connection said about a CGI stream.
-    pub(super) fn event(&mut self, event: Event, conn: &mut Connection) {
+    /// Acts on what the connection said about a script's stream.
+    pub(crate) fn event<C: Streams<Id = Id>>(&mut self, event: StreamEvent<Id>, conn: &mut C) {
         match event {
-            Event::Cgi { stream, job } => self.start(stream, job, conn),
-            Event::Body(stream) => {
+            StreamEvent::Cgi { stream, job } => self.start(stream, job, conn),
+            StreamEvent::Body(stream) => {
                 let Some(link) = self.links.get_mut(&stream) else {
                     return;
                 };
@@ -96,18 +158,18 @@ impl Scripts {
                     let _ = link.body.send(ToScript::End);
                 }
             }
-            Event::Sent { stream, bytes } => {
+            StreamEvent::Sent { stream, bytes } => {
                 if let Some(link) = self.links.get(&stream) {
                     link.credit.add_permits(bytes);
                 }
             }
-            Event::Gone(stream) => {
+            StreamEvent::Gone(stream) => {
                 self.links.remove(&stream);
             }
         }
     }
 
-    fn start(&mut self, stream: i32, job: Box<CgiJob>, conn: &mut Connection) {
+    fn start<C: Streams<Id = Id>>(&mut self, stream: Id, job: Box<CgiJob>, conn: &mut C) {
         let (body, from_conn) = mpsc::unbounded_channel();
         let credit = Arc::new(Semaphore::new(CGI_QUEUE));
         let link = ScriptLink {
@@ -124,11 +186,11 @@ impl Scripts {
         };
         tokio::spawn(task.run(job, Arc::clone(&self.served)));
         // Whatever body arrived with the head.
-        self.event(Event::Body(stream), conn);
+        self.event(StreamEvent::Body(stream), conn);
     }
 
     /// The next message of any script's task; never ready without one.
-    pub(super) async fn next(&mut self) -> (i32, FromScript) {
+    pub(crate) async fn next(&mut self) -> (Id, FromScript) {
         match self.rx.recv().await {
             Some(message) => message,
             // `self.tx` keeps the channel open.
@@ -137,7 +199,11 @@ impl Scripts {
     }
 
     /// Hands a task's message to the connection.
-    pub(super) fn apply(&mut self, (stream, message): (i32, FromScript), conn: &mut Connection) {
+    pub(crate) fn apply<C: Streams<Id = Id>>(
+        &mut self,
+        (stream, message): (Id, FromScript),
+        conn: &mut C,
+    ) {
         match message {
             FromScript::Head(sent) => conn.cgi_head(stream, *sent),
             FromScript::Data(bytes) => conn.cgi_data(stream, &bytes),
@@ -149,14 +215,14 @@ impl Scripts {
 }
 
 /// One stream's end of the connection, as the client of its exchange.
-struct StreamClient {
-    stream: i32,
-    tx: mpsc::UnboundedSender<(i32, FromScript)>,
+struct StreamClient<Id> {
+    stream: Id,
+    tx: mpsc::UnboundedSender<(Id, FromScript)>,
     from_conn: mpsc::UnboundedReceiver<ToScript>,
     credit: Arc<Semaphore>,
 }
 
-impl StreamClient {
+impl<Id: Copy + Send + 'static> StreamClient<Id> {
     async fn run(mut self, job: Box<CgiJob>, served: Arc<Served>) {
         let ctx = Context {
             cfg: &served.cfg,
@@ -174,7 +240,7 @@ impl StreamClient {
     }
 }
 
-impl Client for StreamClient {
+impl<Id: Copy + Send + 'static> Client for StreamClient<Id> {
     async fn body(&mut self) -> Result<Option<Vec<u8>>, Gone> {
         match self.from_conn.recv().await {
             Some(ToScript::Body(bytes)) => Ok(Some(bytes)),
