@@ -111,12 +111,6 @@ fn h2_connection_corpus() {
 
 #[cfg(feature = "http3")]
 #[test]
-fn h3_frames_corpus() {
-    replay("h3_frames", checks::h3_frames);
-}
-
-#[cfg(feature = "http3")]
-#[test]
 fn h3_reader_corpus() {
     replay("h3_reader", checks::h3_reader);
 }

@@ -497,6 +497,11 @@ impl Connection {
         self.engine.handler().map.insert(id, stream);
     }
 
+    /// What the connection's streams are served with.
+    pub fn served(&mut self) -> Arc<Served> {
+        Arc::clone(&self.engine.handler().served)
+    }
+
     /// A CGI stream's response head; its body follows with `cgi_data`.
     pub fn cgi_head(&mut self, id: i32, sent: Sent) {
         let Some(stream) = self.engine.handler().map.remove(&id) else {

@@ -34,11 +34,12 @@ use quinn_proto::{
 
 use super::frames::{self, code, ControlReader, Event as Read, RequestReader, Violation};
 use super::qpack::{self, DecoderStream, Encoder, EncoderStream};
+use super::BodyLength;
 use crate::complaint::{complain, Complaint};
 use crate::exchange::CGI_QUEUE;
 use crate::http::fields::{Fields, ResponseFields};
 use crate::http::limits::MAX_HEAD_BYTES;
-use crate::http::parse::ParseError;
+use crate::http::parse::{BodyFraming, ParseError};
 use crate::http::response::Chunk;
 use crate::pace::Pace;
 use crate::pipeline::{self, Sent, Served};
@@ -72,6 +73,9 @@ pub struct Connection {
     control: Option<StreamId>,
     /// The QUIC handshake completed: requests are no longer 0-RTT.
     confirmed: bool,
+    /// While it has not, it must by then (`--read-timeout` from the first
+    /// packet): a replayed 0-RTT flight never completes one.
+    handshake_by: Option<Instant>,
     /// The lowest client stream ID not yet seen (what a GOAWAY names).
     next_request: u64,
     /// A GOAWAY went out: streams from this ID on are refused.
@@ -112,6 +116,11 @@ struct Request {
     refused: Option<ParseError>,
     /// The stream's end came (FIN): no more body.
     ended: bool,
+    /// The body measured against its Content-Length, once the request is
+    /// decided (RFC 9114 §4.1.2: longer or shorter is malformed).
+    length: Option<BodyLength>,
+    /// Whether a body follows was waited for (see [`Phase::Undecided`]).
+    waited: bool,
     /// Body read and kept: until the request is decided (a script may
     /// want it), then for its script to take. At most [`CGI_QUEUE`].
     body: Vec<u8>,
@@ -124,7 +133,11 @@ impl Request {
     /// Whether body bytes that arrive are kept (for a script, or a
     /// request not yet decided) rather than dropped.
     fn keeps_body(&self) -> bool {
-        self.script.is_some() || matches!(self.phase, Phase::Head | Phase::Early)
+        self.script.is_some()
+            || matches!(
+                self.phase,
+                Phase::Head | Phase::Early | Phase::Undecided { .. }
+            )
     }
 }
 
@@ -143,6 +156,10 @@ enum Phase {
     /// Its head came as 0-RTT data, and its request may not be answered
     /// before the handshake completes.
     Early,
+    /// Its head came without a Content-Length and without the stream's
+    /// end: whether a body follows is waited for (until `by`), rather than
+    /// take a GET whose FIN is a packet behind for a chunked upload.
+    Undecided { by: Instant },
     /// Its response is being written.
     Sending(Box<Outgoing>),
     /// A script's, before its response's head (the driver's).
@@ -192,6 +209,7 @@ impl Connection {
     /// keep-alive timeout.
     pub fn new(quic: quinn_proto::Connection, served: Arc<Served>, now: Instant) -> Connection {
         let confirmed = !quic.is_handshaking();
+        let handshake_by = (!confirmed).then(|| now + served.cfg.read_timeout);
         let mut conn = Connection {
             quic,
             served,
@@ -199,6 +217,7 @@ impl Connection {
             uni: HashMap::new(),
             control: None,
             confirmed,
+            handshake_by,
             next_request: 0,
             goaway: None,
             idle_since: now,
@@ -210,6 +229,11 @@ impl Connection {
         };
         conn.open_control();
         conn
+    }
+
+    /// What the connection's streams are served with.
+    pub fn served(&self) -> &Arc<Served> {
+        &self.served
     }
 
     /// The underlying QUIC connection (its stats, its addresses).
@@ -270,7 +294,7 @@ impl Connection {
                 Phase::Sending(out) if out.at < out.staged.len() => {
                     earliest(Some(out.pace.deadline()))
                 }
-                Phase::Flushing { by } => earliest(Some(*by)),
+                Phase::Flushing { by } | Phase::Undecided { by } => earliest(Some(*by)),
                 _ => {}
             }
         }
@@ -279,6 +303,7 @@ impl Connection {
         }
         earliest(self.stop_by);
         earliest(self.closing_at);
+        earliest(self.handshake_by);
         at
     }
 
@@ -305,6 +330,19 @@ impl Connection {
                 // HTTP/1.1 connection with a partial head is.
                 self.close_soon(now);
             }
+        }
+        let undecided: Vec<StreamId> = self
+            .requests
+            .iter()
+            .filter(|(_, r)| matches!(r.phase, Phase::Undecided { by } if by <= now))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in undecided {
+            // Neither a body nor the end came: taken as a body to come.
+            if let Some(request) = self.requests.get_mut(&id) {
+                request.waited = true;
+            }
+            self.decide(id, now);
         }
         let flushed: Vec<StreamId> = self
             .requests
@@ -338,7 +376,8 @@ impl Connection {
             self.close_soon(now);
         }
         let due = |t: Option<Instant>| t.is_some_and(|t| t <= now);
-        if (due(self.stop_by) || due(self.closing_at)) && !self.quic.is_closed() {
+        let late = due(self.handshake_by);
+        if (due(self.stop_by) || due(self.closing_at) || late) && !self.quic.is_closed() {
             self.close(now, code::NO_ERROR);
         }
         self.drive(now);
@@ -487,6 +526,7 @@ impl Connection {
             match event {
                 QuicEvent::Connected => {
                     self.confirmed = true;
+                    self.handshake_by = None;
                     let early: Vec<StreamId> = self
                         .requests
                         .iter()
@@ -537,6 +577,8 @@ impl Connection {
             fields: Fields::default(),
             refused: None,
             ended: false,
+            length: None,
+            waited: false,
             body: Vec::new(),
             script: None,
             phase: Phase::Head,
@@ -656,14 +698,17 @@ impl Connection {
                 Ok(None) => {
                     request.ended = true;
                     more = true;
-                    result = request.reader.end();
+                    result = request.reader.end().and(measure_end(request));
                     break;
                 }
                 Err(ReadError::Blocked) => break,
                 Err(ReadError::Reset(_)) => {
                     // The client gave up on it: nothing more to do, unless
                     // a response is on its way.
-                    reset = matches!(request.phase, Phase::Head | Phase::Early);
+                    reset = matches!(
+                        request.phase,
+                        Phase::Head | Phase::Early | Phase::Undecided { .. }
+                    );
                     if request.script.is_some() {
                         // The script must not take a cut body for whole.
                         reset = true;
@@ -675,13 +720,14 @@ impl Connection {
         let _ = chunks.finalize();
         result?;
         let script = request.script.is_some();
+        let undecided = matches!(request.phase, Phase::Undecided { .. });
         if reset {
             let _ = self
                 .quic
                 .send_stream(id)
                 .reset(varint(code::REQUEST_CANCELLED));
             self.finished(id, now);
-        } else if head_came {
+        } else if head_came || (more && undecided) {
             self.decide(id, now);
         } else if more && script {
             self.events.push(Event::Body(id));
@@ -703,9 +749,27 @@ impl Connection {
         };
         let sent = match parsed {
             Ok(mut parsed) => {
+                let unannounced = parsed.framing == BodyFraming::None;
+                if unannounced && !request.ended && request.body.is_empty() && !request.waited {
+                    let by = now + cfg.read_timeout;
+                    request.phase = Phase::Undecided { by };
+                    return;
+                }
                 if !request.ended {
                     super::body_follows(&mut parsed);
                 }
+                let mut length = BodyLength::of(&parsed);
+                let measured = length
+                    .more(request.body.len())
+                    .and_then(|()| match request.ended {
+                        true => length.ended(),
+                        false => Ok(()),
+                    });
+                if measured.is_err() {
+                    self.refuse(id, code::MESSAGE_ERROR);
+                    return;
+                }
+                request.length = Some(length);
                 if !self.confirmed && !super::replay_safe(&parsed) {
                     request.phase = Phase::Early;
                     return;
@@ -805,7 +869,9 @@ impl Connection {
                     Err(_) => break Some(Staged::Cut),
                 }
                 if out.at < out.staged.len() {
-                    break None;
+                    // Taken in part: the next write says Blocked, which is
+                    // what has QUIC tell when the stream is writable again.
+                    continue;
                 }
                 out.sent.written += out.staged_body;
                 out.staged_body = 0;
@@ -947,12 +1013,28 @@ fn feed_request(
                 decode_head(request)?;
                 *head_came = true;
             }
-            Some(Read::Data(range)) if request.keeps_body() => {
-                request.body.extend_from_slice(&piece[range]);
+            Some(Read::Data(range)) => {
+                if let Some(length) = &mut request.length {
+                    let malformed = Violation::Stream(code::MESSAGE_ERROR);
+                    length.more(range.len()).map_err(|_| malformed)?;
+                }
+                if request.keeps_body() {
+                    request.body.extend_from_slice(&piece[range]);
+                }
             }
-            // Trailers, and a body nothing reads.
-            Some(Read::Trailers) | Some(Read::Data(_)) => {}
+            // Trailers.
+            Some(Read::Trailers) => {}
         }
+    }
+}
+
+/// The stream ended: a body shorter than its Content-Length is malformed.
+fn measure_end(request: &Request) -> Result<(), Violation> {
+    match &request.length {
+        Some(length) => length
+            .ended()
+            .map_err(|_| Violation::Stream(code::MESSAGE_ERROR)),
+        None => Ok(()),
     }
 }
 

@@ -27,6 +27,9 @@ use crate::serve::cgi::{self, Client, Gone};
 /// HTTP/3's.
 pub(crate) trait Streams {
     type Id: Copy + Eq + Hash + Send + 'static;
+    /// What the connection's streams are served with (a script's
+    /// environment: the site, the client).
+    fn served(&mut self) -> Arc<Served>;
     /// Moves what arrived of the stream's body into `into`: true once it
     /// is complete and all taken.
     fn take_body(&mut self, id: Self::Id, into: &mut Vec<u8>) -> bool;
@@ -41,6 +44,9 @@ pub(crate) trait Streams {
 #[cfg(feature = "http2")]
 impl Streams for crate::h2session::Connection {
     type Id = i32;
+    fn served(&mut self) -> Arc<Served> {
+        crate::h2session::Connection::served(self)
+    }
     fn take_body(&mut self, id: i32, into: &mut Vec<u8>) -> bool {
         self.take_body(id, into)
     }
@@ -64,6 +70,9 @@ impl Streams for crate::h2session::Connection {
 #[cfg(feature = "http3")]
 impl Streams for crate::h3session::conn::Connection {
     type Id = quinn_proto::StreamId;
+    fn served(&mut self) -> Arc<Served> {
+        Arc::clone(crate::h3session::conn::Connection::served(self))
+    }
     fn take_body(&mut self, id: Self::Id, into: &mut Vec<u8>) -> bool {
         self.take_body(id, into)
     }
@@ -121,19 +130,18 @@ impl Drop for ScriptLink {
     }
 }
 
-/// A connection's scripts' streams, named by `Id`.
+/// The scripts' streams of a connection, or of every connection a loop
+/// drives, named by `Id`.
 pub(crate) struct Scripts<Id> {
-    served: Arc<Served>,
     links: HashMap<Id, ScriptLink>,
     tx: mpsc::UnboundedSender<(Id, FromScript)>,
     rx: mpsc::UnboundedReceiver<(Id, FromScript)>,
 }
 
 impl<Id: Copy + Eq + Hash + Send + 'static> Scripts<Id> {
-    pub(crate) fn new(served: Arc<Served>) -> Scripts<Id> {
+    pub(crate) fn new() -> Scripts<Id> {
         let (tx, rx) = mpsc::unbounded_channel();
         Scripts {
-            served,
             links: HashMap::new(),
             tx,
             rx,
@@ -184,7 +192,7 @@ impl<Id: Copy + Eq + Hash + Send + 'static> Scripts<Id> {
             from_conn,
             credit,
         };
-        tokio::spawn(task.run(job, Arc::clone(&self.served)));
+        tokio::spawn(task.run(job, conn.served()));
         // Whatever body arrived with the head.
         self.event(StreamEvent::Body(stream), conn);
     }

@@ -36,7 +36,7 @@ use crate::site::Site;
 pub(crate) async fn serve(mut link: impl Link, served: Served, stop: impl Future<Output = ()>) {
     let served = Arc::new(served);
     let mut conn = Connection::new(Arc::clone(&served), Instant::now());
-    let mut scripts = Scripts::new(Arc::clone(&served));
+    let mut scripts = Scripts::new();
     tokio::pin!(stop);
     let mut stopped = false;
     let mut input = Vec::new();
