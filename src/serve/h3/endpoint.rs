@@ -1,7 +1,7 @@
 //! One UDP socket's QUIC endpoint and every connection on it, driven by
 //! one task: datagrams in through quinn-udp (recvmmsg, GRO), handed to
 //! quinn-proto's `Endpoint`, which routes them to each connection's
-//! [`h3session::conn::Connection`]; what the connections have to send
+//! [`Connection`]; what the connections have to send
 //! out again (sendmsg with GSO); their timers from one ordered set; their
 //! scripts' streams through one [`Scripts`]. No task per connection or per
 //! stream, no lock: the connections are this task's.
@@ -408,10 +408,7 @@ impl Driver {
     async fn transmit(&mut self, handle: ConnectionHandle) {
         let segments = self.udp.max_gso_segments();
         let mut buf = std::mem::take(&mut self.out);
-        loop {
-            let Some(conn) = self.conns.get_mut(&handle) else {
-                break;
-            };
+        while let Some(conn) = self.conns.get_mut(&handle) {
             buf.clear();
             let Some(transmit) = conn.session.transmit(Instant::now(), segments, &mut buf) else {
                 break;

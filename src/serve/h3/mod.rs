@@ -5,7 +5,7 @@
 //! like HTTP/2's session. Each request stream becomes the same
 //! [`parse::Request`](crate::http::parse::Request) an HTTP/1.1 or HTTP/2 request does and is
 //! decided by the same [`pipeline::answer`](crate::pipeline::answer); nothing about HTTP is
-//! decided here: this moves datagrams ([`endpoint`]).
+//! decided here: this moves datagrams (`endpoint`).
 //!
 //! One task per UDP socket drives that socket's endpoint and all its connections, on one
 //! current-thread runtime in a thread of its own (issue 42 moves them onto the workers' loops).
