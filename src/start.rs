@@ -102,9 +102,10 @@ struct Process {
 /// The public listeners (none in --inetd mode) and `--metrics`'.
 struct Listening {
     listeners: Option<listen::Bound>,
-    /// HTTP/3's UDP sockets (none without HTTPS, or with --no-http3).
+    /// HTTP/3's UDP sockets by worker (none without HTTPS, or with
+    /// --no-http3).
     #[cfg(feature = "http3")]
-    quic: Vec<std::net::UdpSocket>,
+    quic: Vec<Vec<std::net::UdpSocket>>,
     metrics: Option<metrics::Endpoint>,
 }
 
@@ -234,7 +235,7 @@ impl Steps for Process {
             #[cfg(feature = "tls")]
             tls: certs.tls.map(Arc::new),
             #[cfg(feature = "http3")]
-            quic: Arc::new(std::sync::Mutex::new(bound.quic)),
+            quic: Arc::new(serve::h3::Quic::new(bound.quic)),
         };
         let (cfg, site) = (Arc::new(cfg), Arc::new(site));
         let Some(listeners) = bound.listeners else {
@@ -253,11 +254,15 @@ impl Steps for Process {
     }
 }
 
-/// HTTP/3's UDP sockets, with HTTPS: one on each TCP address HTTPS listens
-/// on (the port --port 0 picked included), while still privileged. Sets
-/// the port Alt-Svc advertises once one is bound.
+/// HTTP/3's UDP sockets, with HTTPS: on each TCP address HTTPS listens on
+/// (the port --port 0 picked included), one per worker, while still
+/// privileged; by worker. Sets the port Alt-Svc advertises once one is
+/// bound.
 #[cfg(feature = "http3")]
-fn bind_http3(cfg: &mut Config, listeners: Option<&listen::Bound>) -> Vec<std::net::UdpSocket> {
+fn bind_http3(
+    cfg: &mut Config,
+    listeners: Option<&listen::Bound>,
+) -> Vec<Vec<std::net::UdpSocket>> {
     let Some(bound) = listeners.filter(|_| cfg.http3 && cfg.https.is_some()) else {
         return Vec::new();
     };
@@ -271,9 +276,10 @@ fn bind_http3(cfg: &mut Config, listeners: Option<&listen::Bound>) -> Vec<std::n
             _ => None,
         })
         .collect();
-    let sockets = serve::h3::bind(&addrs);
+    let sockets = serve::h3::bind(&addrs, bound.groups.len());
     cfg.alt_svc_port = sockets
         .first()
+        .and_then(|group| group.first())
         .and_then(|s| s.local_addr().ok())
         .map(|a| a.port());
     sockets

@@ -514,3 +514,68 @@ pub fn release_free_heap() {
         libc::malloc_trim(0);
     }
 }
+
+/// `SO_ATTACH_REUSEPORT_CBPF` (Linux 4.5), as asm-generic/socket.h numbers
+/// it (every architecture staticd is built for: not MIPS, PA-RISC or
+/// SPARC, which number it otherwise).
+const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 51;
+
+/// Steers each datagram that reaches `fd`'s SO_REUSEPORT group to the
+/// socket of index (first byte of its QUIC destination connection ID) mod
+/// `sockets`, whatever the sender's address: a QUIC connection's packets
+/// then reach the socket whose endpoint issued its connection IDs (which
+/// name it so, `serve::h3`), even after the client's address or port
+/// changes. The ID starts at byte 1 of a short-header packet and at byte 6
+/// of a long-header one (RFC 9000 §17.2, §17.3). A datagram too short to
+/// hold the byte goes to socket 0. The kernel falls back to its own hash
+/// if a program returns an index past the group.
+pub fn steer_quic_by_connection_id(fd: BorrowedFd<'_>, sockets: u32) -> io::Result<()> {
+    let op = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    };
+    let load_byte = libc::BPF_LD | libc::BPF_B | libc::BPF_ABS;
+    let mut program = [
+        // 0: A = the first byte; its top bit marks a long header.
+        op(load_byte, 0, 0, 0),
+        // 1: long header? to 4, else on to 2.
+        op(libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K, 2, 0, 0x80),
+        // 2: short header: the ID's first byte is the packet's second.
+        op(load_byte, 0, 0, 1),
+        // 3: on to 5.
+        op(libc::BPF_JMP | libc::BPF_JA, 0, 0, 1),
+        // 4: long header: flags, version (4), the ID's length, the ID.
+        op(load_byte, 0, 0, 6),
+        // 5: A %= sockets.
+        op(
+            libc::BPF_ALU | libc::BPF_MOD | libc::BPF_K,
+            0,
+            0,
+            sockets.max(1),
+        ),
+        // 6: that socket.
+        op(libc::BPF_RET | libc::BPF_A, 0, 0, 0),
+    ];
+    let fprog = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_mut_ptr(),
+    };
+    // SAFETY: `fprog` points at `program`, whose length it gives, both
+    // alive for the call; the kernel copies the program and keeps no
+    // pointer to either.
+    let rc = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&fd),
+            libc::SOL_SOCKET,
+            SO_ATTACH_REUSEPORT_CBPF,
+            (&fprog as *const libc::sock_fprog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    match rc {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
+}

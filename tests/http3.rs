@@ -664,7 +664,38 @@ fn sigterm_with_an_idle_http3_connection_exits_zero(v: Variant) {
     assert_eq!(status.code(), Some(0), "{}", describe(status));
 }
 
+/// A client whose address changes (a NAT rebinding, a phone between networks) keeps its
+/// connection: each of the 4 workers has its own UDP socket, and the datagrams from the
+/// new port reach the one that owns the connection by its connection ID, not by the
+/// kernel's hash of the addresses (which would pick another socket 3 times in 4).
+fn a_connection_survives_its_clients_port_changing(v: Variant) {
+    let (root, _) = site();
+    let server = Server::builder(v, root.path())
+        .args(["--threads", "4"])
+        .start();
+    let requests: Vec<_> = (0..9).map(|_| head(&server, "GET", "/small.txt")).collect();
+    let ports = by_hand(&server, async move |conn| {
+        let mut ports = Vec::new();
+        for (i, req) in requests.into_iter().enumerate() {
+            if i > 0 {
+                let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+                conn.endpoint.rebind(socket).unwrap();
+            }
+            ports.push(conn.endpoint.local_addr().unwrap().port());
+            let mut stream = conn.sender.send_request(req).await?;
+            stream.finish().await?;
+            let (parts, body) = h3_response_of(&mut stream).await?;
+            assert_eq!(parts.status.as_u16(), 200, "from port {}", ports[i]);
+            assert_eq!(body, SMALL);
+        }
+        Ok(ports)
+    });
+    let distinct: std::collections::HashSet<_> = ports.iter().collect();
+    assert_eq!(distinct.len(), ports.len(), "{ports:?}");
+}
+
 matrix!([h3] standalone:
+    a_connection_survives_its_clients_port_changing,
     bodies_and_fields_are_http1s,
     hsts_is_sent_over_http3,
     the_access_log_says_http_3_0,

@@ -36,7 +36,7 @@ pub fn run(
     workers::run_workers(cfg, site, listeners, extras, worker)
 }
 
-fn worker(shared: Shared, group: Vec<Listener>) {
+fn worker(shared: Shared, group: Vec<Listener>, index: usize) {
     let build = || {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -46,11 +46,16 @@ fn worker(shared: Shared, group: Vec<Listener>) {
         return;
     };
     rt.block_on(async move {
+        let h3 = workers::start_http3(&shared, index);
         let lot = tokio::spawn(watch_lot(shared.clone()));
         // A task of its own (see `Stop::listeners_must_close`).
         let _ = tokio::spawn(accept_until_stop(group, shared.clone())).await;
         let _ = lot.await;
         stop::connections_drained(&shared.stop, &shared.conns, shared.cfg.shutdown_grace).await;
+        // HTTP/3's connections end within the same grace.
+        for task in h3 {
+            let _ = task.await;
+        }
     });
 }
 

@@ -51,9 +51,10 @@ fn linger_deadline() -> Instant {
 pub struct Extras {
     #[cfg(feature = "tls")]
     pub tls: Option<std::sync::Arc<crate::tls::Acceptor>>,
-    /// HTTP/3's UDP sockets, bound at start-up; the transport takes them.
+    /// HTTP/3's UDP sockets, bound at start-up, by worker; each worker
+    /// takes its own.
     #[cfg(feature = "http3")]
-    pub quic: std::sync::Arc<std::sync::Mutex<Vec<std::net::UdpSocket>>>,
+    pub quic: std::sync::Arc<h3::Quic>,
 }
 
 impl Extras {

@@ -24,7 +24,7 @@ pub(crate) fn run_workers(
     site: Arc<Site>,
     listeners: Vec<Vec<Listener>>,
     extras: Extras,
-    worker: fn(Shared, Vec<Listener>),
+    worker: fn(Shared, Vec<Listener>, usize),
 ) -> io::Result<()> {
     // Signal handlers first: from the first accepted connection on, SIGTERM
     // must mean a graceful stop, never the default kill.
@@ -69,17 +69,15 @@ pub(crate) fn run_workers(
         conns: Arc::clone(&conns),
         extras,
     };
+    // Before the workers take their sockets.
+    announce_http3(&shared.extras);
     let mut workers = Vec::new();
     for (i, group) in listeners.into_iter().enumerate() {
         let shared = shared.clone();
         let handle = std::thread::Builder::new()
             .name(format!("staticd-{i}"))
-            .spawn(move || worker(shared, group))?;
+            .spawn(move || worker(shared, group, i))?;
         workers.push(handle);
-    }
-    #[cfg(feature = "http3")]
-    if let Some(h3) = start_http3(&shared) {
-        workers.push(h3);
     }
     super::notify::ready(&format!("listening on {}", names.join(", ")));
     signals.block_on(stop_signals.recv());
@@ -94,35 +92,39 @@ pub(crate) fn run_workers(
     Ok(())
 }
 
-/// Starts HTTP/3 on the UDP sockets start-up bound, if it bound any: a
-/// thread of its own, which counts as a worker (it closes its endpoints
-/// when the stop begins, and is joined).
-#[cfg(feature = "http3")]
-fn start_http3(shared: &Shared) -> Option<std::thread::JoinHandle<()>> {
-    let sockets = std::mem::take(&mut *shared.extras.quic.lock().ok()?);
-    if sockets.is_empty() {
-        return None;
+/// Starts HTTP/3 on worker `index`'s UDP sockets, on its runtime (see
+/// [`h3`](super::h3)); the tasks, for the worker to wait for once its TCP
+/// connections are done. None without HTTP/3.
+pub(crate) fn start_http3(shared: &Shared, index: usize) -> Vec<tokio::task::JoinHandle<()>> {
+    #[cfg(feature = "http3")]
+    {
+        let Some(tls) = shared.extras.tls.clone() else {
+            return Vec::new();
+        };
+        let h3 = super::h3::Shared {
+            cfg: Arc::clone(&shared.cfg),
+            site: Arc::clone(&shared.site),
+            stop: shared.stop.clone(),
+            conns: Arc::clone(&shared.conns),
+            tls,
+        };
+        super::h3::serve_on_worker(h3, &shared.extras.quic, index)
     }
-    for socket in &sockets {
-        if let Ok(addr) = socket.local_addr() {
-            eprintln!("staticd: HTTP/3 on {addr} (UDP)");
-        }
+    #[cfg(not(feature = "http3"))]
+    {
+        let _ = (shared, index);
+        Vec::new()
     }
-    let tls = shared.extras.tls.clone()?;
-    let h3 = super::h3::Shared {
-        cfg: Arc::clone(&shared.cfg),
-        site: Arc::clone(&shared.site),
-        stop: shared.stop.clone(),
-        conns: Arc::clone(&shared.conns),
-        tls,
-    };
-    match super::h3::start(h3, sockets) {
-        Ok(handle) => Some(handle),
-        Err(e) => {
-            log::diagnostic(&format!("staticd: no HTTP/3: {}\n", describe(&e)));
-            None
-        }
+}
+
+/// Says on which addresses HTTP/3 is served.
+fn announce_http3(extras: &Extras) {
+    #[cfg(feature = "http3")]
+    for addr in extras.quic.addrs() {
+        eprintln!("staticd: HTTP/3 on {addr} (UDP)");
     }
+    #[cfg(not(feature = "http3"))]
+    let _ = extras;
 }
 
 /// SIGINT and SIGTERM, both meaning: stop gracefully; and SIGHUP, which

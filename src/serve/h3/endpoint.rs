@@ -9,6 +9,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::{self, IoSliceMut};
 use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -41,6 +42,57 @@ const QUIC_TLS: Option<log::Tls> = Some(log::Tls {
     resumed: None,
     proto: log::Alpn::H3,
 });
+
+/// The length of staticd's connection IDs.
+const CID_LEN: usize = 8;
+
+/// Connection IDs that name the worker whose endpoint issued them: their
+/// first byte is `worker` modulo `workers` (its high bits random), which is
+/// what the program `serve::h3::bind` attaches to the sockets computes, so
+/// every datagram of a connection reaches its worker's socket. The other
+/// bytes are random (RFC 9000 §5.1: nothing in them ties one ID of a
+/// connection to another).
+#[derive(Clone, Copy)]
+pub(super) struct WorkerCids {
+    worker: u8,
+    workers: u8,
+}
+
+impl WorkerCids {
+    pub(super) fn new(worker: usize, workers: usize) -> WorkerCids {
+        WorkerCids {
+            worker: worker as u8,
+            workers: workers.max(1) as u8,
+        }
+    }
+
+    /// The worker an ID names.
+    #[cfg(test)]
+    fn worker_of(&self, cid: &[u8]) -> u8 {
+        cid[0] % self.workers
+    }
+}
+
+impl quinn_proto::ConnectionIdGenerator for WorkerCids {
+    fn generate_cid(&mut self) -> quinn_proto::ConnectionId {
+        let mut random = quinn_proto::RandomConnectionIdGenerator::new(CID_LEN);
+        let cid = quinn_proto::ConnectionIdGenerator::generate_cid(&mut random);
+        let mut bytes = [0u8; CID_LEN];
+        bytes.copy_from_slice(&cid[..CID_LEN]);
+        let workers = usize::from(self.workers);
+        let high = usize::from(bytes[0]) % (256 / workers);
+        bytes[0] = (high * workers + usize::from(self.worker)) as u8;
+        quinn_proto::ConnectionId::new(&bytes)
+    }
+
+    fn cid_len(&self) -> usize {
+        CID_LEN
+    }
+
+    fn cid_lifetime(&self) -> Option<std::time::Duration> {
+        None
+    }
+}
 
 /// One connection and what it holds.
 struct Conn {
@@ -100,8 +152,9 @@ pub(super) struct Driver {
     /// Connections that did something since they last sent.
     touched: HashSet<ConnectionHandle>,
     scripts: Scripts<ScriptId>,
-    /// Handshakes in progress from addresses not validated.
-    unvalidated: usize,
+    /// What the workers share: the count of handshakes in progress from
+    /// addresses not validated.
+    quic: Arc<super::Quic>,
     config: Arc<quinn_proto::ServerConfig>,
     reads: Vec<Vec<u8>>,
     out: Vec<u8>,
@@ -111,14 +164,16 @@ impl Driver {
     pub(super) fn new(
         shared: Arc<Shared>,
         socket: UdpSocket,
-        config: Arc<quinn_proto::ServerConfig>,
+        (config, cids, quic): (Arc<quinn_proto::ServerConfig>, WorkerCids, Arc<super::Quic>),
     ) -> io::Result<Driver> {
         socket.set_nonblocking(true)?;
         let udp = UdpSocketState::new(UdpSockRef::from(&socket))?;
         let local = socket.local_addr()?;
         let socket = tokio::net::UdpSocket::from_std(socket)?;
+        let mut endpoint_config = EndpointConfig::default();
+        endpoint_config.cid_generator(move || Box::new(cids));
         let endpoint = Endpoint::new(
-            Arc::new(EndpointConfig::default()),
+            Arc::new(endpoint_config),
             Some(Arc::clone(&config)),
             !udp.may_fragment(),
             None,
@@ -133,7 +188,7 @@ impl Driver {
             timers: BTreeSet::new(),
             touched: HashSet::new(),
             scripts: Scripts::new(),
-            unvalidated: 0,
+            quic,
             config,
             reads: (0..BATCH).map(|_| vec![0; READ_SIZE]).collect(),
             out: Vec::new(),
@@ -273,7 +328,8 @@ impl Driver {
             return;
         };
         let validated = incoming.remote_address_validated();
-        if !validated && self.unvalidated >= RETRY_ABOVE {
+        let unvalidated = &self.quic.unvalidated;
+        if !validated && unvalidated.load(Ordering::Relaxed) >= RETRY_ABOVE {
             let transmit = match incoming.may_retry() {
                 true => self.endpoint.retry(incoming, buf).ok(),
                 false => Some(self.endpoint.refuse(incoming, buf)),
@@ -311,7 +367,7 @@ impl Driver {
             origin,
         });
         if !validated {
-            self.unvalidated += 1;
+            self.quic.unvalidated.fetch_add(1, Ordering::Relaxed);
         }
         let conn = Conn {
             session: Connection::new(quic, served, now),
@@ -386,14 +442,14 @@ impl Driver {
         }
         if conn.unvalidated && !conn.session.quic().is_handshaking() {
             conn.unvalidated = false;
-            self.unvalidated -= 1;
+            self.quic.unvalidated.fetch_sub(1, Ordering::Relaxed);
         }
         if let Some(at) = conn.deadline.take() {
             self.timers.remove(&(at, handle));
         }
         if conn.session.is_drained() {
             if conn.unvalidated {
-                self.unvalidated -= 1;
+                self.quic.unvalidated.fetch_sub(1, Ordering::Relaxed);
             }
             self.conns.remove(&handle);
             return;
@@ -478,5 +534,27 @@ fn map_event(
             bytes,
         },
         E::Gone(stream) => E::Gone((handle, stream)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quinn_proto::ConnectionIdGenerator;
+
+    #[test]
+    fn connection_ids_name_their_worker_and_are_otherwise_random() {
+        for workers in [1, 2, 3, 7, 64, 128] {
+            for worker in 0..workers {
+                let mut cids = WorkerCids::new(worker, workers);
+                let ids: Vec<_> = (0..50).map(|_| cids.generate_cid()).collect();
+                for id in &ids {
+                    assert_eq!(id.len(), CID_LEN);
+                    assert_eq!(usize::from(cids.worker_of(id)), worker, "{workers} workers");
+                }
+                let distinct: HashSet<_> = ids.iter().map(|id| id[..].to_vec()).collect();
+                assert_eq!(distinct.len(), ids.len());
+            }
+        }
     }
 }

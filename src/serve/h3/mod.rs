@@ -7,8 +7,11 @@
 //! decided by the same [`pipeline::answer`](crate::pipeline::answer); nothing about HTTP is
 //! decided here: this moves datagrams (`endpoint`).
 //!
-//! One task per UDP socket drives that socket's endpoint and all its connections, on one
-//! current-thread runtime in a thread of its own (issue 42 moves them onto the workers' loops).
+//! Each worker thread has a UDP socket of its own on each address (SO_REUSEPORT), and one
+//! task on its own loop drives that socket's endpoint and all its connections, as the worker
+//! serves its TCP connections: no runtime, thread or lock of HTTP/3's own. A connection's
+//! IDs name its worker, and a program attached to the sockets steers each datagram by them,
+//! so a connection stays on its worker when the client's address changes.
 //!
 //! Limits: `--max-connections` and `--max-connections-per-ip` count QUIC connections with TCP's (a
 //! connection over either bound is refused at its first packet); `--h2-max-streams` bounds
@@ -22,7 +25,9 @@ mod endpoint;
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::Arc;
+use std::os::fd::AsFd;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use quinn_proto::crypto::rustls::QuicServerConfig;
 
@@ -30,7 +35,7 @@ use super::limits::Connections;
 use crate::config::Config;
 use crate::log;
 use crate::site::Site;
-use crate::sys::describe;
+use crate::sys::{self, describe};
 
 /// Handshakes in progress from addresses not yet validated above which new
 /// ones are asked to prove their address first (a Retry: one more round
@@ -49,19 +54,25 @@ const SOCKET_BUFFER: usize = 4 << 20;
 /// unsent-bytes bound does its share.
 const SEND_WINDOW: u64 = 1 << 20;
 
-/// Binds a UDP socket on each address, the TCP listeners' ones. An address
-/// that cannot be bound is left out with a warning: HTTP/3 is an addition
-/// HTTPS works without, so it never stops start-up.
-pub fn bind(addrs: &[SocketAddr]) -> Vec<UdpSocket> {
-    let mut sockets = Vec::new();
+/// Binds `workers` UDP sockets on each address (the TCP listeners'), one
+/// per worker, sharing it through SO_REUSEPORT, with a program that steers
+/// each datagram to the socket whose endpoint owns its connection
+/// ([`sys::steer_quic_by_connection_id`]); the sockets by worker. An
+/// address that cannot be bound is left out with a warning: HTTP/3 is an
+/// addition HTTPS works without, so it never stops start-up.
+pub fn bind(addrs: &[SocketAddr], workers: usize) -> Vec<Vec<UdpSocket>> {
+    let workers = workers.clamp(1, MAX_WORKERS);
+    let mut groups: Vec<Vec<UdpSocket>> = (0..workers).map(|_| Vec::new()).collect();
     let mut capped = None;
     for &addr in addrs {
-        match bind_one(addr) {
-            Ok((socket, got)) => {
+        match bind_group(addr, workers) {
+            Ok((sockets, got)) => {
                 if got < SOCKET_BUFFER {
                     capped = Some(got);
                 }
-                sockets.push(socket);
+                for (group, socket) in groups.iter_mut().zip(sockets) {
+                    group.push(socket);
+                }
             }
             Err(e) => eprintln!(
                 "staticd: warning: no HTTP/3 on {addr}: cannot bind UDP: {}",
@@ -78,13 +89,48 @@ pub fn bind(addrs: &[SocketAddr]) -> Vec<UdpSocket> {
             SOCKET_BUFFER >> 10
         );
     }
-    sockets
+    match groups[0].is_empty() {
+        true => Vec::new(),
+        false => groups,
+    }
+}
+
+/// Connection IDs name their worker in their first byte (see
+/// [`endpoint::WorkerCids`]): at most this many workers serve HTTP/3 (the
+/// rest of a larger `--threads` serve TCP only).
+const MAX_WORKERS: usize = 128;
+
+/// `workers` sockets sharing `addr`, steered by connection ID, and the
+/// smallest buffer the kernel granted.
+fn bind_group(addr: SocketAddr, workers: usize) -> io::Result<(Vec<UdpSocket>, usize)> {
+    // A plain bind first: another process's sockets on the port (another
+    // staticd's, sharing it through SO_REUSEPORT as these do) fail it,
+    // rather than take a share of this one's datagrams.
+    drop(bind_one(addr, false)?);
+    let (first, mut granted) = bind_one(addr, true)?;
+    let addr = first.local_addr()?;
+    if workers > 1 {
+        if let Err(e) = sys::steer_quic_by_connection_id(first.as_fd(), workers as u32) {
+            eprintln!(
+                "staticd: warning: HTTP/3 on {addr}: cannot steer datagrams by connection \
+                 ID ({}): a client whose address changes loses its connection",
+                describe(&e)
+            );
+        }
+    }
+    let mut sockets = vec![first];
+    for _ in 1..workers {
+        let (socket, got) = bind_one(addr, true)?;
+        granted = granted.min(got);
+        sockets.push(socket);
+    }
+    Ok((sockets, granted))
 }
 
 /// One UDP socket on `addr` (IPv6 only for an IPv6 address, as TCP's
 /// listeners are, so that `0.0.0.0` and `[::]` both bind), with the socket
 /// buffers asked for; and the smaller buffer the kernel granted.
-fn bind_one(addr: SocketAddr) -> io::Result<(UdpSocket, usize)> {
+fn bind_one(addr: SocketAddr, reuse_port: bool) -> io::Result<(UdpSocket, usize)> {
     use rustix::net::{sockopt, AddressFamily, SocketFlags, SocketType};
     let family = match addr {
         SocketAddr::V4(_) => AddressFamily::INET,
@@ -93,6 +139,9 @@ fn bind_one(addr: SocketAddr) -> io::Result<(UdpSocket, usize)> {
     let fd = rustix::net::socket_with(family, SocketType::DGRAM, SocketFlags::CLOEXEC, None)?;
     if addr.is_ipv6() {
         sockopt::set_ipv6_v6only(&fd, true)?;
+    }
+    if reuse_port {
+        sockopt::set_socket_reuseport(&fd, true)?;
     }
     rustix::net::bind(&fd, &addr)?;
     // Best effort: the kernel halves nothing and caps silently.
@@ -115,45 +164,90 @@ pub(crate) struct Shared {
     pub(crate) tls: Arc<crate::tls::Acceptor>,
 }
 
-/// Serves HTTP/3 on `sockets` in a thread of its own until the stop and
-/// its grace are over; the handle to join.
-pub(crate) fn start(
+/// What the workers' HTTP/3 shares: their sockets until each takes its
+/// own, one QUIC configuration (one TLS session cache: a ticket one worker
+/// issued resumes, with 0-RTT, on another), and the count of handshakes
+/// from addresses not yet validated (the Retry threshold is the process's).
+pub struct Quic {
+    sockets: Mutex<Vec<Vec<UdpSocket>>>,
+    config: OnceLock<Option<Arc<quinn_proto::ServerConfig>>>,
+    unvalidated: AtomicUsize,
+}
+
+impl Quic {
+    /// `sockets` by worker, as [`bind`] returns them.
+    pub fn new(sockets: Vec<Vec<UdpSocket>>) -> Quic {
+        Quic {
+            sockets: Mutex::new(sockets),
+            config: OnceLock::new(),
+            unvalidated: AtomicUsize::new(0),
+        }
+    }
+
+    /// No sockets: no HTTP/3 (inetd mode, or without HTTPS).
+    pub fn none() -> Quic {
+        Quic::new(Vec::new())
+    }
+
+    /// The addresses HTTP/3 is served on (worker 0's sockets': every
+    /// worker has one on each).
+    pub fn addrs(&self) -> Vec<SocketAddr> {
+        let sockets = self.sockets.lock().unwrap_or_else(|p| p.into_inner());
+        let first = sockets.first().into_iter().flatten();
+        first.filter_map(|s| s.local_addr().ok()).collect()
+    }
+
+    /// Worker `worker`'s sockets (once), and how many workers have some.
+    fn take(&self, worker: usize) -> (Vec<UdpSocket>, usize) {
+        let mut sockets = self.sockets.lock().unwrap_or_else(|p| p.into_inner());
+        let workers = sockets.len();
+        let mine = sockets.get_mut(worker).map(std::mem::take);
+        (mine.unwrap_or_default(), workers)
+    }
+}
+
+impl Default for Quic {
+    fn default() -> Quic {
+        Quic::none()
+    }
+}
+
+/// Serves HTTP/3 on worker `worker`'s sockets (one per address) from this
+/// worker's runtime until the stop and its grace are over: one task per
+/// socket; the tasks, for the worker to wait for at its end.
+pub(crate) fn serve_on_worker(
     shared: Shared,
-    sockets: Vec<UdpSocket>,
-) -> io::Result<std::thread::JoinHandle<()>> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let config = Arc::new(server_config(&shared)?);
+    quic: &Arc<Quic>,
+    worker: usize,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let (sockets, workers) = quic.take(worker);
+    if sockets.is_empty() || worker >= MAX_WORKERS {
+        return Vec::new();
+    }
+    let config = quic.config.get_or_init(|| match server_config(&shared) {
+        Ok(config) => Some(Arc::new(config)),
+        Err(e) => {
+            log::diagnostic(&format!("staticd: no HTTP/3: {}\n", describe(&e)));
+            None
+        }
+    });
+    let Some(config) = config else {
+        return Vec::new();
+    };
     let shared = Arc::new(shared);
-    std::thread::Builder::new()
-        .name("staticd-h3".to_string())
-        .spawn(move || {
-            runtime.block_on(async move {
-                // Its sockets count as one listener group: the stop waits
-                // for them to stop taking new connections.
-                shared.stop.listening();
-                let mut tasks = Vec::new();
-                for socket in sockets {
-                    let config = Arc::clone(&config);
-                    match endpoint::Driver::new(Arc::clone(&shared), socket, config) {
-                        Ok(driver) => tasks.push(tokio::spawn(driver.run())),
-                        Err(e) => log::diagnostic(&format!(
-                            "staticd: HTTP/3: cannot start an endpoint: {}\n",
-                            describe(&e)
-                        )),
-                    }
-                }
-                let closed = tokio::spawn(async move {
-                    shared.stop.listeners_must_close().await;
-                    shared.stop.listeners_closed();
-                });
-                for task in tasks {
-                    let _ = task.await;
-                }
-                let _ = closed.await;
-            });
-        })
+    let cids = endpoint::WorkerCids::new(worker, workers.clamp(1, MAX_WORKERS));
+    let mut tasks = Vec::new();
+    for socket in sockets {
+        let parts = (Arc::clone(config), cids, Arc::clone(quic));
+        match endpoint::Driver::new(Arc::clone(&shared), socket, parts) {
+            Ok(driver) => tasks.push(tokio::spawn(driver.run())),
+            Err(e) => log::diagnostic(&format!(
+                "staticd: HTTP/3: cannot start an endpoint: {}\n",
+                describe(&e)
+            )),
+        }
+    }
+    tasks
 }
 
 /// quinn-proto's server configuration: the TLS of `quic_config`, and the
