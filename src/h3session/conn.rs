@@ -87,6 +87,9 @@ pub struct Connection {
     stop_by: Option<Instant>,
     /// The last GOAWAY went out: the connection closes then.
     closing_at: Option<Instant>,
+    /// The client sent GOAWAY: it is closing down, and the connection
+    /// closes as soon as no stream is open.
+    client_leaving: bool,
     /// Scratch for one response head's field section.
     section: Vec<u8>,
     events: Vec<Event>,
@@ -223,6 +226,7 @@ impl Connection {
             idle_since: now,
             stop_by: None,
             closing_at: None,
+            client_leaving: false,
             section: Vec::new(),
             events: Vec::new(),
             now,
@@ -593,7 +597,7 @@ impl Connection {
     /// resets the stream.
     fn readable(&mut self, id: StreamId, now: Instant) {
         let result = match id.dir() {
-            Dir::Uni => self.read_uni(id),
+            Dir::Uni => self.read_uni(id, now),
             Dir::Bi => self.read_request(id, now),
         };
         match result {
@@ -605,8 +609,9 @@ impl Connection {
         }
     }
 
-    /// Reads a client's unidirectional stream.
-    fn read_uni(&mut self, id: StreamId) -> Result<(), Violation> {
+    /// Reads a client's unidirectional stream. A GOAWAY on its control
+    /// stream: the connection closes once the streams open are done.
+    fn read_uni(&mut self, id: StreamId, now: Instant) -> Result<(), Violation> {
         let Some(uni) = self.uni.get_mut(&id) else {
             return Ok(());
         };
@@ -618,7 +623,7 @@ impl Connection {
         loop {
             match chunks.next(usize::MAX) {
                 Ok(Some(chunk)) => {
-                    result = feed_uni(uni, &chunk.bytes);
+                    result = feed_uni(uni, &chunk.bytes, &mut self.client_leaving);
                     if result.is_err() {
                         break;
                     }
@@ -649,7 +654,11 @@ impl Connection {
             self.uni.remove(&id);
         }
         result?;
-        self.check_uni_kinds()
+        self.check_uni_kinds()?;
+        if self.client_leaving && self.requests.is_empty() && !self.quic.is_closed() {
+            self.close(now, code::NO_ERROR);
+        }
+        Ok(())
     }
 
     /// One of each critical stream at most (RFC 9114 §6.2.1, RFC 9204
@@ -961,7 +970,7 @@ impl Connection {
         }
         if self.requests.is_empty() {
             self.idle_since = now;
-            if self.stop_by.is_some() {
+            if self.stop_by.is_some() || self.client_leaving {
                 // Everything it was asked for is the client's: done.
                 self.close(now, code::NO_ERROR);
             }
@@ -970,7 +979,7 @@ impl Connection {
 }
 
 /// Feeds a unidirectional stream's bytes to what reads its kind.
-fn feed_uni(uni: &mut Uni, bytes: &[u8]) -> Result<(), Violation> {
+fn feed_uni(uni: &mut Uni, bytes: &[u8], leaving: &mut bool) -> Result<(), Violation> {
     if let Uni::Type(held) = uni {
         held.extend_from_slice(bytes);
         let Some((ty, n)) = frames::varint(held) else {
@@ -985,11 +994,15 @@ fn feed_uni(uni: &mut Uni, bytes: &[u8]) -> Result<(), Violation> {
             frames::stream::PUSH => return Err(Violation::Connection(code::STREAM_CREATION_ERROR)),
             _ => Uni::Ignored,
         };
-        return feed_uni(uni, &rest);
+        return feed_uni(uni, &rest, leaving);
     }
     let qpack = |e: qpack::Error| Violation::Connection(e.code());
     match uni {
-        Uni::Control(reader) => reader.read(bytes, |_| {}),
+        // The client's GOAWAY: it is closing down (RFC 9114 §5.2). Its
+        // settings ask nothing of staticd's small response heads.
+        Uni::Control(reader) => reader.read(bytes, |said| {
+            *leaving |= matches!(said, frames::Control::Goaway(_));
+        }),
         Uni::Encoder(reader) => reader.read(bytes).map_err(qpack),
         Uni::Decoder(reader) => reader.read(bytes).map_err(qpack),
         Uni::Ignored | Uni::Type(_) => Ok(()),

@@ -502,6 +502,24 @@ fn a_stop_lets_open_streams_finish_then_closes() {
     assert_eq!(net.closed_with(), Some(code::NO_ERROR));
 }
 
+#[test]
+fn a_client_that_sends_goaway_is_closed_once_its_streams_are_done() {
+    let mut net = Net::new();
+    let id = net.send_head(&section("GET", "/big.bin"), true);
+    net.deliver_client_datagrams();
+    // GOAWAY on the client's control stream (its first uni stream), while
+    // the response is on its way.
+    let control = StreamId::new(quinn_proto::Side::Client, Dir::Uni, 0);
+    let goaway = frames::goaway(0);
+    net.client.send_stream(control).write(&goaway).unwrap();
+    net.run();
+    let response = net.response(id);
+    assert_eq!(response.body.len(), BIG);
+    assert!(response.ended);
+    // Closed at once, not at the keep-alive timeout.
+    assert_eq!(net.closed_with(), Some(code::NO_ERROR));
+}
+
 impl Net {
     /// Delivers the client's pending datagrams to the server only.
     fn deliver_client_datagrams(&mut self) {
