@@ -285,6 +285,10 @@ impl Connection {
 
     /// When `tick` must run next.
     pub fn deadline(&mut self) -> Option<Instant> {
+        if self.quic.is_closed() {
+            // Closing or draining: only QUIC's own timers are left.
+            return self.quic.poll_timeout();
+        }
         let cfg = &self.served.cfg;
         let mut at = self.quic.poll_timeout();
         let mut earliest = |t: Option<Instant>| {
@@ -302,7 +306,7 @@ impl Connection {
                 _ => {}
             }
         }
-        if self.requests.is_empty() && !self.quic.is_closed() {
+        if self.requests.is_empty() && self.closing_at.is_none() {
             earliest(Some(self.idle_since + cfg.keepalive_timeout));
         }
         earliest(self.stop_by);
@@ -468,6 +472,15 @@ impl Connection {
         }
         let now = self.now;
         self.pump(id, now);
+    }
+
+    /// Closes the connection now (a stop's grace is over): GOAWAY, and
+    /// QUIC's close with H3_NO_ERROR; what is still unsent is dropped.
+    pub fn close_now(&mut self, now: Instant) {
+        self.now = now;
+        if !self.quic.is_closed() {
+            self.close(now, code::NO_ERROR);
+        }
     }
 
     /// Whether any request is being answered (its head came).

@@ -460,6 +460,7 @@ fn a_head_that_never_ends_is_refused_and_the_connection_closed() {
     // GOAWAY, then the close once it had time to arrive.
     assert_eq!(net.closed_with(), None);
     assert!(net.control.windows(2).any(|w| w == [0x07, 0x01]));
+    net.assert_nothing_due();
     net.wait(LAST_WORDS);
     assert_eq!(net.closed_with(), Some(code::NO_ERROR));
 }
@@ -480,8 +481,12 @@ fn an_idle_connection_closes_at_the_keepalive_timeout() {
     let goaway = net.control.windows(2).any(|w| w == [0x07, 0x01]);
     assert!(goaway, "{:?}", net.control);
     assert_eq!(net.closed_with(), None);
+    // Nothing is due until the close: a past deadline would spin the
+    // driver's loop for the whole of the last words.
+    net.assert_nothing_due();
     net.wait(LAST_WORDS);
     assert_eq!(net.closed_with(), Some(code::NO_ERROR));
+    net.assert_nothing_due();
 }
 
 #[test]
@@ -521,6 +526,17 @@ fn a_client_that_sends_goaway_is_closed_once_its_streams_are_done() {
 }
 
 impl Net {
+    /// The server's next deadline, if any, is still ahead.
+    fn assert_nothing_due(&mut self) {
+        let now = self.now;
+        let next = self.server().deadline();
+        assert!(
+            next.is_none_or(|d| d > now),
+            "due {:?} ago",
+            next.map(|d| now - d)
+        );
+    }
+
     /// Delivers the client's pending datagrams to the server only.
     fn deliver_client_datagrams(&mut self) {
         let mut buf = Vec::new();

@@ -31,6 +31,10 @@ use crate::serve::limits::Slot;
 /// Datagrams read per recvmmsg(2).
 const BATCH: usize = 32;
 
+/// recvmmsg(2) calls per wake-up at most: a flood of datagrams must not
+/// keep the loop from answering (and timing out) the connections it has.
+const READS_PER_TURN: usize = 8;
+
 /// The largest datagram staticd reads: a full GRO batch of them (quinn-udp
 /// reads up to 64 KiB into one buffer when the kernel coalesces).
 const READ_SIZE: usize = 64 << 10;
@@ -250,7 +254,7 @@ impl Driver {
         // What is left is closed; the CONNECTION_CLOSE frames go out.
         let now = Instant::now();
         for conn in self.conns.values_mut() {
-            conn.session.stop(now, now);
+            conn.session.close_now(now);
         }
         self.touched.extend(self.conns.keys().copied());
         self.flush().await;
@@ -259,7 +263,7 @@ impl Driver {
     /// Reads every datagram the socket has, and hands each on.
     fn receive(&mut self) {
         let mut metas = [RecvMeta::default(); BATCH];
-        loop {
+        for _ in 0..READS_PER_TURN {
             let mut slices: Vec<IoSliceMut> =
                 self.reads.iter_mut().map(|b| IoSliceMut::new(b)).collect();
             let udp = &self.udp;
