@@ -15,11 +15,10 @@
 //! them. 0-RTT requests are answered at once only when
 //! [`replay_safe`](super::replay_safe); others wait for the handshake.
 //!
-//! A script's request is handed to the driver ([`Event::Cgi`]), as
-//! h2session does. Not yet here (issue 42 moves the rest from `serve::h3`,
-//! which still serves HTTP/3 through quinn and h3): the script's side of
-//! such a stream (its body read and its output written), and the driver
-//! on the worker loops.
+//! A script's request is handed to the driver ([`Event`]), as h2session
+//! does: the driver runs the script (`serve::cgi::streams`) and feeds its
+//! steps back in (`cgi_head`, `cgi_data`, `cgi_end`, `cgi_whole`), taking
+//! the request body with `take_body`.
 
 use std::collections::HashMap;
 use std::fs::File;

@@ -2,9 +2,10 @@
 //! beside [`h2session`](crate::h2session)'s for HTTP/2: which fields a head
 //! may carry, when a request may be answered from 0-RTT data, how a body
 //! of unannounced length is read, and whether a body matches its
-//! Content-Length. nghttp2 makes the same checks for HTTP/2; h3 makes none
-//! of them, so they are made here, once, and `serve::h3` (which moves the
-//! bytes through quinn and h3) only asks.
+//! Content-Length. nghttp2 makes the same checks for HTTP/2; here they are
+//! made once for HTTP/3, whose connection ([`conn`]) asks. Its frames
+//! ([`frames`]) and header compression ([`qpack`]) are read here too;
+//! `serve::h3` only moves datagrams.
 
 pub mod conn;
 pub mod frames;

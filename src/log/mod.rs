@@ -50,7 +50,7 @@ pub struct Entry<'a> {
 /// version and cipher suite by their IANA numbers (772 is TLS 1.3, 4865
 /// TLS_AES_128_GCM_SHA256), whether the session was resumed, and the ALPN
 /// protocol. Over QUIC only the version (always 1.3) and `h3` are known:
-/// quinn does not tell the suite or the resumption.
+/// QUIC's TLS session is not asked for the suite or the resumption.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Tls {
     pub version: u16,
@@ -692,7 +692,7 @@ mod tests {
             tail.ends_with("}\n") && tail[..tail.len() - 2].parse::<f64>().is_ok(),
             "{tail}"
         );
-        // QUIC: what quinn does not tell is left out.
+        // QUIC: what its TLS session is not asked for is left out.
         e.tls = Some(Tls {
             version: Tls::VERSION_1_3,
             proto: Alpn::H3,

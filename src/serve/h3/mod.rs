@@ -47,7 +47,7 @@ const RETRY_ABOVE: usize = 64;
 /// them at net.core.rmem_max / wmem_max (said once at start-up).
 const SOCKET_BUFFER: usize = 4 << 20;
 
-/// Bytes quinn holds per connection, unsent or sent and not yet
+/// Bytes quinn-proto holds per connection, unsent or sent and not yet
 /// acknowledged. Its default (10 MB) let 50 connections fetching 1 MB
 /// files hold 600-770 MB (the HTTP/3 run of 2026-12-02); 1 MiB still
 /// fills a path of 20 MB/s at 50 ms round trips, as the TCP path's
