@@ -176,6 +176,31 @@ enum State {
     Skip(u64),
 }
 
+impl State {
+    /// How many of `available` bytes belong to the payload being read
+    /// (none at a frame header).
+    fn payload_part(self, available: usize) -> usize {
+        match self {
+            State::Section(left) | State::Data(left) | State::Skip(left) => {
+                left.min(available as u64) as usize
+            }
+            State::Header => 0,
+        }
+    }
+
+    /// This state once `n` more bytes of its payload passed: the next
+    /// frame's header once the payload is all read.
+    fn after(self, n: usize) -> State {
+        let n = n as u64;
+        match self {
+            State::Section(left) if left > n => State::Section(left - n),
+            State::Data(left) if left > n => State::Data(left - n),
+            State::Skip(left) if left > n => State::Skip(left - n),
+            _ => State::Header,
+        }
+    }
+}
+
 /// Where a request stream is in RFC 9114 §4.1's order: HEADERS, then
 /// DATA, then perhaps trailers; nothing after them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -256,31 +281,24 @@ impl RequestReader {
                         }
                     }
                 }
-                State::Section(left) => {
-                    let n = left.min(rest.len() as u64) as usize;
+                State::Section(_) => {
+                    let n = self.state.payload_part(rest.len());
                     self.section.extend_from_slice(&rest[..n]);
                     at += n;
-                    self.state = State::Section(left - n as u64);
-                    if left == n as u64 {
-                        self.state = State::Header;
+                    self.state = self.state.after(n);
+                    if self.state == State::Header {
                         return Ok((at, Some(self.section_done())));
                     }
                 }
-                State::Data(left) => {
-                    let n = left.min(rest.len() as u64) as usize;
-                    self.state = match left - n as u64 {
-                        0 => State::Header,
-                        left => State::Data(left),
-                    };
+                State::Data(_) => {
+                    let n = self.state.payload_part(rest.len());
+                    self.state = self.state.after(n);
                     return Ok((at + n, Some(Event::Data(at..at + n))));
                 }
-                State::Skip(left) => {
-                    let n = left.min(rest.len() as u64) as usize;
+                State::Skip(_) => {
+                    let n = self.state.payload_part(rest.len());
                     at += n;
-                    self.state = match left - n as u64 {
-                        0 => State::Header,
-                        left => State::Skip(left),
-                    };
+                    self.state = self.state.after(n);
                 }
             }
         }
@@ -452,27 +470,22 @@ impl ControlReader {
                         }
                     }
                 }
-                State::Section(left) => {
-                    let n = left.min(rest.len() as u64) as usize;
+                State::Section(_) => {
+                    let n = self.state.payload_part(rest.len());
                     self.payload.extend_from_slice(&rest[..n]);
                     at += n;
-                    self.state = match left - n as u64 {
-                        0 => State::Header,
-                        left => State::Section(left),
-                    };
+                    self.state = self.state.after(n);
                     if self.state == State::Header {
                         if let Some(control) = self.whole()? {
                             said(control);
                         }
                     }
                 }
-                State::Skip(left) | State::Data(left) => {
-                    let n = left.min(rest.len() as u64) as usize;
+                // Skipped (the control stream never reads DATA).
+                State::Skip(_) | State::Data(_) => {
+                    let n = self.state.payload_part(rest.len());
                     at += n;
-                    self.state = match left - n as u64 {
-                        0 => State::Header,
-                        left => State::Skip(left),
-                    };
+                    self.state = self.state.after(n);
                 }
             }
         }
