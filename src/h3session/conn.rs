@@ -20,7 +20,7 @@
 //! steps back in (`cgi_head`, `cgi_data`, `cgi_end`, `cgi_whole`), taking
 //! the request body with `take_body`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
@@ -91,7 +91,7 @@ pub struct Connection {
     client_leaving: bool,
     /// Scratch for one response head's field section.
     section: Vec<u8>,
-    events: Vec<Event>,
+    events: VecDeque<Event>,
     /// The time the driver last passed in (for the driver's CGI calls,
     /// which carry none).
     now: Instant,
@@ -132,6 +132,22 @@ struct Request {
 }
 
 impl Request {
+    /// When this stream next needs the clock: its head's deadline, the
+    /// wait for whether a body follows, its response's pace (while QUIC
+    /// holds back what is staged), or the acknowledgement of all of it.
+    /// `Connection::deadline` and `tick` both go by it.
+    fn deadline(&self) -> Option<Instant> {
+        let phase = match &self.phase {
+            Phase::Sending(out) if out.at < out.staged.len() => Some(out.pace.deadline()),
+            Phase::Flushing { by } | Phase::Undecided { by } => Some(*by),
+            _ => None,
+        };
+        match (self.head_by, phase) {
+            (Some(head), Some(phase)) => Some(head.min(phase)),
+            (head, phase) => head.or(phase),
+        }
+    }
+
     /// Whether body bytes that arrive are kept (for a script, or a
     /// request not yet decided) rather than dropped.
     fn keeps_body(&self) -> bool {
@@ -227,7 +243,7 @@ impl Connection {
             closing_at: None,
             client_leaving: false,
             section: Vec::new(),
-            events: Vec::new(),
+            events: VecDeque::new(),
             now,
         };
         conn.open_control();
@@ -270,10 +286,7 @@ impl Connection {
 
     /// A driver's event (a script to run), if any.
     pub fn next_event(&mut self) -> Option<Event> {
-        match self.events.is_empty() {
-            true => None,
-            false => Some(self.events.remove(0)),
-        }
+        self.events.pop_front()
     }
 
     /// Whether the connection is over: closed and drained, nothing more
@@ -296,14 +309,7 @@ impl Connection {
             }
         };
         for r in self.requests.values() {
-            earliest(r.head_by);
-            match &r.phase {
-                Phase::Sending(out) if out.at < out.staged.len() => {
-                    earliest(Some(out.pace.deadline()))
-                }
-                Phase::Flushing { by } | Phase::Undecided { by } => earliest(Some(*by)),
-                _ => {}
-            }
+            earliest(r.deadline());
         }
         if self.requests.is_empty() && self.closing_at.is_none() {
             earliest(Some(self.idle_since + cfg.keepalive_timeout));
@@ -323,60 +329,14 @@ impl Connection {
             self.quic.handle_timeout(now);
         }
         let cfg = Arc::clone(&self.served.cfg);
-        let late: Vec<StreamId> = self
+        let due: Vec<StreamId> = self
             .requests
             .iter()
-            .filter(|(_, r)| r.head_by.is_some_and(|t| t <= now))
+            .filter(|(_, r)| r.deadline().is_some_and(|t| t <= now))
             .map(|(&id, _)| id)
             .collect();
-        for id in late {
-            // A head that never came: refused unprocessed (safe to retry).
-            self.refuse(id, code::REQUEST_REJECTED);
-            if !self.answering() {
-                // Its only work was heads that never came: closed as an
-                // HTTP/1.1 connection with a partial head is.
-                self.close_soon(now);
-            }
-        }
-        let undecided: Vec<StreamId> = self
-            .requests
-            .iter()
-            .filter(|(_, r)| matches!(r.phase, Phase::Undecided { by } if by <= now))
-            .map(|(&id, _)| id)
-            .collect();
-        for id in undecided {
-            // Neither a body nor the end came: taken as a body to come.
-            if let Some(request) = self.requests.get_mut(&id) {
-                request.waited = true;
-            }
-            self.decide(id, now);
-        }
-        let flushed: Vec<StreamId> = self
-            .requests
-            .iter()
-            .filter(|(_, r)| matches!(r.phase, Phase::Flushing { by } if by <= now))
-            .map(|(&id, _)| id)
-            .collect();
-        for id in flushed {
-            // Never acknowledged: QUIC keeps what it holds until the close.
-            self.finished(id, now);
-        }
-        let stalled: Vec<(StreamId, bool)> = self
-            .requests
-            .iter()
-            .filter_map(|(&id, r)| match &r.phase {
-                Phase::Sending(out) if out.at < out.staged.len() && out.pace.deadline() <= now => {
-                    Some((id, out.pace.too_slow()))
-                }
-                _ => None,
-            })
-            .collect();
-        for (id, slow) in stalled {
-            if slow {
-                let rate = cfg.min_rate;
-                complain(&self.served.origin.client, Complaint::SlowResponse { rate });
-            }
-            self.refuse(id, code::REQUEST_CANCELLED);
+        for id in due {
+            self.expire(id, now);
         }
         let idle_out = self.idle_since + cfg.keepalive_timeout;
         if self.requests.is_empty() && idle_out <= now {
@@ -388,6 +348,40 @@ impl Connection {
             self.close(now, code::NO_ERROR);
         }
         self.drive(now);
+    }
+
+    /// Stream `id`'s deadline passed (see [`Request::deadline`]).
+    fn expire(&mut self, id: StreamId, now: Instant) {
+        let Some(request) = self.requests.get_mut(&id) else {
+            return;
+        };
+        if request.head_by.is_some_and(|t| t <= now) {
+            // A head that never came: refused unprocessed (safe to retry).
+            self.refuse(id, code::REQUEST_REJECTED);
+            if !self.answering() {
+                // Its only work was heads that never came: closed as an
+                // HTTP/1.1 connection with a partial head is.
+                self.close_soon(now);
+            }
+            return;
+        }
+        match &request.phase {
+            Phase::Undecided { .. } => {
+                // Neither a body nor the end came: taken as a body to come.
+                request.waited = true;
+                self.decide(id, now);
+            }
+            // Never acknowledged: QUIC keeps what it holds until the close.
+            Phase::Flushing { .. } => self.finished(id, now),
+            Phase::Sending(out) => {
+                if out.pace.too_slow() {
+                    let rate = self.served.cfg.min_rate;
+                    complain(&self.served.origin.client, Complaint::SlowResponse { rate });
+                }
+                self.refuse(id, code::REQUEST_CANCELLED);
+            }
+            Phase::Head | Phase::Early | Phase::Cgi => {}
+        }
     }
 
     /// A graceful stop: GOAWAY, streams open finish within `grace` of
@@ -751,7 +745,7 @@ impl Connection {
         } else if head_came || (more && undecided) {
             self.decide(id, now);
         } else if more && script {
-            self.events.push(Event::Body(id));
+            self.events.push_back(Event::Body(id));
         }
         Ok(())
     }
@@ -809,7 +803,7 @@ impl Connection {
                         }
                         request.phase = Phase::Cgi;
                         request.script = Some(Box::default());
-                        self.events.push(Event::Cgi { stream: id, job });
+                        self.events.push_back(Event::Cgi { stream: id, job });
                         return;
                     }
                 }
@@ -898,7 +892,7 @@ impl Connection {
                 out.staged_body = 0;
                 if out.staged_script > 0 {
                     let bytes = std::mem::take(&mut out.staged_script);
-                    self.events.push(Event::Sent { stream: id, bytes });
+                    self.events.push_back(Event::Sent { stream: id, bytes });
                 }
             }
             match stage(out, request.script.as_deref_mut()) {
@@ -908,7 +902,7 @@ impl Connection {
                     // credited at once.
                     if out.staged_script > 0 {
                         let bytes = std::mem::take(&mut out.staged_script);
-                        self.events.push(Event::Sent { stream: id, bytes });
+                        self.events.push_back(Event::Sent { stream: id, bytes });
                     }
                     break None;
                 }
@@ -962,7 +956,7 @@ impl Connection {
             return false;
         };
         if request.script.is_some() || matches!(request.phase, Phase::Cgi) {
-            self.events.push(Event::Gone(id));
+            self.events.push_back(Event::Gone(id));
         }
         true
     }
