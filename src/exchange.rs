@@ -61,6 +61,25 @@ pub enum StreamEvent<Id> {
     Gone(Id),
 }
 
+impl<Id> StreamEvent<Id> {
+    /// The same event with its stream named by `name` (a driver of many
+    /// connections names their streams with the connection).
+    pub fn map_stream<To>(self, name: impl FnOnce(Id) -> To) -> StreamEvent<To> {
+        match self {
+            StreamEvent::Cgi { stream, job } => StreamEvent::Cgi {
+                stream: name(stream),
+                job,
+            },
+            StreamEvent::Body(stream) => StreamEvent::Body(name(stream)),
+            StreamEvent::Sent { stream, bytes } => StreamEvent::Sent {
+                stream: name(stream),
+                bytes,
+            },
+            StreamEvent::Gone(stream) => StreamEvent::Gone(name(stream)),
+        }
+    }
+}
+
 /// What an exchange is served with.
 #[derive(Clone, Copy)]
 pub struct Context<'a> {

@@ -6,8 +6,11 @@
 //! end, or a whole response of ours), which the connection's session
 //! encodes like any other response's, so nothing about CGI (environment,
 //! statuses, local redirects, limits, timeouts, the log line, HSTS) is
-//! decided a second time for either protocol. The two sessions differ only
-//! in how they name a stream ([`Streams::Id`]).
+//! decided a second time for either protocol. They differ only in how a
+//! stream is named ([`Streams::Id`]): by its ID in an HTTP/2 connection
+//! (whose session implements [`Streams`] here), by its connection and ID
+//! in HTTP/3, whose socket's one `Scripts` serves all its connections
+//! (`serve::h3::endpoint`).
 //!
 //! Script output is held to [`CGI_QUEUE`] bytes per stream: the task
 //! sends only with credit, which comes back as the connection sends.
@@ -63,32 +66,6 @@ impl Streams for crate::h2session::Connection {
         self.cgi_end(id, complete)
     }
     fn cgi_whole(&mut self, id: i32, sent: Sent) {
-        self.cgi_whole(id, sent)
-    }
-}
-
-#[cfg(feature = "http3")]
-impl Streams for crate::h3session::conn::Connection {
-    type Id = quinn_proto::StreamId;
-    fn served(&mut self) -> Arc<Served> {
-        Arc::clone(crate::h3session::conn::Connection::served(self))
-    }
-    fn take_body(&mut self, id: Self::Id, into: &mut Vec<u8>) -> bool {
-        self.take_body(id, into)
-    }
-    fn consumed(&mut self, id: Self::Id, n: usize) {
-        self.consumed(id, n)
-    }
-    fn cgi_head(&mut self, id: Self::Id, sent: Sent) {
-        self.cgi_head(id, sent)
-    }
-    fn cgi_data(&mut self, id: Self::Id, bytes: &[u8]) {
-        self.cgi_data(id, bytes)
-    }
-    fn cgi_end(&mut self, id: Self::Id, complete: bool) {
-        self.cgi_end(id, complete)
-    }
-    fn cgi_whole(&mut self, id: Self::Id, sent: Sent) {
         self.cgi_whole(id, sent)
     }
 }

@@ -264,26 +264,25 @@ impl Driver {
     fn receive(&mut self) {
         let mut metas = [RecvMeta::default(); BATCH];
         for _ in 0..READS_PER_TURN {
-            let mut slices: Vec<IoSliceMut> =
-                self.reads.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+            let mut buffers = self.reads.iter_mut();
+            let mut slices: [IoSliceMut; BATCH] =
+                std::array::from_fn(|_| IoSliceMut::new(buffers.next().expect("BATCH buffers")));
             let udp = &self.udp;
             let got = self.socket.try_io(Interest::READABLE, || {
                 udp.recv(UdpSockRef::from(&self.socket), &mut slices, &mut metas)
             });
-            drop(slices);
-            let n = match got {
-                Ok(n) => n,
-                Err(_) => return,
+            let Ok(n) = got else {
+                return;
             };
             let now = Instant::now();
             for (i, meta) in metas.iter().take(n).enumerate() {
+                // One buffer may hold several datagrams (GRO), `stride`
+                // bytes apart: one allocation for them all, split.
+                let mut data = BytesMut::from(&self.reads[i][..meta.len]);
                 let stride = meta.stride.max(1);
-                let mut at = 0;
-                while at < meta.len {
-                    let end = (at + stride).min(meta.len);
-                    let datagram = BytesMut::from(&self.reads[i][at..end]);
+                while !data.is_empty() {
+                    let datagram = data.split_to(stride.min(data.len()));
                     self.datagram(now, meta, datagram);
-                    at = end;
                 }
             }
         }
@@ -421,12 +420,12 @@ impl Driver {
             for handle in touched {
                 self.settle(handle);
                 self.transmit(handle).await;
+                self.file(handle);
             }
         }
     }
 
-    /// A connection's events: the endpoint's and its scripts'; then its
-    /// deadline filed, or the connection let go.
+    /// A connection's events: the endpoint's and its scripts'.
     fn settle(&mut self, handle: ConnectionHandle) {
         let Some(conn) = self.conns.get_mut(&handle) else {
             return;
@@ -438,7 +437,7 @@ impl Driver {
             }
         }
         while let Some(event) = conn.session.next_event() {
-            let event = map_event(handle, event);
+            let event = event.map_stream(|stream| (handle, stream));
             let mut streams = ConnStreams {
                 session: &mut conn.session,
             };
@@ -448,6 +447,14 @@ impl Driver {
             conn.unvalidated = false;
             self.quic.unvalidated.fetch_sub(1, Ordering::Relaxed);
         }
+    }
+
+    /// Files a connection's next deadline once it has sent (sending moves
+    /// QUIC's timers: pacing, loss detection), or lets it go once drained.
+    fn file(&mut self, handle: ConnectionHandle) {
+        let Some(conn) = self.conns.get_mut(&handle) else {
+            return;
+        };
         if let Some(at) = conn.deadline.take() {
             self.timers.remove(&(at, handle));
         }
@@ -476,16 +483,6 @@ impl Driver {
             self.send(&transmit, &buf).await;
         }
         self.out = buf;
-        // Sending may have moved its timers (pacing, loss detection).
-        if let Some(conn) = self.conns.get_mut(&handle) {
-            if let Some(at) = conn.deadline.take() {
-                self.timers.remove(&(at, handle));
-            }
-            conn.deadline = conn.session.deadline();
-            if let Some(at) = conn.deadline {
-                self.timers.insert((at, handle));
-            }
-        }
     }
 
     /// Sends one transmit, waiting for room in the socket's buffer.
@@ -518,26 +515,6 @@ impl Driver {
             self.udp
                 .try_send(UdpSockRef::from(&self.socket), &udp_transmit)
         })
-    }
-}
-
-/// A session's event, with its connection named.
-fn map_event(
-    handle: ConnectionHandle,
-    event: crate::exchange::StreamEvent<StreamId>,
-) -> crate::exchange::StreamEvent<ScriptId> {
-    use crate::exchange::StreamEvent as E;
-    match event {
-        E::Cgi { stream, job } => E::Cgi {
-            stream: (handle, stream),
-            job,
-        },
-        E::Body(stream) => E::Body((handle, stream)),
-        E::Sent { stream, bytes } => E::Sent {
-            stream: (handle, stream),
-            bytes,
-        },
-        E::Gone(stream) => E::Gone((handle, stream)),
     }
 }
 
