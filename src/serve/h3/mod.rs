@@ -184,11 +184,6 @@ impl Quic {
         }
     }
 
-    /// No sockets: no HTTP/3 (inetd mode, or without HTTPS).
-    pub fn none() -> Quic {
-        Quic::new(Vec::new())
-    }
-
     /// The addresses HTTP/3 is served on (worker 0's sockets': every
     /// worker has one on each).
     pub fn addrs(&self) -> Vec<SocketAddr> {
@@ -206,9 +201,10 @@ impl Quic {
     }
 }
 
+/// No sockets: no HTTP/3 (inetd mode, or without HTTPS).
 impl Default for Quic {
     fn default() -> Quic {
-        Quic::none()
+        Quic::new(Vec::new())
     }
 }
 
