@@ -368,6 +368,12 @@ struct Http3Args {
     /// Standalone only: --inetd mode has no UDP socket to carry QUIC.
     #[arg(long, env = "STATICD_NO_HTTP3", value_parser = switch)]
     no_http3: bool,
+
+    /// Request streams a client may have open at once on one HTTP/3
+    /// connection.
+    #[arg(long, env = "STATICD_H3_MAX_STREAMS", value_name = "N", default_value_t = config::H3_MAX_STREAMS, conflicts_with = "no_http3",
+          value_parser = clap::value_parser!(u32).range(1..=65536))]
+    h3_max_streams: u32,
 }
 
 /// HTTPS: with a certificate, the listeners (or stdin/stdout in --inetd
@@ -672,6 +678,10 @@ impl Cli {
             http3: !self.http3.no_http3,
             #[cfg(not(feature = "http3"))]
             http3: false,
+            #[cfg(feature = "http3")]
+            h3_max_streams: self.http3.h3_max_streams,
+            #[cfg(not(feature = "http3"))]
+            h3_max_streams: config::H3_MAX_STREAMS,
             alt_svc_port: None,
             #[cfg(feature = "auth")]
             auth: self.auth,

@@ -267,7 +267,7 @@ fn options_and_unsupported_methods(v: Variant) {
 }
 
 /// 100 requests at once on one connection, as 100 concurrent streams (the server allows
-/// 128 by default): every one answered whole, every one logged.
+/// 100 by default): every one answered whole, every one logged.
 fn a_hundred_concurrent_streams_on_one_connection(v: Variant) {
     let (root, large) = site();
     let server = server(v, &root);
@@ -307,12 +307,12 @@ fn a_hundred_concurrent_streams_on_one_connection(v: Variant) {
     assert_eq!(h3.get("/small.txt").body, SMALL);
 }
 
-/// `--h2-max-streams` bounds HTTP/3's concurrent streams too: more requests than that
+/// `--h3-max-streams` bounds HTTP/3's concurrent streams: more requests than that
 /// at once all get answered (the client opens a stream as the server grants one).
 fn more_requests_than_the_stream_limit_all_get_answered(v: Variant) {
     let (root, _) = site();
     let server = Server::builder(v, root.path())
-        .args(["--h2-max-streams", "3"])
+        .args(["--h3-max-streams", "3"])
         .start();
     let mut h3 = server.client();
     let answers = h3.send_all((0..20).map(|_| build("GET", "/small.txt", &[])).collect());

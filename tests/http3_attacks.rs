@@ -182,7 +182,7 @@ fn a_stream_flood_past_the_limit_closes_that_connection_only() {
     let Some(aioquic) = aioquic() else { return };
     let root = Docroot::new();
     root.file("small.txt", "small\n");
-    let server = server(&root, &["--h2-max-streams", "50"]);
+    let server = server(&root, &["--h3-max-streams", "50"]);
     // 300 streams where 50 may be open: QUIC's STREAM_LIMIT_ERROR (0x4).
     let (json, run) = h3py(&aioquic, &["streams", &url(&server, "/small.txt"), "300"]);
     assert_eq!(json["closed"], 4, "{}", run.stdout);

@@ -150,7 +150,10 @@ pub(super) struct Driver {
     udp: UdpSocketState,
     local: SocketAddr,
     endpoint: Endpoint,
-    conns: HashMap<ConnectionHandle, Conn>,
+    /// Boxed: a `Conn` is 6.5 KB (quinn-proto's connection inline), and a
+    /// map grown by doubling would hold up to as much again unused per
+    /// connection.
+    conns: HashMap<ConnectionHandle, Box<Conn>>,
     /// Every connection's next deadline, earliest first.
     timers: BTreeSet<(Instant, ConnectionHandle)>,
     /// Connections that did something since they last sent.
@@ -378,7 +381,7 @@ impl Driver {
             unvalidated: !validated,
             deadline: None,
         };
-        self.conns.insert(handle, conn);
+        self.conns.insert(handle, Box::new(conn));
         self.touched.insert(handle);
     }
 

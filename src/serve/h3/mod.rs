@@ -255,10 +255,7 @@ fn server_config(shared: &Shared) -> io::Result<quinn_proto::ServerConfig> {
         .map_err(|e| io::Error::other(format!("QUIC's TLS configuration: {e}")))?;
     let mut server = quinn_proto::ServerConfig::with_crypto(Arc::new(crypto));
     let mut transport = quinn_proto::TransportConfig::default();
-    let streams = cfg
-        .http2
-        .map_or(crate::config::H2_MAX_STREAMS, |h| h.max_streams);
-    transport.max_concurrent_bidi_streams(streams.into());
+    transport.max_concurrent_bidi_streams(cfg.h3_max_streams.into());
     // The client's control stream and QPACK's two, with room for the
     // streams of unknown types a client may open (RFC 9114 §6.2.3).
     transport.max_concurrent_uni_streams(8u32.into());
