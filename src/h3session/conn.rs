@@ -39,17 +39,28 @@ use crate::exchange::CGI_QUEUE;
 use crate::http::fields::{Fields, ResponseFields};
 use crate::http::limits::MAX_HEAD_BYTES;
 use crate::http::parse::{BodyFraming, ParseError};
-use crate::http::response::Chunk;
+use crate::http::response::{self, Chunk};
 use crate::pace::Pace;
 use crate::pipeline::{self, Sent, Served};
+use crate::pool::{self, FreeList};
 use crate::respond::{self, Answer};
 
 /// How much of a body one DATA frame carries: a few QUIC packets' worth,
-/// read from a file with one pread(2).
-const BLOCK: usize = 64 << 10;
+/// read from a file with one pread(2). With its frame header's room, a
+/// staged block fills 64 KiB: the most a pooled buffer keeps.
+const BLOCK: usize = (64 << 10) - HEADER_ROOM;
 
 /// Room kept before a block for its DATA frame header.
 const HEADER_ROOM: usize = 2 * frames::VARINT_MAX_LEN;
+
+thread_local! {
+    /// Request streams' field sections as they gather (see pool.rs: a
+    /// warm stream allocates none).
+    static SECTIONS: FreeList<Vec<u8>> = const { FreeList::new() };
+    /// Responses' staged frames: a HEADERS frame, or a DATA frame and its
+    /// block.
+    static STAGED: FreeList<Vec<u8>> = const { FreeList::new() };
+}
 
 /// How long a connection that sent its last GOAWAY (idle, or a head that
 /// never came) waits before it closes: time for the GOAWAY, and any stream
@@ -209,6 +220,21 @@ struct Outgoing {
     next: usize,
     offset: u64,
     pace: Pace,
+}
+
+/// Its buffers go back to this thread's lists.
+impl Drop for Outgoing {
+    fn drop(&mut self) {
+        pool::give(&STAGED, std::mem::take(&mut self.staged));
+        pool::give(&response::BODIES, std::mem::take(&mut self.body));
+    }
+}
+
+/// Its field section's buffer goes back to this thread's list.
+impl Drop for Request {
+    fn drop(&mut self) {
+        pool::give(&SECTIONS, self.reader.take_section());
+    }
 }
 
 /// The connection must close: with this HTTP/3 code.
@@ -582,7 +608,7 @@ impl Connection {
         self.next_request = self.next_request.max(index + 4);
         let cfg = &self.served.cfg;
         let request = Request {
-            reader: RequestReader::new(MAX_HEAD_BYTES as u64, Vec::new()),
+            reader: RequestReader::new(MAX_HEAD_BYTES as u64, pool::take(&SECTIONS)),
             head_by: Some(now + cfg.read_timeout),
             fields: Fields::default(),
             refused: None,
@@ -831,7 +857,7 @@ impl Connection {
             Encoder::field(section, name, value);
         }
         let header = frames::FrameHeader::new(frames::frame::HEADERS, section.len() as u64);
-        let mut staged = Vec::with_capacity(header.bytes().len() + section.len());
+        let mut staged = pool::take(&STAGED);
         staged.extend_from_slice(header.bytes());
         staged.extend_from_slice(section);
         let body = std::mem::take(&mut sent.response.body);

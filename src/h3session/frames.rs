@@ -234,6 +234,12 @@ impl RequestReader {
         }
     }
 
+    /// The buffer field sections are gathered in, for its pool (the
+    /// reader is left an empty one, which allocates nothing).
+    pub fn take_section(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.section)
+    }
+
     /// The field section of the last [`Event::Headers`] or
     /// [`Event::Trailers`].
     pub fn section(&self) -> &[u8] {

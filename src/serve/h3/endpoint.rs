@@ -158,12 +158,18 @@ pub(super) struct Driver {
     timers: BTreeSet<(Instant, ConnectionHandle)>,
     /// Connections that did something since they last sent.
     touched: HashSet<ConnectionHandle>,
+    /// Those being flushed: a list kept for its capacity.
+    touched_now: Vec<ConnectionHandle>,
     scripts: Scripts<ScriptId>,
     /// What the workers share: the count of handshakes in progress from
     /// addresses not validated.
     quic: Arc<super::Quic>,
     config: Arc<quinn_proto::ServerConfig>,
     reads: Vec<Vec<u8>>,
+    /// Where datagrams are copied for quinn-proto, which takes each as a
+    /// `BytesMut`: pieces split off one allocation, reused once quinn-proto
+    /// has let go of every piece (see `Driver::arena_piece`).
+    arena: BytesMut,
     out: Vec<u8>,
 }
 
@@ -194,10 +200,12 @@ impl Driver {
             conns: HashMap::new(),
             timers: BTreeSet::new(),
             touched: HashSet::new(),
+            touched_now: Vec::new(),
             scripts: Scripts::new(),
             quic,
             config,
             reads: (0..BATCH).map(|_| vec![0; READ_SIZE]).collect(),
+            arena: BytesMut::new(),
             out: Vec::new(),
         })
     }
@@ -280,15 +288,30 @@ impl Driver {
             let now = Instant::now();
             for (i, meta) in metas.iter().take(n).enumerate() {
                 // One buffer may hold several datagrams (GRO), `stride`
-                // bytes apart: one allocation for them all, split.
-                let mut data = BytesMut::from(&self.reads[i][..meta.len]);
+                // bytes apart.
                 let stride = meta.stride.max(1);
-                while !data.is_empty() {
-                    let datagram = data.split_to(stride.min(data.len()));
+                for at in (0..meta.len).step_by(stride) {
+                    let end = (at + stride).min(meta.len);
+                    let datagram = self.arena_piece(i, at..end);
                     self.datagram(now, meta, datagram);
                 }
             }
         }
+    }
+
+    /// A copy of `reads[i][range]` as a `BytesMut` of its own, cut from the
+    /// arena. Once quinn-proto has dropped every piece of the arena (it
+    /// decrypts and parses a datagram, then keeps at most a stream's unread
+    /// data), `reserve` takes the same allocation back: no allocation per
+    /// datagram. A piece kept longer pins one arena of READ_SIZE, as a
+    /// datagram of its own would.
+    fn arena_piece(&mut self, i: usize, range: std::ops::Range<usize>) -> BytesMut {
+        let bytes = &self.reads[i][range];
+        if self.arena.capacity() < bytes.len() {
+            self.arena.reserve(READ_SIZE);
+        }
+        self.arena.extend_from_slice(bytes);
+        self.arena.split()
     }
 
     /// One datagram: to its connection, or a new one, or answered by the
@@ -418,14 +441,16 @@ impl Driver {
     /// has to know, its scripts' streams acted on, its datagrams sent, its
     /// deadline filed; a drained one let go.
     async fn flush(&mut self) {
+        let mut touched = std::mem::take(&mut self.touched_now);
         while !self.touched.is_empty() {
-            let touched: Vec<_> = self.touched.drain().collect();
-            for handle in touched {
+            touched.extend(self.touched.drain());
+            for handle in touched.drain(..) {
                 self.settle(handle);
                 self.transmit(handle).await;
                 self.file(handle);
             }
         }
+        self.touched_now = touched;
     }
 
     /// A connection's events: the endpoint's and its scripts'.
