@@ -884,7 +884,13 @@ impl Connection {
             no_body,
             pace: Pace::new(now, cfg.send_timeout, rate),
         };
-        request.phase = Phase::Sending(Box::new(out));
+        let mut out = Box::new(out);
+        if request.script.is_none() {
+            // The first block rides with the head. A file that fails is
+            // met again by `pump`, which cuts the response.
+            let _ = stage(&mut out, None);
+        }
+        request.phase = Phase::Sending(out);
         self.pump(id, now);
     }
 
@@ -1135,21 +1141,28 @@ fn stage(out: &mut Outgoing, script: Option<&mut Script>) -> std::io::Result<Sta
             continue;
         }
         let want = left.min(BLOCK as u64) as usize;
-        out.staged.clear();
-        out.staged.resize(HEADER_ROOM + want, 0);
+        let prefix = make_room(&mut out.staged, &mut out.at, want);
+        let room = &mut out.staged[prefix + HEADER_ROOM..];
         let n = match chunk {
             Chunk::File { file, offset, .. } => {
-                read_block(file, *offset + out.offset, &mut out.staged[HEADER_ROOM..])?
+                match read_block(file, *offset + out.offset, room) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        // What was staged before stays as it was.
+                        out.staged.truncate(prefix);
+                        return Err(e);
+                    }
+                }
             }
             _ => {
                 let bytes = chunk.memory().unwrap_or_default();
                 let from = out.offset as usize;
-                out.staged[HEADER_ROOM..].copy_from_slice(&bytes[from..from + want]);
+                room.copy_from_slice(&bytes[from..from + want]);
                 want
             }
         };
         out.offset += n as u64;
-        frame_staged(out, n);
+        frame_staged(out, prefix, n);
         return Ok(Staged::More);
     }
 }
@@ -1162,10 +1175,9 @@ fn stage_script(out: &mut Outgoing, script: &mut Script) -> Staged {
             out.staged_script += bytes.len();
             continue;
         }
-        out.staged.clear();
-        out.staged.resize(HEADER_ROOM, 0);
-        out.staged.extend_from_slice(&bytes);
-        frame_staged(out, bytes.len());
+        let prefix = make_room(&mut out.staged, &mut out.at, bytes.len());
+        out.staged[prefix + HEADER_ROOM..].copy_from_slice(&bytes);
+        frame_staged(out, prefix, bytes.len());
         out.staged_script += bytes.len();
         return Staged::More;
     }
@@ -1176,14 +1188,27 @@ fn stage_script(out: &mut Outgoing, script: &mut Script) -> Staged {
     }
 }
 
+/// Makes room for a DATA frame of `n` bytes after what is staged and not
+/// yet written (a response's HEADERS frame, so that it goes out with its
+/// first DATA frame in one write); the length of that.
+fn make_room(staged: &mut Vec<u8>, at: &mut usize, n: usize) -> usize {
+    staged.drain(..*at);
+    *at = 0;
+    let prefix = staged.len();
+    staged.resize(prefix + HEADER_ROOM + n, 0);
+    prefix
+}
+
 /// Puts a DATA frame header before the `n` body bytes staged after
-/// [`HEADER_ROOM`].
-fn frame_staged(out: &mut Outgoing, n: usize) {
-    out.staged.truncate(HEADER_ROOM + n);
+/// `prefix` bytes and [`HEADER_ROOM`], and moves those bytes up to it.
+fn frame_staged(out: &mut Outgoing, prefix: usize, n: usize) {
+    out.staged.truncate(prefix + HEADER_ROOM + n);
     let header = frames::FrameHeader::new(frames::frame::DATA, n as u64);
     let h = header.bytes();
-    out.staged[HEADER_ROOM - h.len()..HEADER_ROOM].copy_from_slice(h);
-    out.at = HEADER_ROOM - h.len();
+    let start = prefix + HEADER_ROOM - h.len();
+    out.staged[start..prefix + HEADER_ROOM].copy_from_slice(h);
+    out.staged.copy_within(..prefix, start - prefix);
+    out.at = start - prefix;
     out.staged_body = n as u64;
 }
 
