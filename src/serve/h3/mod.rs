@@ -50,8 +50,11 @@ const SOCKET_BUFFER: usize = 4 << 20;
 /// Bytes quinn-proto holds per connection, unsent or sent and not yet
 /// acknowledged. Its default (10 MB) let 50 connections fetching 1 MB
 /// files hold 600-770 MB (the HTTP/3 run of 2026-12-02); 1 MiB still
-/// fills a path of 20 MB/s at 50 ms round trips, as the TCP path's
-/// unsent-bytes bound does its share.
+/// fills a path of 100 Mbit/s at 50 ms round trips (measured: 94 Mbit/s,
+/// results/2026-12-05-h3-b), and caps one connection near 130 Mbit/s
+/// there (a longer path or a faster one needs more connections), as the
+/// TCP path's unsent-bytes bound does its share. It bounds what a sending
+/// connection holds: 1 MiB, and a staged block of 64 KiB.
 const SEND_WINDOW: u64 = 1 << 20;
 
 /// Binds `workers` UDP sockets on each address (the TCP listeners'), one
