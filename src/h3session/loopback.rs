@@ -182,6 +182,9 @@ impl Loopback {
             let moved = moved || !to_client.is_empty();
             for datagram in to_client {
                 self.deliver_to_client(datagram, &mut buf);
+                // Read as it comes: a reset that follows would take what
+                // was left unread with it.
+                self.client_events();
             }
             self.client_events();
             if !moved {
