@@ -1306,3 +1306,755 @@ fn h3_control(
     }
     (said, Ok(()))
 }
+
+/// `h3_connection`: a client's script against the server's whole HTTP/3
+/// connection (`h3session::conn::Connection`, quinn-proto's QUIC under it)
+/// over `h3session::loopback`'s in-memory pair: request streams with
+/// arbitrary bytes or ready-made requests, finished, reset or stopped;
+/// unidirectional streams of each type; the clock moved; a graceful stop.
+/// The input is a list of actions ([`h3_script`] says how they are
+/// written); the handshake is done once per input, before them.
+///
+/// After every action:
+/// * nothing panics, and the exchange goes quiet (bounded rounds);
+/// * what the server queues is bounded: no driver event (a site without
+///   scripts makes none, and nothing here takes them), and what it sent is
+///   within what it was asked for and heard (quinn's statistics);
+/// * every response read starts with a HEADERS frame (the reader refuses
+///   anything else) whose first field is `:status`, three digits from 100
+///   to 599; one field section only (no trailers);
+/// * a 200's body is a prefix of a.txt or big.bin, the file its
+///   Content-Length names (all of it once the stream ended, unless it was
+///   HEAD's), a single-range 206's a prefix of the range it names: no
+///   bytes of anything else, and never of secret.txt beside the root;
+/// * after the exchange, no deadline of the server's is already past (a
+///   driver would spin on it).
+///
+/// After the last action, time moves from deadline to deadline: the
+/// connection must be closed (or drained) by the longest chain of its own
+/// timers (heads, bodies, responses, keep-alive, the last GOAWAY's wait),
+/// well before QUIC's idle timeout would end it for it.
+#[cfg(feature = "http3")]
+pub fn h3_connection(data: &[u8]) {
+    h3_script::run(data);
+}
+
+/// How an `h3_connection` input is written, and the harness that acts it
+/// out. An input is a list of actions: an opcode byte (taken modulo
+/// [`op::COUNT`]) and its arguments; `[len][bytes]` is a length byte and
+/// that many bytes (fewer at the input's end); `[stream]` picks one of the
+/// streams of that kind opened so far (modulo their number; the action is
+/// skipped if there are none). [`Script`] writes inputs (the seeds'
+/// generator in tests/fuzz_corpus.rs uses it).
+#[cfg(feature = "http3")]
+pub mod h3_script {
+    use std::collections::HashMap;
+    use std::sync::{Arc, OnceLock};
+    use std::time::{Duration, Instant};
+
+    use quinn_proto::{StreamId, VarInt};
+    use staticd::h3session::loopback::{Loopback, Response};
+
+    /// The actions, by opcode.
+    pub mod op {
+        /// `[len][bytes]`: a request stream opened with these bytes.
+        pub const OPEN: u8 = 0;
+        /// `[which][end]`: a request stream with [`super::REQUESTS`]`[which]`
+        /// as its HEADERS frame, finished if `end` is odd.
+        pub const REQUEST: u8 = 1;
+        /// `[stream][len][bytes]`: more bytes on a request stream.
+        pub const WRITE: u8 = 2;
+        /// `[stream]`: a request stream finished (FIN).
+        pub const FINISH: u8 = 3;
+        /// `[stream][code]`: a request stream's sending side reset.
+        pub const RESET: u8 = 4;
+        /// `[stream][code]`: STOP_SENDING for a request stream's response.
+        pub const STOP_SENDING: u8 = 5;
+        /// `[kind][len][bytes]`: a unidirectional stream of type
+        /// [`super::UNI_TYPES`]`[kind]`, then these bytes.
+        pub const UNI: u8 = 6;
+        /// `[stream][len][bytes]`: more bytes on a unidirectional stream.
+        pub const UNI_WRITE: u8 = 7;
+        /// `[stream][how]`: a unidirectional stream finished (`how` even)
+        /// or reset (odd).
+        pub const UNI_END: u8 = 8;
+        /// `[how]`: the clock moved by [`super::duration`]`(how)`, then the
+        /// exchange run.
+        pub const ADVANCE: u8 = 9;
+        /// `[how]`: the server asked to stop (`Connection::stop`), with
+        /// [`super::duration`]`(how)` of grace.
+        pub const STOP: u8 = 10;
+        /// The exchange run: datagrams both ways until quiet.
+        pub const RUN: u8 = 11;
+        /// The client's datagrams delivered to the server only.
+        pub const DELIVER: u8 = 12;
+        /// `[code]`: the client closes the connection.
+        pub const CLOSE: u8 = 13;
+        pub const COUNT: u8 = 14;
+    }
+
+    /// The requests [`op::REQUEST`] sends: method, path, further fields.
+    #[allow(clippy::type_complexity)]
+    pub const REQUESTS: [(&str, &str, &[(&str, &str)]); 12] = [
+        ("GET", "/a.txt", &[]),
+        ("GET", "/big.bin", &[]),
+        ("HEAD", "/a.txt", &[]),
+        ("GET", "/missing.txt", &[]),
+        ("GET", "/big.bin", &[("range", "bytes=70000-70999")]),
+        ("POST", "/a.txt", &[("content-length", "5")]),
+        ("GET", "/../secret.txt", &[]),
+        ("GET", "/%2e%2e/secret.txt", &[]),
+        ("GET", "/", &[]),
+        ("GET", "/a.txt", &[("if-none-match", "*")]),
+        ("GET", "/big.bin", &[("range", "bytes=0-0,-10")]),
+        ("OPTIONS", "*", &[]),
+    ];
+
+    /// Unidirectional stream types [`op::UNI`] opens: control, push (a
+    /// client may not), QPACK's encoder and decoder, a grease type
+    /// (0x1f * N + 0x21) and one nobody defined.
+    pub const UNI_TYPES: [u64; 6] = [0x00, 0x01, 0x02, 0x03, 0x1f * 7 + 0x21, 0x54];
+
+    /// Opcode arguments for a time: 5 ms steps below 200, whole seconds
+    /// (1 to 56) from 200 on.
+    pub fn duration(how: u8) -> Duration {
+        match how {
+            0..200 => Duration::from_millis(5 * u64::from(how)),
+            _ => Duration::from_secs(u64::from(how) - 199),
+        }
+    }
+
+    /// Actions acted on per input, and streams opened: enough for every
+    /// interleaving that matters, few enough to keep an input well under
+    /// 50 ms.
+    const MAX_ACTIONS: usize = 64;
+    const MAX_REQUESTS: usize = 16;
+    const MAX_UNI: usize = 8;
+
+    /// The server's timeouts: short, so that time ends a connection in
+    /// few steps.
+    const READ_TIMEOUT: Duration = Duration::from_secs(2);
+    const SEND_TIMEOUT: Duration = Duration::from_secs(3);
+    const KEEPALIVE: Duration = Duration::from_secs(5);
+    /// h3session::conn's wait between its last GOAWAY and the close.
+    const LAST_WORDS: Duration = Duration::from_secs(1);
+    /// QUIC's idle timeout, both ends: far past every HTTP/3 timer, so
+    /// that a connection that ends has been ended by HTTP/3 (the server
+    /// itself sets it to the keep-alive timeout, which would hide a
+    /// keep-alive that never closes).
+    const QUIC_IDLE: Duration = Duration::from_secs(60);
+
+    /// a.txt's and big.bin's bytes, and the one outside the root.
+    const A: &[u8] = b"0123456789";
+    const BIG_LEN: usize = 100_000;
+    const SECRET: &[u8] = b"staticd-fuzz-h3-secret: never served";
+
+    fn big() -> &'static [u8] {
+        static BIG: OnceLock<Vec<u8>> = OnceLock::new();
+        BIG.get_or_init(|| (0..BIG_LEN).map(|i| (i % 251) as u8).collect())
+    }
+
+    /// What every input's connection starts from: both QUIC configurations
+    /// and what the server serves, made once per process.
+    struct Fixture {
+        server: quinn_proto::ServerConfig,
+        client: quinn_proto::ClientConfig,
+        served: Arc<staticd::pipeline::Served>,
+        requests: Vec<Vec<u8>>,
+    }
+
+    fn fixture() -> &'static Fixture {
+        static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+        FIXTURE.get_or_init(|| Fixture {
+            server: server_config(),
+            client: client_config(),
+            served: served(),
+            requests: REQUESTS
+                .iter()
+                .map(|r| headers_frame(r.0, r.1, r.2))
+                .collect(),
+        })
+    }
+
+    /// Writes `bytes` to `path` unless it holds them already: fuzzing
+    /// processes share the directory, and rewriting a file another reads
+    /// would cut its body short.
+    fn put(path: &std::path::Path, bytes: &[u8]) {
+        if std::fs::read(path).ok().as_deref() != Some(bytes) {
+            std::fs::write(path, bytes).expect("the fuzz root");
+        }
+    }
+
+    /// A root of a.txt and big.bin, secret.txt beside it; timeouts short.
+    fn served() -> Arc<staticd::pipeline::Served> {
+        use staticd::client_name::ClientName;
+        use staticd::config::{Config, Features, LogFormat};
+        use staticd::origin::{Kind, Origin, Protocol};
+
+        let dir = std::env::temp_dir().join("staticd-fuzz-h3");
+        let root = dir.join("root");
+        std::fs::create_dir_all(&root).expect("temp dir");
+        put(&root.join("a.txt"), A);
+        put(&root.join("big.bin"), big());
+        put(&dir.join("secret.txt"), SECRET);
+        let index = ["index.html".to_string()];
+        let site = staticd::site::Site::open(&root, &index, Features::default()).expect("site");
+        let cfg = Config {
+            log_format: LogFormat::Off,
+            read_timeout: READ_TIMEOUT,
+            send_timeout: SEND_TIMEOUT,
+            keepalive_timeout: KEEPALIVE,
+            ..Config::default()
+        };
+        Arc::new(staticd::pipeline::Served {
+            cfg: Arc::new(cfg),
+            site: Arc::new(site),
+            origin: Origin::new(Kind::Https, ClientName::new("127.0.0.1"), Protocol::Fields),
+        })
+    }
+
+    /// staticd's own QUIC TLS (`Acceptor::quic_config`) with the committed
+    /// test certificate, and the stream limits serve::h3 sets.
+    fn server_config() -> quinn_proto::ServerConfig {
+        use quinn_proto::crypto::rustls::QuicServerConfig;
+        let acceptor = staticd::tls::Acceptor::from_pem(
+            include_bytes!("../tls/cert.pem"),
+            include_bytes!("../tls/key.pem"),
+        )
+        .expect("the committed test certificate loads");
+        let tls = acceptor.quic_config().expect("QUIC's TLS");
+        let crypto = QuicServerConfig::try_from(tls).expect("QUIC's TLS");
+        let mut server = quinn_proto::ServerConfig::with_crypto(Arc::new(crypto));
+        let mut transport = transport();
+        transport.max_concurrent_bidi_streams(staticd::config::H2_MAX_STREAMS.into());
+        transport.max_concurrent_uni_streams(8u32.into());
+        server.transport_config(Arc::new(transport));
+        server
+    }
+
+    /// A client that trusts the test CA, without resumption: an input
+    /// never resumes an earlier one's session, so it runs the same
+    /// whatever ran before it.
+    fn client_config() -> quinn_proto::ClientConfig {
+        use quinn_proto::crypto::rustls::QuicClientConfig;
+        use rustls::pki_types::{pem::PemObject, CertificateDer};
+        let ca = CertificateDer::from_pem_slice(include_bytes!("../tls/ca.pem")).expect("ca");
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(ca).expect("the test CA");
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .expect("TLS 1.3")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![b"h3".to_vec()];
+        tls.resumption = rustls::client::Resumption::disabled();
+        let crypto = QuicClientConfig::try_from(tls).expect("QUIC's TLS");
+        let mut client = quinn_proto::ClientConfig::new(Arc::new(crypto));
+        client.transport_config(Arc::new(transport()));
+        client
+    }
+
+    fn transport() -> quinn_proto::TransportConfig {
+        let mut transport = quinn_proto::TransportConfig::default();
+        let idle = quinn_proto::IdleTimeout::try_from(QUIC_IDLE).expect("idle timeout");
+        transport.max_idle_timeout(Some(idle));
+        transport
+    }
+
+    /// A request's HEADERS frame: static-table QPACK, as the loopback's
+    /// requests are made.
+    fn headers_frame(method: &str, path: &str, extra: &[(&str, &str)]) -> Vec<u8> {
+        use staticd::h3session::frames::{frame, FrameHeader};
+        use staticd::h3session::qpack::Encoder;
+        let mut section = staticd::h3session::loopback::section(method, path);
+        for (name, value) in extra {
+            Encoder::field(&mut section, name.as_bytes(), value.as_bytes());
+        }
+        let header = FrameHeader::new(frame::HEADERS, section.len() as u64);
+        [header.bytes(), &section].concat()
+    }
+
+    /// The input, read a byte or a run of bytes at a time.
+    struct Input<'a>(&'a [u8]);
+
+    impl<'a> Input<'a> {
+        fn byte(&mut self) -> Option<u8> {
+            let (&b, rest) = self.0.split_first()?;
+            self.0 = rest;
+            Some(b)
+        }
+
+        /// `[len][bytes]`.
+        fn bytes(&mut self) -> &'a [u8] {
+            let len = usize::from(self.byte().unwrap_or(0)).min(self.0.len());
+            let (taken, rest) = self.0.split_at(len);
+            self.0 = rest;
+            taken
+        }
+
+        /// `[stream]` among `streams`.
+        fn pick(&mut self, streams: &[StreamId]) -> Option<StreamId> {
+            let b = usize::from(self.byte()?);
+            (!streams.is_empty()).then(|| streams[b % streams.len()])
+        }
+    }
+
+    /// An HTTP/3 error code from an argument byte.
+    fn code(b: Option<u8>) -> VarInt {
+        VarInt::from_u32(0x100 + u32::from(b.unwrap_or(0) % 16))
+    }
+
+    /// One input's connection and what the client did on it.
+    struct Harness {
+        link: Loopback,
+        requests: Vec<StreamId>,
+        uni: Vec<StreamId>,
+        /// How often the clock moved: each may make either end send
+        /// probes.
+        advances: u64,
+        /// What was checked of each response (its shape then), so that an
+        /// unchanged one is not checked again.
+        checked: HashMap<StreamId, (usize, usize, bool)>,
+    }
+
+    pub(super) fn run(data: &[u8]) {
+        let fx = fixture();
+        let link = Loopback::connect(
+            fx.server.clone(),
+            fx.client.clone(),
+            Arc::clone(&fx.served),
+            Instant::now(),
+        );
+        let mut h = Harness {
+            link,
+            requests: Vec::new(),
+            uni: Vec::new(),
+            advances: 0,
+            checked: HashMap::new(),
+        };
+        let mut input = Input(data);
+        for _ in 0..MAX_ACTIONS {
+            let Some(opcode) = input.byte() else {
+                break;
+            };
+            h.act(opcode % op::COUNT, &mut input, fx);
+            h.check();
+        }
+        h.finish();
+    }
+
+    impl Harness {
+        /// One action (see [`op`]); what QUIC refuses (a stream past the
+        /// limit, a write to a stream already over) is skipped.
+        fn act(&mut self, opcode: u8, input: &mut Input, fx: &Fixture) {
+            match opcode {
+                op::OPEN..=op::STOP_SENDING => self.on_request_stream(opcode, input, fx),
+                op::UNI..=op::UNI_END => self.on_uni_stream(opcode, input),
+                _ => self.on_connection(opcode, input),
+            }
+        }
+
+        /// [`op::OPEN`] to [`op::STOP_SENDING`]: a request stream's.
+        fn on_request_stream(&mut self, opcode: u8, input: &mut Input, fx: &Fixture) {
+            if opcode == op::OPEN {
+                let bytes = input.bytes();
+                return self.open_request(bytes, false);
+            }
+            if opcode == op::REQUEST {
+                let which = usize::from(input.byte().unwrap_or(0)) % REQUESTS.len();
+                let end = input.byte().unwrap_or(1) % 2 == 1;
+                return self.open_request(&fx.requests[which], end);
+            }
+            let id = input.pick(&self.requests);
+            let (bytes, code) = match opcode {
+                op::WRITE => (input.bytes(), code(None)),
+                op::FINISH => (&[][..], code(None)),
+                _ => (&[][..], code(input.byte())),
+            };
+            let Some(id) = id else {
+                return;
+            };
+            let client = &mut self.link.client;
+            let _ = match opcode {
+                op::WRITE => client.send_stream(id).write(bytes).map(drop).map_err(drop),
+                op::FINISH => client.send_stream(id).finish().map_err(drop),
+                op::RESET => client.send_stream(id).reset(code).map_err(drop),
+                _ => client.recv_stream(id).stop(code).map_err(drop),
+            };
+        }
+
+        /// [`op::UNI`] to [`op::UNI_END`]: a unidirectional stream's.
+        fn on_uni_stream(&mut self, opcode: u8, input: &mut Input) {
+            if opcode == op::UNI {
+                let kind = UNI_TYPES[usize::from(input.byte().unwrap_or(0)) % UNI_TYPES.len()];
+                let bytes = input.bytes();
+                return self.open_uni(kind, bytes);
+            }
+            let id = input.pick(&self.uni);
+            let (bytes, how) = match opcode {
+                op::UNI_WRITE => (input.bytes(), 0),
+                _ => (&[][..], input.byte().unwrap_or(0)),
+            };
+            let Some(id) = id else {
+                return;
+            };
+            let mut send = self.link.client.send_stream(id);
+            let _ = match (opcode, how % 2) {
+                (op::UNI_WRITE, _) => send.write(bytes).map(drop).map_err(drop),
+                (_, 0) => send.finish().map_err(drop),
+                _ => send.reset(code(Some(how / 2))).map_err(drop),
+            };
+        }
+
+        /// [`op::ADVANCE`] to [`op::CLOSE`]: the clock's, the exchange's,
+        /// the connection's.
+        fn on_connection(&mut self, opcode: u8, input: &mut Input) {
+            let now = self.link.now;
+            match opcode {
+                op::ADVANCE => {
+                    self.advances += 1;
+                    self.link.wait(duration(input.byte().unwrap_or(0)));
+                    self.assert_nothing_due();
+                }
+                op::STOP => {
+                    let grace = duration(input.byte().unwrap_or(0));
+                    self.link.server().stop(now, now + grace);
+                }
+                op::RUN => {
+                    self.link.run();
+                    self.assert_nothing_due();
+                }
+                op::DELIVER => self.link.deliver_client_datagrams(),
+                _ => {
+                    let code = code(input.byte());
+                    self.link.client.close(now, code, Default::default());
+                }
+            }
+        }
+
+        fn open_request(&mut self, bytes: &[u8], end: bool) {
+            if self.requests.len() < MAX_REQUESTS {
+                if let Some(id) = self.link.open_request(bytes, end) {
+                    self.requests.push(id);
+                }
+            }
+        }
+
+        /// A unidirectional stream: its type as a varint, then `bytes`.
+        fn open_uni(&mut self, kind: u64, bytes: &[u8]) {
+            if self.uni.len() >= MAX_UNI {
+                return;
+            }
+            let Some(id) = self.link.client.streams().open(quinn_proto::Dir::Uni) else {
+                return;
+            };
+            let mut ty = [0; 8];
+            let n = staticd::h3session::frames::put_varint(&mut ty, kind);
+            let _ = self
+                .link
+                .client
+                .send_stream(id)
+                .write(&[&ty[..n], bytes].concat());
+            self.uni.push(id);
+        }
+
+        /// The invariants that hold after every action (see
+        /// [`super::h3_connection`]).
+        fn check(&mut self) {
+            if self.link.server().next_event().is_some() {
+                panic!("a driver's event (a script's) from a site without scripts");
+            }
+            self.check_output();
+            // SETTINGS and a GOAWAY (8 and at most 10 bytes): nothing more.
+            let control = self.link.control.len();
+            assert!(
+                control <= 18,
+                "staticd's control stream grew to {control} bytes"
+            );
+            let ids: Vec<StreamId> = self.requests.clone();
+            for id in ids {
+                let r = self.link.response(id);
+                let shape = (r.body.len(), r.sections, r.ended);
+                if self.checked.insert(id, shape) != Some(shape) {
+                    check_response(id, self.link.response(id));
+                }
+            }
+        }
+
+        /// What the server sent is within a budget: the handshake, each
+        /// request stream's largest response, and a few packets (ACKs,
+        /// probes, retransmissions) for each datagram it received and each
+        /// move of the clock.
+        fn check_output(&mut self) {
+            let stats = self.link.server().quic().stats();
+            let streams = self.requests.len() as u64;
+            let events = stats.udp_rx.datagrams + self.advances;
+            let budget = (64 << 10) + streams * (BIG_LEN as u64 + (8 << 10)) + events * 3000;
+            assert!(
+                stats.udp_tx.bytes <= budget,
+                "the server sent {} bytes (budget {budget}) for {streams} streams, {} datagrams in, {} clock moves",
+                stats.udp_tx.bytes,
+                stats.udp_rx.datagrams,
+                self.advances
+            );
+        }
+
+        fn assert_nothing_due(&mut self) {
+            let now = self.link.now;
+            let next = self.link.server().deadline();
+            assert!(
+                self.link.nothing_due(),
+                "a deadline of the server's already due, {:?} ago",
+                next.map(|d| now - d).unwrap_or_default()
+            );
+        }
+
+        /// Whether the server's connection is over: closed (its last
+        /// packets on their way) or drained.
+        fn over(&mut self) -> bool {
+            let server = self.link.server();
+            server.is_drained() || server.quic().is_closed()
+        }
+
+        /// After the last action: time moves from deadline to deadline
+        /// until the connection is over, which it must be by the longest
+        /// chain of its own timers: a head (read timeout), the wait for a
+        /// body (read timeout), a response (send timeout), then the
+        /// keep-alive timeout and the last GOAWAY's wait.
+        fn finish(&mut self) {
+            self.link.run();
+            self.assert_nothing_due();
+            self.check();
+            let chain = 2 * READ_TIMEOUT + SEND_TIMEOUT + KEEPALIVE + LAST_WORDS;
+            let end_by = self.link.now + chain + Duration::from_secs(1);
+            for _ in 0..1000 {
+                if self.over() {
+                    break;
+                }
+                let server = self.link.server().deadline();
+                let client = self.link.client.poll_timeout();
+                let Some(next) = [server, client].into_iter().flatten().min() else {
+                    break;
+                };
+                if next > end_by {
+                    break;
+                }
+                self.link.now = self.link.now.max(next);
+                self.advances += 1;
+                self.link.run();
+                self.assert_nothing_due();
+                self.check();
+            }
+            let next = self.link.server().deadline();
+            assert!(
+                self.over(),
+                "the connection outlived its timers: still open {:?} after the last action, its next deadline {:?} later",
+                chain,
+                next.map(|n| n.saturating_duration_since(self.link.now))
+            );
+            self.check_ends();
+        }
+
+        /// Once over: staticd's control stream is its type, SETTINGS and
+        /// at most one GOAWAY, and no response carried the secret beside
+        /// the root.
+        fn check_ends(&self) {
+            use staticd::h3session::frames::{Control, ControlReader};
+            if let Some((&ty, frames)) = self.link.control.split_first() {
+                assert_eq!(ty, 0x00, "staticd's control stream type");
+                let mut said = Vec::new();
+                let read = ControlReader::default().read(frames, |c| said.push(c));
+                assert!(read.is_ok(), "staticd's control stream: {read:?}");
+                assert!(matches!(said.first(), None | Some(Control::Settings(_))));
+                let goaways = said.iter().filter(|c| matches!(c, Control::Goaway(_)));
+                assert!(goaways.count() <= 1, "GOAWAY again: {said:?}");
+            }
+            for (id, r) in self.link.responses() {
+                let leaked = r.body.windows(SECRET.len()).any(|w| w == SECRET);
+                assert!(!leaked, "{id}: secret.txt, from outside the root");
+            }
+        }
+    }
+
+    /// One response as the client read it so far (see
+    /// [`super::h3_connection`]).
+    fn check_response(id: StreamId, r: &Response) {
+        if r.sections == 0 {
+            assert!(r.body.is_empty(), "{id}: a body without a head");
+            assert!(!r.ended, "{id}: a response ended without a head");
+            return;
+        }
+        let (name, status) = &r.fields[0];
+        assert_eq!(name, ":status", "{id}: the head starts with {name}");
+        let digits = status.len() == 3 && status.bytes().all(|b| b.is_ascii_digit());
+        let code: u16 = status.parse().unwrap_or(0);
+        assert!(
+            digits && (100..=599).contains(&code),
+            "{id}: :status {status:?}"
+        );
+        assert_eq!(r.sections, 1, "{id}: more than one field section");
+        match code {
+            200 => check_file_body(id, r),
+            206 => check_range_body(id, r),
+            204 | 304 => assert!(r.body.is_empty(), "{id}: a {code} with a body"),
+            _ => assert!(
+                r.body.len() <= 64 << 10,
+                "{id}: a {code} of {} bytes",
+                r.body.len()
+            ),
+        }
+    }
+
+    /// A 200 is a.txt or big.bin, as its Content-Length says.
+    fn check_file_body(id: StreamId, r: &Response) {
+        assert_eq!(
+            r.field("content-encoding"),
+            None,
+            "{id}: compression is off"
+        );
+        let length = r
+            .field("content-length")
+            .and_then(|l| l.parse::<usize>().ok());
+        let file = match length {
+            Some(n) if n == A.len() => A,
+            Some(BIG_LEN) => big(),
+            other => panic!("{id}: a 200 of {other:?} bytes: no file in the root has that length"),
+        };
+        assert!(
+            file.starts_with(&r.body),
+            "{id}: a 200's body is not its file's"
+        );
+        if r.ended {
+            // Whole, or nothing (HEAD's).
+            assert!(
+                r.body.is_empty() || r.body.len() == file.len(),
+                "{id}: ended short"
+            );
+        }
+    }
+
+    /// A single range of a.txt or big.bin, as its Content-Range says;
+    /// several ranges (multipart) only bounded.
+    fn check_range_body(id: StreamId, r: &Response) {
+        let Some(range) = r.field("content-range") else {
+            let multipart = r
+                .field("content-type")
+                .is_some_and(|t| t.starts_with("multipart/"));
+            assert!(multipart, "{id}: a 206 without Content-Range");
+            assert!(
+                r.body.len() <= 64 << 10,
+                "{id}: a multipart 206 of {} bytes",
+                r.body.len()
+            );
+            return;
+        };
+        let parsed = range.strip_prefix("bytes ").and_then(|rest| {
+            let (span, total) = rest.split_once('/')?;
+            let (first, last) = span.split_once('-')?;
+            Some((
+                first.parse::<usize>().ok()?,
+                last.parse::<usize>().ok()?,
+                total.parse::<usize>().ok()?,
+            ))
+        });
+        let Some((first, last, total)) = parsed else {
+            panic!("{id}: Content-Range {range:?}");
+        };
+        let file = match total {
+            n if n == A.len() => A,
+            BIG_LEN => big(),
+            _ => panic!("{id}: a 206 of a {total}-byte file: no file in the root has that length"),
+        };
+        assert!(
+            first <= last && last < file.len(),
+            "{id}: Content-Range {range:?}"
+        );
+        let part = &file[first..=last];
+        assert!(
+            part.starts_with(&r.body),
+            "{id}: a 206's body is not its range's"
+        );
+        if r.ended {
+            assert!(
+                r.body.is_empty() || r.body.len() == part.len(),
+                "{id}: ended short"
+            );
+        }
+    }
+
+    /// Writes `h3_connection` inputs action by action (for seeds).
+    #[derive(Default)]
+    pub struct Script(pub Vec<u8>);
+
+    impl Script {
+        fn push(mut self, opcode: u8, args: &[u8]) -> Script {
+            self.0.push(opcode);
+            self.0.extend_from_slice(args);
+            self
+        }
+
+        /// `[len][bytes]`, at most 255 of them (longer writes are
+        /// several).
+        fn with_bytes(self, opcode: u8, args: &[u8], bytes: &[u8]) -> Script {
+            let len = u8::try_from(bytes.len()).expect("at most 255 bytes an action");
+            self.push(opcode, args).push(len, bytes)
+        }
+
+        pub fn open(self, bytes: &[u8]) -> Script {
+            self.with_bytes(op::OPEN, &[], bytes)
+        }
+
+        pub fn request(self, which: u8, end: bool) -> Script {
+            self.push(op::REQUEST, &[which, u8::from(end)])
+        }
+
+        pub fn write(self, stream: u8, bytes: &[u8]) -> Script {
+            self.with_bytes(op::WRITE, &[stream], bytes)
+        }
+
+        pub fn finish(self, stream: u8) -> Script {
+            self.push(op::FINISH, &[stream])
+        }
+
+        pub fn reset(self, stream: u8, code: u8) -> Script {
+            self.push(op::RESET, &[stream, code])
+        }
+
+        pub fn stop_sending(self, stream: u8, code: u8) -> Script {
+            self.push(op::STOP_SENDING, &[stream, code])
+        }
+
+        pub fn uni(self, kind: u8, bytes: &[u8]) -> Script {
+            self.with_bytes(op::UNI, &[kind], bytes)
+        }
+
+        pub fn uni_write(self, stream: u8, bytes: &[u8]) -> Script {
+            self.with_bytes(op::UNI_WRITE, &[stream], bytes)
+        }
+
+        pub fn uni_end(self, stream: u8, reset: bool) -> Script {
+            self.push(op::UNI_END, &[stream, u8::from(reset)])
+        }
+
+        pub fn advance(self, how: u8) -> Script {
+            self.push(op::ADVANCE, &[how])
+        }
+
+        pub fn stop(self, how: u8) -> Script {
+            self.push(op::STOP, &[how])
+        }
+
+        pub fn run(self) -> Script {
+            self.push(op::RUN, &[])
+        }
+
+        pub fn deliver(self) -> Script {
+            self.push(op::DELIVER, &[])
+        }
+
+        pub fn close(self, code: u8) -> Script {
+            self.push(op::CLOSE, &[code])
+        }
+    }
+}

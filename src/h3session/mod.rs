@@ -5,10 +5,12 @@
 //! Content-Length. nghttp2 makes the same checks for HTTP/2; here they are
 //! made once for HTTP/3, whose connection ([`conn`]) asks. Its frames
 //! ([`frames`]) and header compression ([`qpack`]) are read here too;
-//! `serve::h3` only moves datagrams.
+//! `serve::h3` only moves datagrams. [`loopback`] joins a connection to a
+//! QUIC client in memory, for tests and fuzzing.
 
 pub mod conn;
 pub mod frames;
+pub mod loopback;
 pub mod qpack;
 
 use crate::http::fields::{self, Fields};
