@@ -97,6 +97,10 @@ pub struct Loopback {
     pub control: Vec<u8>,
     /// Why the client's connection ended, once it did.
     pub lost: Option<ConnectionError>,
+    /// Called with true as the server's side (its endpoint and connection)
+    /// starts work, and false as it stops: what tests/allocations.rs counts
+    /// by, apart from the client's work and the datagrams' copies here.
+    pub server_side: fn(bool),
 }
 
 fn addr(s: &str) -> SocketAddr {
@@ -110,6 +114,38 @@ fn endpoint(server: Option<ServerConfig>, seed: u8) -> Endpoint {
     let mut config = EndpointConfig::default();
     config.rng_seed(Some([seed; 32]));
     Endpoint::new(Arc::new(config), server.map(Arc::new), true, None)
+}
+
+/// QUIC configurations for both ends, TLS 1.3 and ALPN h3, the server
+/// with `cert` and `key`, the client trusting `cert` alone (tests bring
+/// one made with rcgen).
+pub fn configs(
+    cert: rustls::pki_types::CertificateDer<'static>,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+) -> (ServerConfig, ClientConfig) {
+    use quinn_proto::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut server = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .expect("TLS 1.3")
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.clone()], key)
+        .expect("the certificate and key match");
+    server.alpn_protocols = vec![b"h3".to_vec()];
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert).expect("a certificate to trust");
+    let mut client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .expect("TLS 1.3")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    client.alpn_protocols = vec![b"h3".to_vec()];
+    let server = QuicServerConfig::try_from(server).expect("a QUIC server configuration");
+    let client = QuicClientConfig::try_from(client).expect("a QUIC client configuration");
+    (
+        ServerConfig::with_crypto(Arc::new(server)),
+        ClientConfig::new(Arc::new(client)),
+    )
 }
 
 impl Loopback {
@@ -137,6 +173,7 @@ impl Loopback {
             reading: HashMap::new(),
             control: Vec::new(),
             lost: None,
+            server_side: |_| {},
         };
         link.run();
         assert!(
@@ -218,9 +255,11 @@ impl Loopback {
             self.client.handle_timeout(now);
         }
         if let Some((_, conn)) = &mut self.server {
+            (self.server_side)(true);
             if conn.deadline().is_some_and(|t| t <= now) {
                 conn.tick(now);
             }
+            (self.server_side)(false);
         }
     }
 
@@ -251,15 +290,20 @@ impl Loopback {
         let Some((ch, conn)) = &mut self.server else {
             return out;
         };
+        let server_side = self.server_side;
+        server_side(true);
         while let Some(ev) = conn.endpoint_event() {
             if let Some(ev) = self.server_ep.handle_event(*ch, ev) {
                 conn.datagram(ev, now);
             }
         }
         while let Some(t) = conn.transmit(now, 1, buf) {
+            server_side(false);
             out.push(buf[..t.size].to_vec());
             buf.clear();
+            server_side(true);
         }
+        server_side(false);
         out
     }
 
@@ -267,7 +311,11 @@ impl Loopback {
     /// opens, or what it says to the connection.
     fn deliver_to_server(&mut self, datagram: Vec<u8>, buf: &mut Vec<u8>) {
         let now = self.now;
-        let data = BytesMut::from(&datagram[..]);
+        // Split off a buffer of its own, as the driver's arena gives each
+        // datagram: quinn-proto then splits coalesced packets without
+        // another allocation.
+        let data = BytesMut::from(&datagram[..]).split();
+        (self.server_side)(true);
         match self
             .server_ep
             .handle(now, addr(CLIENT), None, None, data, buf)
@@ -283,6 +331,7 @@ impl Loopback {
             Some(DatagramEvent::ConnectionEvent(_, ev)) => self.server().datagram(ev, now),
             Some(DatagramEvent::Response(_)) | None => {}
         }
+        (self.server_side)(false);
         buf.clear();
     }
 

@@ -8,8 +8,6 @@ use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::time::Duration;
 
-use quinn_proto::crypto::rustls::{QuicClientConfig, QuicServerConfig};
-
 use super::*;
 use crate::client_name::ClientName;
 use crate::config::{Config, Features, LogFormat};
@@ -44,28 +42,7 @@ fn tls() -> (quinn_proto::ServerConfig, quinn_proto::ClientConfig) {
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
     let cert = certified.cert.der().clone();
     let key = rustls::pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut server = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![cert.clone()], key)
-        .unwrap();
-    server.alpn_protocols = vec![b"h3".to_vec()];
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert).unwrap();
-    let mut client = rustls::ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    client.alpn_protocols = vec![b"h3".to_vec()];
-    let server = QuicServerConfig::try_from(server).unwrap();
-    let client = QuicClientConfig::try_from(client).unwrap();
-    (
-        quinn_proto::ServerConfig::with_crypto(Arc::new(server)),
-        quinn_proto::ClientConfig::new(Arc::new(client)),
-    )
+    crate::h3session::loopback::configs(cert, key)
 }
 
 impl Net {
