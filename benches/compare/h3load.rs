@@ -117,6 +117,12 @@ const SECTION_MAX: u64 = 64 << 10;
 /// connections does not turn the loop into a busy one.
 const RECONNECT_AFTER: Duration = Duration::from_millis(100);
 
+/// The most bytes one GSO send may carry: Linux refuses (EINVAL) a UDP
+/// GSO batch over 64 KiB with its headers, and quinn-udp then turns GSO
+/// off for the socket. quinn-proto fills `max_datagrams` whole datagrams
+/// of the path's MTU, so with large datagrams the batch is cut to fit.
+const GSO_MAX_BYTES: usize = 65_000;
+
 /// How long a send waits for room in the socket's buffer, a few times,
 /// before the datagram is left to QUIC's loss recovery.
 const SEND_WAIT: Duration = Duration::from_millis(20);
@@ -738,8 +744,9 @@ impl<'a> Worker<'a> {
 
     /// Sends what connection `i` has to send, in GSO batches.
     fn transmit(&mut self, i: usize, now: Instant) {
-        let segments = self.udp.max_gso_segments();
         let conn = &mut self.conns[i];
+        let mtu = usize::from(conn.quic.current_mtu()).max(1);
+        let segments = self.udp.max_gso_segments().min(GSO_MAX_BYTES / mtu).max(1);
         loop {
             self.out.clear();
             let Some(t) = conn.quic.poll_transmit(now, segments, &mut self.out) else {
@@ -784,8 +791,10 @@ impl<'a> Worker<'a> {
                 let stride = meta.stride.max(1);
                 while !data.is_empty() {
                     let datagram = data.split_to(stride.min(data.len()));
-                    self.tally.datagrams.received += 1;
-                    self.tally.datagrams.received_bytes += datagram.len() as u64;
+                    let d = &mut self.tally.datagrams;
+                    d.received += 1;
+                    d.received_bytes += datagram.len() as u64;
+                    d.largest_received = d.largest_received.max(datagram.len() as u64);
                     self.datagram(now, meta, datagram);
                 }
             }
@@ -952,8 +961,10 @@ fn take(r: &mut Request, piece: &[u8]) -> Result<(), String> {
         at = next;
         match event {
             None => return Ok(()),
-            // A head, or after an interim (1xx) head the final one; after
-            // a final head, trailers, which say nothing here.
+            // The head; a HEADERS frame after it is trailers, which say
+            // nothing here. (RequestReader reads a request's order: an
+            // interim 1xx head, which no server here sends, would make the
+            // final head trailers and its DATA a malformed response.)
             Some(Frame::Headers | Frame::Trailers) => {
                 if r.status.is_none_or(|s| s < 200) {
                     r.status = Some(status_of(r.reader.section())?);

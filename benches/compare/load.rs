@@ -91,6 +91,8 @@ pub struct Outcome {
 pub struct Datagrams {
     pub received: u64,
     pub received_bytes: u64,
+    /// The largest datagram received (after GRO's split).
+    pub largest_received: u64,
     /// recvmmsg(2) calls that returned datagrams.
     pub recv_calls: u64,
     pub sent: u64,
@@ -109,6 +111,7 @@ impl Datagrams {
     pub fn add(&mut self, o: &Datagrams) {
         self.received += o.received;
         self.received_bytes += o.received_bytes;
+        self.largest_received = self.largest_received.max(o.largest_received);
         self.recv_calls += o.recv_calls;
         self.sent += o.sent;
         self.sent_bytes += o.sent_bytes;

@@ -984,7 +984,7 @@ impl Report {
         }
         let _ = writeln!(
             out,
-            "notes: h3load's UDP sockets (all rounds): datagrams in and out, their mean size, datagrams per system call (GRO in, GSO out), sends that waited for room, the socket buffers granted (getsockopt: twice the usable size):"
+            "notes: h3load's UDP sockets (all rounds): datagrams in and out, their mean size (in: and the largest), datagrams per system call (GRO in, GSO out), sends that waited for room, the socket buffers granted (getsockopt: twice the usable size):"
         );
         for &size in sizes {
             for name in names {
@@ -1007,10 +1007,11 @@ impl Report {
                 };
                 let _ = writeln!(
                     out,
-                    "  {name} {}: in {} datagrams of {} B, {:.1} per recvmmsg; out {} of {} B, {:.1} per sendmsg; {} waited; SO_RCVBUF {} KiB, SO_SNDBUF {} KiB",
+                    "  {name} {}: in {} datagrams of {} B (at most {} B), {:.1} per recvmmsg; out {} of {} B, {:.1} per sendmsg; {} waited; SO_RCVBUF {} KiB, SO_SNDBUF {} KiB",
                     label(size),
                     d.received,
                     mean(d.received_bytes, d.received),
+                    d.largest_received,
                     per(d.received, d.recv_calls),
                     d.sent,
                     mean(d.sent_bytes, d.sent),
