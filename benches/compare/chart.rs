@@ -233,6 +233,7 @@ fn cell_name((tool, mode, conns, proto, streams): Block) -> String {
         Tool::Resume => "resumed handshakes",
         Tool::H2load => "h2load",
         Tool::Oha => "oha",
+        Tool::H3load => "h3load",
     };
     match proto {
         Proto::H2 => format!("h2 (TLS): {tool}, {conns} connections x {streams} streams"),

@@ -1,6 +1,8 @@
 //! The load clients: wrk (the matrix), ab (the classic method), h2load
-//! (HTTP/2) and oha (HTTP/3), run as child processes and read back from
-//! their printed summaries (oha's JSON).
+//! (HTTP/2) and oha (HTTP/3's cross-check), run as child processes and
+//! read back from their printed summaries (oha's JSON). HTTP/3's load is
+//! the harness's own client in h3load.rs, which reports an [`Outcome`]
+//! as these are read into.
 
 use std::io::{self, BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
@@ -35,8 +37,12 @@ pub enum Tool {
     Resume,
     /// nghttp2's HTTP/2 load client.
     H2load,
-    /// oha built with `--features http3`: the HTTP/3 cells.
+    /// oha built with `--features http3`: one HTTP/3 cell, a cross-check
+    /// of h3load's figures (oha spends more CPU per request than the
+    /// server, see h3load.rs).
     Oha,
+    /// The harness's own HTTP/3 client (h3load.rs): the HTTP/3 cells.
+    H3load,
 }
 
 /// What one load run reported.
@@ -68,6 +74,52 @@ pub struct Outcome {
     /// 253 bits, h2", or "h2c").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub negotiated: Option<String>,
+    /// An in-process client (h3load): its own CPU time over the run, user
+    /// and system, summed over its threads (a child process's is read
+    /// from /proc instead).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_cpu_seconds: Option<f64>,
+    /// h3load: what went through its UDP sockets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub datagrams: Option<Datagrams>,
+}
+
+/// The UDP traffic of h3load's sockets over a run, all threads summed:
+/// how large the datagrams were and how many each system call carried
+/// (recvmmsg with GRO in, sendmsg with GSO out).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Datagrams {
+    pub received: u64,
+    pub received_bytes: u64,
+    /// The largest datagram received (after GRO's split).
+    pub largest_received: u64,
+    /// recvmmsg(2) calls that returned datagrams.
+    pub recv_calls: u64,
+    pub sent: u64,
+    pub sent_bytes: u64,
+    /// sendmsg(2) calls (one GSO batch each).
+    pub send_calls: u64,
+    /// Sends that found the socket buffer full and waited.
+    pub send_blocked: u64,
+    /// SO_RCVBUF and SO_SNDBUF as the kernel granted them (getsockopt's
+    /// figure: twice what the data may use, the rest its bookkeeping).
+    pub rcvbuf: u64,
+    pub sndbuf: u64,
+}
+
+impl Datagrams {
+    pub fn add(&mut self, o: &Datagrams) {
+        self.received += o.received;
+        self.received_bytes += o.received_bytes;
+        self.largest_received = self.largest_received.max(o.largest_received);
+        self.recv_calls += o.recv_calls;
+        self.sent += o.sent;
+        self.sent_bytes += o.sent_bytes;
+        self.send_calls += o.send_calls;
+        self.send_blocked += o.send_blocked;
+        self.rcvbuf = self.rcvbuf.max(o.rcvbuf);
+        self.sndbuf = self.sndbuf.max(o.sndbuf);
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -111,10 +163,12 @@ pub struct Run<'a> {
     pub connections: u32,
     pub mode: Mode,
     pub duration: Duration,
-    /// wrk threads (ab has one), h2load threads.
+    /// wrk threads (ab has one), h2load threads, h3load threads (each
+    /// with its own UDP socket and QUIC endpoint).
     pub threads: u32,
     /// h2load: concurrent streams per connection (-m); oha: -p, which
-    /// its HTTP/3 client also honours (streams per QUIC connection).
+    /// its HTTP/3 client also honours (streams per QUIC connection);
+    /// h3load: requests in flight on each QUIC connection.
     pub streams: u32,
 }
 
@@ -683,36 +737,6 @@ pub fn oha(run: &Run) -> Result<Outcome, String> {
     let cmd = oha_command(run, Some(run.duration))?;
     let out = oha_output(cmd, run.duration + OHA_DRAIN_LIMIT)?;
     parse_oha(&out).ok_or_else(|| format!("oha: unreadable output:\n{out}"))
-}
-
-/// One GET over HTTP/3 (a QUIC connection of its own): Ok if the answer
-/// was a 200 of `size` bytes.
-pub fn oha_probe(url: &str, size: u64) -> Result<(), String> {
-    let run = Run {
-        url,
-        connections: 1,
-        mode: Mode::KeepAlive,
-        duration: Duration::from_secs(1),
-        threads: 1,
-        streams: 1,
-    };
-    let out = oha_output(oha_command(&run, None)?, Duration::from_secs(10))
-        .map_err(|e| format!("{e} (no answer to one GET in 10 s)"))?;
-    let o = parse_oha(&out).ok_or_else(|| format!("oha: unreadable output:\n{out}"))?;
-    let v: serde_json::Value = serde_json::from_str(&out).map_err(|e| e.to_string())?;
-    let per = v["summary"]["sizePerRequest"].as_u64();
-    if o.requests != 1 || o.error_count() > 0 {
-        return Err(format!(
-            "oha: {} response(s), errors {}: {}",
-            o.requests,
-            o.describe_errors(),
-            v["errorDistribution"]
-        ));
-    }
-    if per != Some(size) {
-        return Err(format!("oha: {per:?} body bytes, want {size}"));
-    }
-    Ok(())
 }
 
 /// oha's JSON: the responses are `statusCodeDistribution` (any status;

@@ -1,7 +1,8 @@
 //! `cargo bench --bench compare [-- --quick]`: staticd side by side with
 //! nginx, lighttpd, apache2, h2o, Caddy and static-web-server (whichever
 //! are installed) and with a do-nothing "ceiling" server, on loopback,
-//! under wrk and ab, and over HTTP/2 under h2load. Writes
+//! under wrk and ab, over HTTP/2 under h2load and over HTTP/3 under the
+//! harness's own client (h3load.rs; oha as a cross-check). Writes
 //! target/compare/{table.txt,results.json,chart.svg}. See
 //! benches/README.md.
 
@@ -11,6 +12,11 @@ mod compressed;
 mod docroot;
 mod fetch;
 mod h2;
+// The HTTP/3 client is built on staticd's own QPACK and frames and on
+// quinn-proto and quinn-udp, which the crate has with feature http3 (a
+// default); without it there is no HTTP/3 to measure anyway.
+#[cfg(feature = "http3")]
+mod h3load;
 mod idle;
 mod load;
 mod machine;
@@ -106,19 +112,22 @@ static-web-server, which has no h2c): 50 connections with 10 streams each at
   --h2-open-streams N     streams each of them holds open (default 10; 0:
                           the connection alone)
 
-HTTP/3 (oha built with --features http3, on PATH or at /opt/oha/bin/oha;
-staticd's default HTTPS, h3 on the same port over UDP, and Caddy with
-`protocols h1 h2 h3`; the other peers have no HTTP/3 here: n/a): 50
-connections with 10 streams each and with 1, at 1 KB and 1 MB; then memory
-per idle QUIC connection (an aioquic client, python3).
+HTTP/3 (the harness's own client, h3load: quinn-proto and quinn-udp, one
+UDP socket and QUIC endpoint per client thread; staticd's default HTTPS, h3
+on the same port over UDP, and Caddy with `protocols h1 h2 h3`; the other
+peers have no HTTP/3 here: n/a): 50 connections with 10 streams each and
+with 1, at 1 KB and 1 MB; with oha (built with --features http3, on PATH
+or at /opt/oha/bin/oha) the first 1 KB cell again on staticd as a
+cross-check of the two clients; the kernel's UDP error counters per cell;
+then memory per idle QUIC connection (an aioquic client, python3).
   --no-h3                 no HTTP/3 servers or cells
   --h3-only               only the HTTP/3 cells, plus staticd's own (no
                           peers) HTTPS keep-alive (wrk) and h2 (h2load)
                           cells at the same sizes and its idle TLS memory,
                           which issue 30's ratios compare with (about 5
                           minutes in 3 rounds)
-  --h3-streams LIST       streams per connection of the oha cells (default
-                          10,1)
+  --h3-streams LIST       streams per connection of the h3 cells (default
+                          10,1; the oha cross-check takes the first)
   --h3-idle-connections N idle QUIC connections for the memory measurement
                           (default 500; 0: skip it); with --h3-only the
                           idle TLS measurement uses as many unless
@@ -479,8 +488,11 @@ struct Cell {
     warmup: Option<Duration>,
     /// Which instances of the servers it is measured on.
     proto: Proto,
-    /// h2load: streams per connection (-m); 1 for the others.
+    /// h2load: streams per connection (-m); h3load and oha: streams per
+    /// QUIC connection; 1 for the others.
     streams: u32,
+    /// Measured on staticd alone (oha's cross-check of h3load).
+    staticd_only: bool,
 }
 
 /// The sizes of a full run: a decade apart, so that every round of every
@@ -511,20 +523,25 @@ const H2_CONNECTIONS: u32 = 50;
 /// handshakes too): at least this long, so that a 1 MB cell with 500
 /// streams in flight is past its first responses before it is measured.
 const H2_WARMUP: Duration = Duration::from_millis(500);
-/// The HTTP/3 cells: oha at 50 connections with these streams each (-p;
-/// others with --h3-streams), at these sizes.
+/// The HTTP/3 cells: h3load at 50 connections with these streams each
+/// (others with --h3-streams), at these sizes; oha's cross-check at 1 KB
+/// with the first.
 const H3_STREAMS: [u32; 2] = [10, 1];
 const H3_SIZES: [u64; 2] = [1_000, 1_000_000];
 const H3_CONNECTIONS: u32 = 50;
+/// oha's cross-check: 1 KB, where oha carried 50 connections with 10
+/// streams each (18,000 requests/s in the 2026-12-02 run).
+const H3_CROSS_CHECK_SIZE: u64 = 1_000;
 /// Idle QUIC connections for the memory measurement: each a Python
 /// aioquic handshake of several milliseconds, and all must be open within
 /// staticd's 15 s idle timeout (`--keepalive-timeout`) on a loaded machine.
 const H3_IDLE_CONNECTIONS: u32 = 500;
 /// What an oha run costs beyond its warm-up and measured time: starting
-/// it, 50 QUIC handshakes, the settle (and at 1 MB with many streams, the
-/// wait for the responses in flight at the deadline, H3_LARGE_PER_RUN_MS).
+/// it, 50 QUIC handshakes, the settle.
 const OHA_PER_RUN_MS: u64 = 400;
-const H3_LARGE_PER_RUN_MS: u64 = 10_000;
+/// The same for h3load: 50 QUIC handshakes, the connections drained at the
+/// end (tens of milliseconds; h3load::DRAIN at most), reading /proc.
+const H3LOAD_PER_RUN_MS: u64 = 250;
 /// The h3 cells at 1 MB with more than one stream per connection run this
 /// many times the cell time: at about 100 MB/s over h3 here (2026-12-02),
 /// 50 x 10 responses of 1 MB in flight take about 5 s each, so a 3 s cell
@@ -589,11 +606,21 @@ fn measure(
         cpu_us_per_request: None,
         client_cpu_seconds: 0.0,
         round: 1,
+        udp: None,
     };
     if let Some(why) = server.exited() {
         m.error = Some(format!("server {why}"));
         return m;
     }
+    // h3load's TLS client: the harness's own, ALPN h3.
+    let h3_tls = match (cell.tool, tls) {
+        (Tool::H3load, Some(t)) => Some(t.h3_client()),
+        (Tool::H3load, None) => {
+            m.error = Some("no certificate".into());
+            return m;
+        }
+        _ => None,
+    };
     let run = |duration| Run {
         url: &url,
         connections: cell.connections,
@@ -649,10 +676,11 @@ fn measure(
         _ => None,
     };
     if let Some(w) = cell.warmup {
-        let warm = match &resuming {
-            Some(config) => resume::run(&url, cell.connections, w, config).map(|_| ()),
-            None if cell.tool == Tool::Oha => load::oha_warm_up(&run(w)),
-            None => load::warm_up(&run(w)),
+        let warm = match (&resuming, &h3_tls) {
+            (Some(config), _) => resume::run(&url, cell.connections, w, config).map(|_| ()),
+            (_, Some(config)) => h3load(&run(w), cell.size, config).map(|_| ()),
+            _ if cell.tool == Tool::Oha => load::oha_warm_up(&run(w)),
+            _ => load::warm_up(&run(w)),
         };
         server.settle(SETTLE_LIMIT);
         if let Err(e) = warm {
@@ -660,23 +688,37 @@ fn measure(
             return m;
         }
     }
+    // The kernel's UDP drops over an HTTP/3 run (system-wide).
+    let udp_before = (cell.proto == Proto::H3)
+        .then(procstat::UdpCounters::read)
+        .flatten();
     let cpu_before = procstat::cpu_ticks(pid);
     let client_before = procstat::children_cpu_seconds();
     // A few samples per cell: each walks /proc, which costs CPU too.
     let every = (cell.duration / 4).max(Duration::from_millis(200));
     let sampler = procstat::RssSampler::start(pid, every);
-    let result = match (cell.tool, &resuming) {
-        (Tool::Resume, Some(config)) => resume::run(&url, cell.connections, cell.duration, config),
-        (Tool::Ab, _) => load::ab(&run(cell.duration)),
-        (Tool::Oha, _) => load::oha(&run(cell.duration)),
+    let result = match (cell.tool, &resuming, &h3_tls) {
+        (Tool::Resume, Some(config), _) => {
+            resume::run(&url, cell.connections, cell.duration, config)
+        }
+        (Tool::H3load, _, Some(config)) => h3load(&run(cell.duration), cell.size, config),
+        (Tool::Ab, _, _) => load::ab(&run(cell.duration)),
+        (Tool::Oha, _, _) => load::oha(&run(cell.duration)),
         _ => load::wrk(&run(cell.duration)),
     };
     m.rss_kib = sampler.finish();
     let cpu_after = procstat::cpu_ticks(pid);
     m.client_cpu_seconds = procstat::children_cpu_seconds() - client_before;
     m.server_cpu_seconds = cpu_after.saturating_sub(cpu_before) as f64 / ticks;
+    if let (Some(before), Some(after)) = (udp_before, procstat::UdpCounters::read()) {
+        m.udp = Some(after.since(&before));
+    }
     match result {
         Ok(o) => {
+            // An in-process client counts its own CPU time.
+            if let Some(own) = o.client_cpu_seconds {
+                m.client_cpu_seconds = own;
+            }
             if o.requests > 0 {
                 m.cpu_us_per_request = Some(m.server_cpu_seconds * 1e6 / o.requests as f64);
             }
@@ -690,6 +732,22 @@ fn measure(
         m.error = Some(format!("server {why}"));
     }
     m
+}
+
+/// h3load's run (h3load.rs), or why there is none: the harness was built
+/// without feature http3.
+fn h3load(
+    run: &Run,
+    size: u64,
+    tls: &std::sync::Arc<rustls::ClientConfig>,
+) -> Result<load::Outcome, String> {
+    #[cfg(feature = "http3")]
+    return h3load::run(run, size, tls);
+    #[cfg(not(feature = "http3"))]
+    {
+        let _ = (run, size, tls);
+        Err("the harness was built without feature http3".into())
+    }
 }
 
 /// What a run costs beyond its warm-up and measured time: starting the
@@ -719,14 +777,14 @@ fn estimate(opts: &Options, cells: &[Cell], running: &[Server]) -> Duration {
             HUGE_PER_RUN_MS
         } else if c.tool == Tool::H2load && c.size >= 100_000 {
             H2_LARGE_PER_RUN_MS
-        } else if c.tool == Tool::Oha && c.size >= 100_000 && c.streams > 1 {
-            H3_LARGE_PER_RUN_MS * 2
+        } else if c.tool == Tool::H3load {
+            H3LOAD_PER_RUN_MS
         } else if c.tool == Tool::Oha {
             OHA_PER_RUN_MS
         } else {
             PER_RUN_MS
         };
-        let drain = if matches!(c.tool, Tool::H2load | Tool::Oha) {
+        let drain = if matches!(c.tool, Tool::H2load | Tool::Oha | Tool::H3load) {
             Duration::ZERO
         } else {
             let bytes = f64::from(c.connections) * c.size as f64;
@@ -743,6 +801,7 @@ fn estimate(opts: &Options, cells: &[Cell], running: &[Server]) -> Duration {
         running
             .iter()
             .filter(|s| s.proto == c.proto && s.kind.holds(c.connections))
+            .filter(|s| !c.staticd_only || s.kind == Kind::Staticd)
             .count() as u32
     };
     let mut estimate: Duration = cells
@@ -860,6 +919,8 @@ struct Lineup {
     instances: Vec<(Kind, Proto)>,
     skipped: Vec<Skipped>,
     h3: bool,
+    /// oha is installed: the h3 cross-check cell runs.
+    oha: bool,
     h2load: bool,
 }
 
@@ -981,10 +1042,11 @@ fn plan(
         instances,
         mut skipped,
         h3,
+        oha,
         h2load,
     } = lineup(opts, ground.tls_files.as_ref());
     let running = start_servers(opts, instances, setup, ports, &mut skipped)?;
-    let cells = plan_cells(opts, ground.ab, h3, h2load);
+    let cells = plan_cells(opts, ground.ab, (h3, oha), h2load);
     let estimated = ground.started.elapsed() + estimate(opts, &cells, &running);
     println!(
         "compare: {} cell(s) x {} round(s) x {} server(s), plus idle memory and start-up: about {} in all, estimated (started servers stay up, idle, while the others are measured)",
@@ -1003,7 +1065,8 @@ fn plan(
 }
 
 /// The instances the options ask for, and the parts whose tools are
-/// missing (HTTP/3 without oha, HTTP/2 cells without h2load).
+/// missing (HTTP/3 in a harness built without it, its cross-check
+/// without oha, HTTP/2 cells without h2load).
 fn lineup(opts: &Options, tls_files: Option<&tls::TlsFiles>) -> Lineup {
     let mut instances: Vec<(Kind, Proto)> = Vec::new();
     if opts.cleartext() {
@@ -1023,15 +1086,24 @@ fn lineup(opts: &Options, tls_files: Option<&tls::TlsFiles>) -> Lineup {
         parts.extend([Proto::H2, Proto::H2c]);
     }
     let mut skipped = Vec::new();
-    let h3 = opts.h3_part() && load::oha_path().is_some();
+    let h3 = opts.h3_part() && cfg!(feature = "http3");
     if opts.h3_part() && !h3 {
+        let reason = "the harness (and staticd) were built without feature http3".to_string();
+        println!("skipped: HTTP/3 cells: {reason}");
+        skipped.push(Skipped {
+            server: "HTTP/3 cells".into(),
+            reason,
+        });
+    }
+    let oha = h3 && opts.matrix && load::oha_path().is_some();
+    if h3 && opts.matrix && !oha {
         let reason = format!(
             "oha is not installed (not on PATH, not at {}; cargo install oha --features http3 --locked --root /opt/oha)",
             load::OHA_FALLBACK
         );
-        println!("skipped: HTTP/3 cells: {reason}");
+        println!("skipped: HTTP/3 cross-check with oha: {reason}");
         skipped.push(Skipped {
-            server: "HTTP/3 cells".into(),
+            server: "HTTP/3 cross-check (oha)".into(),
             reason,
         });
     }
@@ -1076,6 +1148,7 @@ fn lineup(opts: &Options, tls_files: Option<&tls::TlsFiles>) -> Lineup {
         instances,
         skipped,
         h3,
+        oha,
         h2load,
     }
 }
@@ -1150,7 +1223,7 @@ fn start_servers(
 }
 
 /// The cells of the matrix, part by part, in the order they run.
-fn plan_cells(opts: &Options, ab: bool, h3: bool, h2load: bool) -> Vec<Cell> {
+fn plan_cells(opts: &Options, ab: bool, h3: (bool, bool), h2load: bool) -> Vec<Cell> {
     let mut cells = Vec::new();
     wrk_cells(opts, &mut cells);
     ab_cells(opts, ab, &mut cells);
@@ -1192,6 +1265,7 @@ fn wrk_cells(opts: &Options, cells: &mut Vec<Cell>) {
                     warmup: Some(warmup),
                     proto: Proto::Http,
                     streams: 1,
+                    staticd_only: false,
                 });
             }
         }
@@ -1212,6 +1286,7 @@ fn ab_cells(opts: &Options, ab: bool, cells: &mut Vec<Cell>) {
                     warmup: None,
                     proto: Proto::Http,
                     streams: 1,
+                    staticd_only: false,
                 });
             }
         }
@@ -1230,6 +1305,7 @@ fn https_cells(opts: &Options, cells: &mut Vec<Cell>) {
             warmup: Some(opts.warmup),
             proto: Proto::Https,
             streams: 1,
+            staticd_only: false,
         };
         if opts.modes.contains(&Mode::KeepAlive) {
             for &size in HTTPS_SIZES.iter().filter(|s| opts.sizes.contains(s)) {
@@ -1265,6 +1341,7 @@ fn h2_cells(opts: &Options, h2load: bool, cells: &mut Vec<Cell>) {
                         warmup: Some(opts.warmup.max(H2_WARMUP)),
                         proto,
                         streams: m,
+                        staticd_only: false,
                     });
                 }
             }
@@ -1272,8 +1349,9 @@ fn h2_cells(opts: &Options, h2load: bool, cells: &mut Vec<Cell>) {
     }
 }
 
-/// oha over HTTP/3.
-fn h3_cells(opts: &Options, h3: bool, cells: &mut Vec<Cell>) {
+/// HTTP/3: h3load in every cell; oha (if installed) in the first 1 KB cell
+/// again, on staticd alone, as a cross-check of the two clients' figures.
+fn h3_cells(opts: &Options, (h3, oha): (bool, bool), cells: &mut Vec<Cell>) {
     if h3 && opts.matrix && opts.modes.contains(&Mode::KeepAlive) {
         for &p in &opts.h3_streams {
             for &size in H3_SIZES.iter().filter(|s| opts.sizes.contains(s)) {
@@ -1286,7 +1364,7 @@ fn h3_cells(opts: &Options, h3: bool, cells: &mut Vec<Cell>) {
                     1.0
                 };
                 cells.push(Cell {
-                    tool: Tool::Oha,
+                    tool: Tool::H3load,
                     size,
                     connections: H3_CONNECTIONS,
                     mode: Mode::KeepAlive,
@@ -1296,8 +1374,22 @@ fn h3_cells(opts: &Options, h3: bool, cells: &mut Vec<Cell>) {
                     warmup: Some(opts.warmup),
                     proto: Proto::H3,
                     streams: p,
+                    staticd_only: false,
                 });
             }
+        }
+        if oha && opts.sizes.contains(&H3_CROSS_CHECK_SIZE) {
+            cells.push(Cell {
+                tool: Tool::Oha,
+                size: H3_CROSS_CHECK_SIZE,
+                connections: H3_CONNECTIONS,
+                mode: Mode::KeepAlive,
+                duration: opts.duration.mul_f64(duration_scale(H3_CONNECTIONS)),
+                warmup: Some(opts.warmup),
+                proto: Proto::H3,
+                streams: opts.h3_streams[0],
+                staticd_only: true,
+            });
         }
     }
 }
@@ -1529,6 +1621,7 @@ fn measure_matrix(
         let what = cell_label(cell);
         let holding: Vec<usize> = (0..running.len())
             .filter(|&j| running[j].proto == cell.proto && running[j].kind.holds(cell.connections))
+            .filter(|&j| !cell.staticd_only || running[j].kind == Kind::Staticd)
             .collect();
         // Round r runs every server once before round r + 1 starts, so
         // that each server's rounds are spread over the cell's time; who
@@ -1579,6 +1672,7 @@ fn cell_label(cell: &Cell) -> String {
             Tool::Resume => "tls-resume",
             Tool::H2load => "h2load",
             Tool::Oha => "oha",
+            Tool::H3load => "h3load",
         },
         match (cell.proto, cell.tool) {
             (Proto::Https, Tool::Wrk) => " https".to_string(),
@@ -1673,7 +1767,9 @@ fn report(opts: &Options, ground: &Ground, plan: Plan, measured: Measured) -> Re
         startup: start_up,
         compressed,
         targets: Vec::new(),
+        h3_cross_check: Vec::new(),
     };
+    report.h3_cross_check = report::cross_check(&report.summaries);
     report.targets = targets::rows(&report);
     std::fs::create_dir_all(&opts.out).map_err(|e| format!("{}: {e}", opts.out.display()))?;
     let mut table = report.table();

@@ -1,11 +1,14 @@
 //! What a server costs, read from /proc: memory (VmRSS) and CPU time
-//! (utime + stime) summed over its whole process tree.
+//! (utime + stime) summed over its whole process tree; and the kernel's
+//! UDP error counters (what `nstat` shows), for the HTTP/3 cells.
 
 use std::collections::HashMap;
 use std::fs;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
+
+use serde::Serialize;
 
 /// Clock ticks per second, for the times in /proc/<pid>/stat.
 pub fn ticks_per_second() -> f64 {
@@ -138,4 +141,100 @@ pub fn children_cpu_seconds() -> f64 {
     };
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+/// The kernel's UDP error counters, system-wide (/proc/net/snmp's `Udp:`
+/// lines and /proc/net/snmp6's `Udp6*`, the counters `nstat -az` names
+/// UdpInErrors, UdpRcvbufErrors, UdpSndbufErrors and Udp6...): datagrams
+/// dropped because a socket's buffer was full, either way. Read before
+/// and after an HTTP/3 cell, their difference is what the cell (and
+/// anything else on the machine meanwhile) lost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct UdpCounters {
+    pub in_errors: u64,
+    pub rcvbuf_errors: u64,
+    pub sndbuf_errors: u64,
+    pub in6_errors: u64,
+    pub rcvbuf6_errors: u64,
+    pub sndbuf6_errors: u64,
+}
+
+impl UdpCounters {
+    /// Now, or None if /proc/net/snmp cannot be read.
+    pub fn read() -> Option<UdpCounters> {
+        let snmp = fs::read_to_string("/proc/net/snmp").ok()?;
+        let snmp6 = fs::read_to_string("/proc/net/snmp6").unwrap_or_default();
+        UdpCounters::parse(&snmp, &snmp6)
+    }
+
+    /// From the texts of /proc/net/snmp (a `Udp:` line of names, then one
+    /// of values) and /proc/net/snmp6 (a name and a value a line).
+    pub fn parse(snmp: &str, snmp6: &str) -> Option<UdpCounters> {
+        let mut lines = snmp.lines().filter(|l| l.starts_with("Udp:"));
+        let names: Vec<&str> = lines.next()?.split_whitespace().skip(1).collect();
+        let values: Vec<u64> = lines
+            .next()?
+            .split_whitespace()
+            .skip(1)
+            .map(|v| v.parse().unwrap_or(0))
+            .collect();
+        let v4 = |name: &str| {
+            names
+                .iter()
+                .position(|n| *n == name)
+                .and_then(|i| values.get(i).copied())
+                .unwrap_or(0)
+        };
+        let v6 = |name: &str| {
+            snmp6
+                .lines()
+                .find_map(|l| {
+                    let mut words = l.split_whitespace();
+                    (words.next()? == name).then(|| words.next()?.parse().ok())?
+                })
+                .unwrap_or(0)
+        };
+        Some(UdpCounters {
+            in_errors: v4("InErrors"),
+            rcvbuf_errors: v4("RcvbufErrors"),
+            sndbuf_errors: v4("SndbufErrors"),
+            in6_errors: v6("Udp6InErrors"),
+            rcvbuf6_errors: v6("Udp6RcvbufErrors"),
+            sndbuf6_errors: v6("Udp6SndbufErrors"),
+        })
+    }
+
+    /// What rose from `before` to `self`.
+    pub fn since(&self, before: &UdpCounters) -> UdpCounters {
+        UdpCounters {
+            in_errors: self.in_errors.saturating_sub(before.in_errors),
+            rcvbuf_errors: self.rcvbuf_errors.saturating_sub(before.rcvbuf_errors),
+            sndbuf_errors: self.sndbuf_errors.saturating_sub(before.sndbuf_errors),
+            in6_errors: self.in6_errors.saturating_sub(before.in6_errors),
+            rcvbuf6_errors: self.rcvbuf6_errors.saturating_sub(before.rcvbuf6_errors),
+            sndbuf6_errors: self.sndbuf6_errors.saturating_sub(before.sndbuf6_errors),
+        }
+    }
+
+    pub fn add(&mut self, o: &UdpCounters) {
+        self.in_errors += o.in_errors;
+        self.rcvbuf_errors += o.rcvbuf_errors;
+        self.sndbuf_errors += o.sndbuf_errors;
+        self.in6_errors += o.in6_errors;
+        self.rcvbuf6_errors += o.rcvbuf6_errors;
+        self.sndbuf6_errors += o.sndbuf6_errors;
+    }
+
+    /// "UdpInErrors 0, UdpRcvbufErrors 0, UdpSndbufErrors 0; Udp6 0/0/0".
+    pub fn describe(&self) -> String {
+        format!(
+            "UdpInErrors {}, UdpRcvbufErrors {}, UdpSndbufErrors {}; Udp6InErrors {}, Udp6RcvbufErrors {}, Udp6SndbufErrors {}",
+            self.in_errors,
+            self.rcvbuf_errors,
+            self.sndbuf_errors,
+            self.in6_errors,
+            self.rcvbuf6_errors,
+            self.sndbuf6_errors
+        )
+    }
 }

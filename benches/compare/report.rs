@@ -13,6 +13,7 @@ use crate::docroot::label;
 use crate::idle::IdleMemory;
 use crate::load::{Mode, Outcome, Tool};
 use crate::machine::{Host, Software};
+use crate::procstat::UdpCounters;
 use crate::servers::{Description, Kind, Proto, PROTOS};
 use crate::startup::Startup;
 
@@ -45,10 +46,15 @@ pub struct Measurement {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_window_seconds: Option<f64>,
     pub cpu_us_per_request: Option<f64>,
-    /// CPU used by the load client (it shares the machine).
+    /// CPU used by the load client (it shares the machine): a child
+    /// process's from /proc, h3load's its own threads'.
     pub client_cpu_seconds: f64,
     /// Which round of the cell, from 1.
     pub round: u32,
+    /// HTTP/3 cells: how much the kernel's UDP error counters rose over
+    /// the measured run (system-wide, as `nstat` reads them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpCounters>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -129,6 +135,74 @@ pub struct Report {
     /// The summary the table ends with: staticd against the best peer in
     /// every cell, met or missed against the targets (targets.rs).
     pub targets: Vec<Target>,
+    /// HTTP/3's cross-check: staticd's cell measured under both h3load
+    /// and oha in this run (none without oha).
+    pub h3_cross_check: Vec<CrossCheck>,
+}
+
+/// One HTTP/3 cell on staticd under the two clients (`cross_check`).
+#[derive(Clone, Debug, Serialize)]
+pub struct CrossCheck {
+    pub server: String,
+    pub size: u64,
+    pub connections: u32,
+    pub streams: u32,
+    pub h3load: ClientFigures,
+    pub oha: ClientFigures,
+}
+
+/// What one client measured in a cell: medians of the rounds.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClientFigures {
+    pub requests_per_second: Option<f64>,
+    pub server_cpu_us_per_request: Option<f64>,
+    pub client_cpu_us_per_request: Option<f64>,
+    pub p50_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    /// Errors of every kind, summed over the rounds.
+    pub errors: u64,
+    pub rounds: u32,
+}
+
+impl ClientFigures {
+    fn of(m: &Summary) -> ClientFigures {
+        ClientFigures {
+            requests_per_second: m.rps(),
+            server_cpu_us_per_request: median(m.cpu_us_per_request),
+            client_cpu_us_per_request: median(m.client_cpu_us_per_request),
+            p50_us: median(m.p50_us),
+            p99_us: median(m.p99_us),
+            errors: m.errors,
+            rounds: m.measured,
+        }
+    }
+}
+
+/// The cells measured under oha (the cross-check) beside the same cell
+/// under h3load: same server, size, connections and streams.
+pub fn cross_check(summaries: &[Summary]) -> Vec<CrossCheck> {
+    summaries
+        .iter()
+        .filter(|o| o.tool == Tool::Oha && o.proto == Proto::H3)
+        .filter_map(|o| {
+            let mine = summaries.iter().find(|h| {
+                h.tool == Tool::H3load
+                    && h.proto == Proto::H3
+                    && h.server == o.server
+                    && h.size == o.size
+                    && h.connections == o.connections
+                    && h.streams == o.streams
+            })?;
+            Some(CrossCheck {
+                server: o.server.clone(),
+                size: o.size,
+                connections: o.connections,
+                streams: o.streams.unwrap_or(1),
+                h3load: ClientFigures::of(mine),
+                oha: ClientFigures::of(o),
+            })
+        })
+        .collect()
 }
 
 /// One row of the summary (targets.rs judges the cells).
@@ -216,7 +290,14 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sd_us: Option<Spread>,
     pub cpu_us_per_request: Option<Spread>,
+    /// The load client's CPU per request, over the rounds that completed
+    /// some (it shares the machine with the server).
+    pub client_cpu_us_per_request: Option<Spread>,
     pub rss_kib: Option<Spread>,
+    /// HTTP/3 cells: the kernel's UDP error counters' rise, summed over
+    /// the rounds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpCounters>,
     /// Completed requests, and errors of every kind, summed over the rounds.
     pub requests: u64,
     pub errors: u64,
@@ -257,6 +338,14 @@ pub fn summarize(measurements: &[Measurement]) -> Vec<Summary> {
             mean_us: Spread::of(done.iter().filter_map(|o| o.mean_us)),
             sd_us: Spread::of(done.iter().filter_map(|o| o.sd_us)),
             cpu_us_per_request: Spread::of(rounds.iter().filter_map(|r| r.cpu_us_per_request)),
+            client_cpu_us_per_request: Spread::of(rounds.iter().filter_map(|r| {
+                let n = r.outcome.as_ref()?.requests;
+                (n > 0).then(|| r.client_cpu_seconds * 1e6 / n as f64)
+            })),
+            udp: rounds.iter().filter_map(|r| r.udp).reduce(|mut a, b| {
+                a.add(&b);
+                a
+            }),
             rss_kib: Spread::of(
                 rounds
                     .iter()
@@ -319,7 +408,14 @@ impl Report {
     pub(crate) fn blocks(&self) -> Vec<Block> {
         let mut out: Vec<Block> = Vec::new();
         for proto in PROTOS {
-            for tool in [Tool::Wrk, Tool::Ab, Tool::Resume, Tool::H2load, Tool::Oha] {
+            for tool in [
+                Tool::Wrk,
+                Tool::Ab,
+                Tool::Resume,
+                Tool::H2load,
+                Tool::H3load,
+                Tool::Oha,
+            ] {
                 for &mode in &[Mode::KeepAlive, Mode::Close] {
                     let mut keys: Vec<(u32, u32)> = self
                         .summaries
@@ -645,6 +741,26 @@ impl Report {
                     median(m.cpu_us_per_request).map_or("-".into(), |us| format!("{us:.1}"))
                 }),
             );
+            if block.3 == Proto::H3 {
+                let _ = writeln!(
+                    out,
+                    "-- {title}: load client CPU time per request, us ({}) --",
+                    if block.0 == Tool::H3load {
+                        "h3load's own threads, getrusage"
+                    } else {
+                        "oha's process"
+                    }
+                );
+                render(
+                    &mut out,
+                    &header,
+                    &metric(&|m| {
+                        median(m.client_cpu_us_per_request)
+                            .map_or("-".into(), |us| format!("{us:.1}"))
+                    }),
+                );
+                self.h3_notes(&mut out, block, &sizes, &names);
+            }
             if !notes.is_empty() {
                 let _ = writeln!(out, "errors (cells marked !):");
                 for n in notes {
@@ -654,6 +770,7 @@ impl Report {
         }
         self.many_connections(&mut out);
         compressed::table(&mut out, &self.compressed, s.duration_seconds);
+        self.h3_cross_check_table(&mut out);
         self.h2_summary(&mut out);
         self.idle_table(&mut out);
         self.startup_table(&mut out);
@@ -847,6 +964,133 @@ impl Report {
     }
 }
 
+impl Report {
+    /// An h3 block's notes: the kernel's UDP error counters over each
+    /// server's runs, and (h3load) what its sockets carried.
+    fn h3_notes(&self, out: &mut String, block: Block, sizes: &[u64], names: &[String]) {
+        let _ = writeln!(
+            out,
+            "notes: UDP error counters (/proc/net/snmp and snmp6, as nstat names them; system-wide, so anything else on the machine counts too), their rise over the measured runs, summed over the rounds:"
+        );
+        for &size in sizes {
+            for name in names {
+                if let Some(udp) = self.find(block, size, name).and_then(|m| m.udp) {
+                    let _ = writeln!(out, "  {name} {}: {}", label(size), udp.describe());
+                }
+            }
+        }
+        if block.0 != Tool::H3load {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "notes: h3load's UDP sockets (all rounds): datagrams in and out, their mean size (in: and the largest), datagrams per system call (GRO in, GSO out), sends that waited for room, the socket buffers granted (getsockopt: twice the usable size):"
+        );
+        for &size in sizes {
+            for name in names {
+                let mut d = crate::load::Datagrams::default();
+                for r in self.rounds_of(block, size, name) {
+                    if let Some(o) = r.outcome.as_ref().and_then(|o| o.datagrams) {
+                        d.add(&o);
+                    }
+                }
+                if d.received == 0 && d.sent == 0 {
+                    continue;
+                }
+                let mean = |bytes: u64, n: u64| bytes.checked_div(n).unwrap_or(0);
+                let per = |n: u64, calls: u64| {
+                    if calls > 0 {
+                        n as f64 / calls as f64
+                    } else {
+                        0.0
+                    }
+                };
+                let _ = writeln!(
+                    out,
+                    "  {name} {}: in {} datagrams of {} B (at most {} B), {:.1} per recvmmsg; out {} of {} B, {:.1} per sendmsg; {} waited; SO_RCVBUF {} KiB, SO_SNDBUF {} KiB",
+                    label(size),
+                    d.received,
+                    mean(d.received_bytes, d.received),
+                    d.largest_received,
+                    per(d.received, d.recv_calls),
+                    d.sent,
+                    mean(d.sent_bytes, d.sent),
+                    per(d.sent, d.send_calls),
+                    d.send_blocked,
+                    d.rcvbuf >> 10,
+                    d.sndbuf >> 10
+                );
+            }
+        }
+    }
+
+    /// The cross-check: staticd's cell under oha beside the same cell
+    /// under h3load, the ratios of the two.
+    fn h3_cross_check_table(&self, out: &mut String) {
+        if self.h3_cross_check.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "\n== HTTP/3 cross-check: the same cell under h3load (the h3 cells' client) and oha (the client before it), in this run; oha's figures check h3load's, they are not the cell's =="
+        );
+        let header: Vec<String> = [
+            "cell",
+            "client",
+            "req/s",
+            "server CPU us/req",
+            "client CPU us/req",
+            "p50/p99 ms",
+            "errors",
+        ]
+        .map(String::from)
+        .to_vec();
+        let mut rows = Vec::new();
+        let us = |v: Option<f64>| v.map_or("-".into(), |u| format!("{u:.1}"));
+        for c in &self.h3_cross_check {
+            let cell = format!(
+                "{} {} c={} x {}",
+                c.server,
+                label(c.size),
+                c.connections,
+                c.streams
+            );
+            for (client, f) in [("h3load", &c.h3load), ("oha", &c.oha)] {
+                rows.push(vec![
+                    cell.clone(),
+                    client.to_string(),
+                    f.requests_per_second
+                        .map_or("-".into(), |r| format!("{r:.0}")),
+                    us(f.server_cpu_us_per_request),
+                    us(f.client_cpu_us_per_request),
+                    format!("{}/{}", ms(f.p50_us), ms(f.p99_us)),
+                    f.errors.to_string(),
+                ]);
+            }
+            let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                (Some(a), Some(b)) if b > 0.0 => format!("x{:.2}", a / b),
+                _ => "-".into(),
+            };
+            rows.push(vec![
+                cell,
+                "h3load / oha".into(),
+                ratio(c.h3load.requests_per_second, c.oha.requests_per_second),
+                ratio(
+                    c.h3load.server_cpu_us_per_request,
+                    c.oha.server_cpu_us_per_request,
+                ),
+                ratio(
+                    c.h3load.client_cpu_us_per_request,
+                    c.oha.client_cpu_us_per_request,
+                ),
+                String::new(),
+                String::new(),
+            ]);
+        }
+        render(out, &header, &rows);
+    }
+}
+
 fn idle_rows(out: &mut String, records: &[&IdleMemory]) {
     let streams = records.iter().any(|r| r.streams.is_some());
     let mut header: Vec<String> = [
@@ -996,7 +1240,8 @@ pub(crate) fn block_title((tool, mode, conns, proto, streams): Block) -> String 
         Tool::Ab => "ab (classic)",
         Tool::Resume => "resumed TLS 1.3 handshakes (harness client)",
         Tool::H2load => "h2load",
-        Tool::Oha => "oha",
+        Tool::H3load => "h3load (the harness's client)",
+        Tool::Oha => "oha, cross-check of h3load",
     };
     match proto {
         Proto::H3 => {

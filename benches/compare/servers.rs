@@ -829,8 +829,9 @@ pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports, proto: Proto) -> Resu
         )
         .map_err(|e| format!("serves {} wrongly: {e}", docroot::label(size)))?;
         if proto == Proto::H3 {
-            // Over HTTP/3 itself: oha's own request, status and length.
-            crate::load::oha_probe(&server.url(size), size)
+            // Over HTTP/3 itself: the h3 cells' client's own GET, status
+            // and the file byte for byte.
+            h3_probe(&server.url(size), size, expected.as_deref(), tls)
                 .map_err(|e| format!("HTTP/3, {}: {e}", docroot::label(size)))?;
         }
     }
@@ -841,7 +842,10 @@ pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports, proto: Proto) -> Resu
                 .map_err(|e| format!("{e}"))?;
             let probe = tls::connect(&addr, &config, Duration::from_secs(5))
                 .map_err(|e| format!("TLS handshake: {e}"))?;
-            server.about.tls = Some(format!("{}; h3 over QUIC by oha", tls::negotiated(&probe)));
+            server.about.tls = Some(format!(
+                "{}; h3 over QUIC (TLS 1.3, ALPN h3) by h3load",
+                tls::negotiated(&probe)
+            ));
         }
     } else if h2 {
         // What the harness's client negotiated: TLS and ALPN, or h2c.
@@ -858,6 +862,28 @@ pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports, proto: Proto) -> Resu
         server.about.tls = Some(tls::negotiated(&probe));
     }
     Ok(server)
+}
+
+/// One GET over HTTP/3 with h3load (a QUIC connection of its own): Ok if
+/// the answer was a 200 with the file's bytes.
+fn h3_probe(
+    url: &str,
+    size: u64,
+    expected: Option<&Path>,
+    tls: Option<&TlsFiles>,
+) -> Result<(), String> {
+    let tls = tls.ok_or("no certificate")?;
+    let want = expected
+        .map(fs::read)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    #[cfg(feature = "http3")]
+    return crate::h3load::probe(url, size, want.as_deref(), &tls.h3_client());
+    #[cfg(not(feature = "http3"))]
+    {
+        let _ = (url, size, want, tls);
+        Err("the harness was built without feature http3".into())
+    }
 }
 
 fn write_config(dir: &Path, name: &str, text: &str) -> Result<PathBuf, String> {

@@ -14,7 +14,8 @@
 //!   best peer's (the lowest p99 of the peers without errors);
 //! - inetd start (inetd-spawn, p50) within 0.25 ms of /bin/true's;
 //! - idle keep-alive connections: 0.5 KiB or less each;
-//! - HTTP/3 (issue 30): x1.50 or more of Caddy in every h3 cell; CPU per
+//! - HTTP/3 (issue 30): x1.50 or more of Caddy in every h3 cell (h3load's;
+//!   oha's cross-check cell is listed without a target); CPU per
 //!   1 KB h3 request no more than 1.5x staticd's own over h2 (h2load, the
 //!   same connections and streams); 1 MB requests/s over h3 at least 0.5x
 //!   staticd's own over HTTPS on TCP (wrk keep-alive, 50 connections);
@@ -42,7 +43,7 @@ fn rps_target(block: Block, size: u64) -> Option<(f64, bool, &'static str)> {
         (Tool::Wrk, Mode::Close, Proto::Http) => Some((1.0, false, ">= x1.00")),
         (Tool::Wrk, Mode::Close, Proto::Https) => Some((1.5, false, ">= x1.50")),
         (Tool::Resume, _, Proto::Https) => Some((1.5, false, ">= x1.50")),
-        (Tool::Oha, _, Proto::H3) => Some((1.5, false, ">= x1.50")),
+        (Tool::H3load, _, Proto::H3) => Some((1.5, false, ">= x1.50")),
         _ => None,
     }
 }
@@ -51,7 +52,8 @@ fn cell_name((tool, mode, conns, proto, streams): Block, size: u64) -> String {
     let what = match (tool, proto) {
         (Tool::H2load, Proto::H2) => format!("h2 c={conns} x {streams}"),
         (Tool::H2load, _) => format!("h2c c={conns} x {streams}"),
-        (Tool::Oha, _) => format!("h3 c={conns} x {streams}"),
+        (Tool::H3load, _) => format!("h3 c={conns} x {streams}"),
+        (Tool::Oha, _) => format!("h3 (oha, cross-check) c={conns} x {streams}"),
         (Tool::Resume, _) => format!("HTTPS c={conns}, resumed handshakes"),
         (Tool::Wrk, Proto::Https) if mode == Mode::Close => {
             format!("HTTPS close c={conns}, full handshakes")
@@ -127,7 +129,7 @@ fn h3_rows(r: &Report, out: &mut Vec<Target>) {
     let h3_blocks: Vec<Block> = r
         .blocks()
         .into_iter()
-        .filter(|b| b.0 == Tool::Oha && b.3 == Proto::H3)
+        .filter(|b| b.0 == Tool::H3load && b.3 == Proto::H3)
         .collect();
     let h2_blocks: Vec<Block> = r
         .blocks()

@@ -131,6 +131,16 @@ impl TlsFiles {
         config.alpn_protocols = vec![b"h2".to_vec()];
         Arc::new(config)
     }
+
+    /// The same client, offering ALPN h3 and nothing else, without
+    /// resumption: the harness's HTTP/3 client (h3load.rs), whose QUIC
+    /// takes TLS 1.3 of it (QUIC has no other version).
+    #[cfg_attr(not(feature = "http3"), allow(dead_code))]
+    pub fn h3_client(&self) -> Arc<ClientConfig> {
+        let mut config = (*self.client(false)).clone();
+        config.alpn_protocols = vec![b"h3".to_vec()];
+        Arc::new(config)
+    }
 }
 
 /// Connects and completes the handshake.
