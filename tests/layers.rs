@@ -580,11 +580,15 @@ impl Layers {
     }
 }
 
-/// Every .rs file under `dir`, by its path below `base`.
+/// Every .rs file under `dir`, by its path below `base`, but for run
+/// records (`results/`), whose measuring tools are crates of their own.
 fn read_sources(base: &Path, dir: &Path, out: &mut BTreeMap<File, String>) {
     for entry in fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
+            if path.file_name().is_some_and(|n| n == "results") {
+                continue;
+            }
             read_sources(base, &path, out);
         } else if path.extension().is_some_and(|e| e == "rs") {
             let rel = path
