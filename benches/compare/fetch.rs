@@ -72,6 +72,19 @@ pub fn addr_of(url: &str) -> io::Result<SocketAddr> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "bad address"))
 }
 
+/// An `https://ADDR:PORT/path` URL's parts: the address, the authority
+/// as written, and the path (empty if the URL has none).
+pub fn https_parts(url: &str) -> Result<(SocketAddr, &str, &str), String> {
+    let rest = url
+        .strip_prefix("https://")
+        .ok_or_else(|| format!("not an https URL: {url}"))?;
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let addr = authority
+        .parse()
+        .map_err(|_| format!("not an IP address and port: {authority}"))?;
+    Ok((addr, authority, path))
+}
+
 fn request(url: &str) -> io::Result<Request<Empty<Bytes>>> {
     Request::get(url)
         .body(Empty::new())

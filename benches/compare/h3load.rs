@@ -145,13 +145,7 @@ struct Target {
 
 impl Target {
     fn parse(url: &str) -> Result<Target, String> {
-        let rest = url
-            .strip_prefix("https://")
-            .ok_or_else(|| format!("not an https URL: {url}"))?;
-        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-        let addr: SocketAddr = authority
-            .parse()
-            .map_err(|_| format!("not an IP address and port: {authority}"))?;
+        let (addr, authority, path) = crate::fetch::https_parts(url)?;
         Ok(Target {
             addr,
             authority: authority.to_string(),

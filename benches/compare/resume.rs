@@ -38,13 +38,7 @@ pub fn run(
     duration: Duration,
     config: &Arc<ClientConfig>,
 ) -> Result<Outcome, String> {
-    let rest = url
-        .strip_prefix("https://")
-        .ok_or_else(|| format!("not an https URL: {url}"))?;
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let addr: SocketAddr = authority
-        .parse()
-        .map_err(|_| format!("bad address {authority}"))?;
+    let (addr, _, path) = crate::fetch::https_parts(url)?;
     let start = Instant::now();
     let deadline = start + duration;
     let workers: Vec<_> = (0..connections.max(1))
