@@ -1532,7 +1532,7 @@ pub mod h3_script {
         let crypto = QuicServerConfig::try_from(tls).expect("QUIC's TLS");
         let mut server = quinn_proto::ServerConfig::with_crypto(Arc::new(crypto));
         let mut transport = transport();
-        transport.max_concurrent_bidi_streams(staticd::config::H2_MAX_STREAMS.into());
+        transport.max_concurrent_bidi_streams(staticd::config::H3_MAX_STREAMS.into());
         transport.max_concurrent_uni_streams(8u32.into());
         server.transport_config(Arc::new(transport));
         server
