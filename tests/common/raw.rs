@@ -540,17 +540,36 @@ pub fn parse_responses(mut bytes: &[u8], methods: &[&str]) -> Vec<Response> {
 /// a loaded machine. Nothing connects to find out (a connection made while the
 /// listener is still there would be one more client).
 pub fn wait_listener_closed(addr: SocketAddr) {
-    let listening = || tcp_sockets(addr).iter().any(|fields| fields[3] == "0A");
     // Looked at every 5 ms, not `eventually`'s 100: what a test does next
     // (a request in a stop's last call) has a deadline of its own.
     let deadline = Instant::now() + IO_TIMEOUT;
-    while listening() {
+    while listening_on(addr) {
         assert!(
             Instant::now() < deadline,
             "still listening on {addr} after {IO_TIMEOUT:?}"
         );
         thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// Whether a socket listens on `addr` (an IPv4 address). The kernel lists
+/// listening sockets first in /proc/net/tcp, so this reads only that part:
+/// the whole table, with the thousands of connections other test binaries
+/// leave in TIME_WAIT, once took more than a second to read, and a stop's
+/// last call (1 s) was over before a test saw its listener close.
+fn listening_on(addr: SocketAddr) -> bool {
+    let local = proc_net_addr(addr);
+    let table = fs::File::open("/proc/net/tcp").expect("open /proc/net/tcp");
+    for line in BufReader::new(table).lines().skip(1) {
+        let line = line.expect("read /proc/net/tcp");
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        match (fields.get(1), fields.get(3)) {
+            (Some(_), Some(&state)) if state != "0A" => return false,
+            (Some(&at), Some(_)) if at == local => return true,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// How many sockets listening on `addr` (an IPv4 address) process `pid` holds: those
