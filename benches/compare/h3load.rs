@@ -225,27 +225,43 @@ struct Plan {
     limit: Option<u64>,
 }
 
+impl Plan {
+    /// GETs of `url` (a file `size` long) with `tls`, `streams` at a time
+    /// on each connection, from now until `for_` has passed (or `limit`
+    /// responses came).
+    fn new(
+        url: &str,
+        size: u64,
+        tls: &Arc<rustls::ClientConfig>,
+        streams: u32,
+        (for_, limit): (Duration, Option<u64>),
+    ) -> Result<Plan, String> {
+        let target = Target::parse(url)?;
+        let start = Instant::now();
+        Ok(Plan {
+            request: request_frame(&target.authority, &target.path),
+            control: control_preface(),
+            quic: quic_config(tls)?,
+            target,
+            size,
+            streams,
+            start,
+            deadline: start + for_,
+            limit,
+        })
+    }
+}
+
 /// Runs the load for `run.duration` against `run.url` (an https URL of a
 /// file `size` bytes long, whose server speaks HTTP/3 on the same port
 /// over UDP), with `tls` (ALPN h3). Fails only if a socket could not be
 /// set up or the URL is not one; everything that goes wrong afterwards is
 /// counted in the outcome.
 pub fn run(run: &Run, size: u64, tls: &Arc<rustls::ClientConfig>) -> Result<Outcome, String> {
-    let target = Target::parse(run.url)?;
     let connections = run.connections.max(1);
     let threads = run.threads.clamp(1, connections);
-    let start = Instant::now();
-    let plan = Plan {
-        request: request_frame(&target.authority, &target.path),
-        control: control_preface(),
-        quic: quic_config(tls)?,
-        target,
-        size,
-        streams: run.streams.max(1),
-        start,
-        deadline: start + run.duration,
-        limit: None,
-    };
+    let streams = run.streams.max(1);
+    let plan = Plan::new(run.url, size, tls, streams, (run.duration, None))?;
     let tallies = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|i| {
@@ -264,7 +280,7 @@ pub fn run(run: &Run, size: u64, tls: &Arc<rustls::ClientConfig>) -> Result<Outc
     for t in tallies {
         all.add(t);
     }
-    Ok(all.outcome(start))
+    Ok(all.outcome(plan.start))
 }
 
 /// One GET of `url` on a connection of its own: Ok if the answer was a 200
@@ -276,19 +292,7 @@ pub fn probe(
     expected: Option<&[u8]>,
     tls: &Arc<rustls::ClientConfig>,
 ) -> Result<(), String> {
-    let target = Target::parse(url)?;
-    let start = Instant::now();
-    let plan = Plan {
-        request: request_frame(&target.authority, &target.path),
-        control: control_preface(),
-        quic: quic_config(tls)?,
-        target,
-        size,
-        streams: 1,
-        start,
-        deadline: start + PROBE_LIMIT,
-        limit: Some(1),
-    };
+    let plan = Plan::new(url, size, tls, 1, (PROBE_LIMIT, Some(1)))?;
     let t = Worker::new(&plan, 1)?.run();
     let what = |t: &Tally| {
         t.first_error
@@ -316,7 +320,7 @@ pub fn probe(
         (None, _) => Err(format!(
             "h3load: {} (in {:.1} s)",
             what(&t),
-            start.elapsed().as_secs_f64()
+            plan.start.elapsed().as_secs_f64()
         )),
     }
 }
