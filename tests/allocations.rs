@@ -87,6 +87,18 @@ struct Fixture {
 }
 
 impl Fixture {
+    /// What an HTTP/2 or HTTP/3 session serves: this fixture's root, its
+    /// configuration, and `origin`.
+    #[cfg(any(feature = "http2", feature = "http3"))]
+    fn served(&self, origin: staticd::origin::Origin) -> std::sync::Arc<staticd::pipeline::Served> {
+        let site = Site::open(self._dir.path(), &["index.html"], Features::default()).unwrap();
+        std::sync::Arc::new(staticd::pipeline::Served {
+            cfg: std::sync::Arc::new(self.cfg.clone()),
+            site: std::sync::Arc::new(site),
+            origin,
+        })
+    }
+
     fn new(features: Features) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
@@ -743,9 +755,8 @@ fn queueing_log_lines_allocates_nothing() {
 mod http2 {
     use super::*;
     use staticd::client_name::ClientName;
-    use staticd::h2session::{Connection, Served, PREFACE};
+    use staticd::h2session::{Connection, PREFACE};
     use staticd::origin::{Kind, Origin, Protocol};
-    use std::sync::Arc;
     use std::time::Instant;
 
     const STREAMS: u32 = 10;
@@ -775,14 +786,10 @@ mod http2 {
         const TURNS: u32 = 400;
         const PER_WINDOW: u32 = 50;
         let f = Fixture::new(Features::default());
-        let served = Arc::new(Served {
-            cfg: Arc::new(f.cfg.clone()),
-            site: Arc::new(
-                Site::open(f._dir.path(), &["index.html"], Features::default()).unwrap(),
-            ),
-            origin: Origin::new(Kind::Http, ClientName::new("127.0.0.1"), Protocol::Http1)
+        let served = f.served(
+            Origin::new(Kind::Http, ClientName::new("127.0.0.1"), Protocol::Http1)
                 .into_streams(None, (None, None)),
-        });
+        );
         let mut conn = Connection::new(served, Instant::now());
         let mut opening = PREFACE.to_vec();
         opening.extend(frame(0x4, 0, 0, &[]));
@@ -852,8 +859,6 @@ mod http3 {
     use staticd::client_name::ClientName;
     use staticd::h3session::loopback::{self, Loopback};
     use staticd::origin::{Kind, Origin, Protocol};
-    use staticd::pipeline::Served;
-    use std::sync::Arc;
     use std::time::Instant;
 
     /// What quinn-proto and staticd allocate per stream, as counted on
@@ -882,13 +887,11 @@ mod http3 {
     fn per_stream(path: &str) -> f64 {
         const PER_WINDOW: u32 = 50;
         let f = Fixture::new(Features::default());
-        let served = Arc::new(Served {
-            cfg: Arc::new(f.cfg.clone()),
-            site: Arc::new(
-                Site::open(f._dir.path(), &["index.html"], Features::default()).unwrap(),
-            ),
-            origin: Origin::new(Kind::Https, ClientName::new("127.0.0.1"), Protocol::Fields),
-        });
+        let served = f.served(Origin::new(
+            Kind::Https,
+            ClientName::new("127.0.0.1"),
+            Protocol::Fields,
+        ));
         let (server, client) = tls();
         let mut link = Loopback::connect(server, client, served, Instant::now());
         link.server_side = server_side;
