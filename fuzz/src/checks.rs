@@ -1545,15 +1545,7 @@ pub mod h3_script {
         use quinn_proto::crypto::rustls::QuicClientConfig;
         use rustls::pki_types::{pem::PemObject, CertificateDer};
         let ca = CertificateDer::from_pem_slice(include_bytes!("../tls/ca.pem")).expect("ca");
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(ca).expect("the test CA");
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .expect("TLS 1.3")
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        tls.alpn_protocols = vec![b"h3".to_vec()];
+        let mut tls = staticd::h3session::loopback::client_tls(ca);
         tls.resumption = rustls::client::Resumption::disabled();
         let crypto = QuicClientConfig::try_from(tls).expect("QUIC's TLS");
         let mut client = quinn_proto::ClientConfig::new(Arc::new(crypto));

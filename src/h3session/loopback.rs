@@ -116,6 +116,20 @@ fn endpoint(server: Option<ServerConfig>, seed: u8) -> Endpoint {
     Endpoint::new(Arc::new(config), server.map(Arc::new), true, None)
 }
 
+/// A client's TLS for HTTP/3: TLS 1.3, ALPN h3, trusting `trust` alone.
+pub fn client_tls(trust: rustls::pki_types::CertificateDer<'static>) -> rustls::ClientConfig {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(trust).expect("a certificate to trust");
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .expect("TLS 1.3")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    client.alpn_protocols = vec![b"h3".to_vec()];
+    client
+}
+
 /// QUIC configurations for both ends, TLS 1.3 and ALPN h3, the server
 /// with `cert` and `key`, the client trusting `cert` alone (tests bring
 /// one made with rcgen).
@@ -125,23 +139,15 @@ pub fn configs(
 ) -> (ServerConfig, ClientConfig) {
     use quinn_proto::crypto::rustls::{QuicClientConfig, QuicServerConfig};
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut server = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+    let mut server = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
         .expect("TLS 1.3")
         .with_no_client_auth()
         .with_single_cert(vec![cert.clone()], key)
         .expect("the certificate and key match");
     server.alpn_protocols = vec![b"h3".to_vec()];
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert).expect("a certificate to trust");
-    let mut client = rustls::ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .expect("TLS 1.3")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    client.alpn_protocols = vec![b"h3".to_vec()];
     let server = QuicServerConfig::try_from(server).expect("a QUIC server configuration");
-    let client = QuicClientConfig::try_from(client).expect("a QUIC client configuration");
+    let client = QuicClientConfig::try_from(client_tls(cert)).expect("a QUIC client configuration");
     (
         ServerConfig::with_crypto(Arc::new(server)),
         ClientConfig::new(Arc::new(client)),
