@@ -76,6 +76,18 @@ impl Docroot {
         Ok(Docroot { dir })
     }
 
+    /// A copy of the program `built` in the scratch directory's bin/, named
+    /// `name`: a rebuild during the run cannot replace the binary that
+    /// tcpserver keeps starting.
+    pub fn keep_copy(&self, built: &Path, name: &str) -> Result<PathBuf, String> {
+        let bin = self.scratch().join("bin");
+        let copy = bin.join(name);
+        fs::create_dir_all(&bin)
+            .and_then(|()| fs::copy(built, &copy))
+            .map_err(|e| format!("copy {} to {}: {e}", built.display(), copy.display()))?;
+        Ok(copy)
+    }
+
     /// The directory served.
     pub fn root(&self) -> PathBuf {
         self.dir.path().join("www")

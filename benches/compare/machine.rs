@@ -41,6 +41,20 @@ pub struct ToolVersion {
     pub version: String,
 }
 
+impl Host {
+    /// "2 core(s), AMD EPYC 7B13, 7.8 GiB memory, Linux 6.1.0": the line a
+    /// table names its machine with.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} core(s), {}, {:.1} GiB memory, Linux {}",
+            self.cores,
+            self.cpu,
+            self.memory_mib as f64 / 1024.0,
+            self.kernel
+        )
+    }
+}
+
 pub fn host() -> Host {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .unwrap_or_default()

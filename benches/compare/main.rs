@@ -8,6 +8,7 @@
 
 mod ceiling;
 mod chart;
+mod cli;
 mod compressed;
 mod docroot;
 mod fetch;
@@ -33,7 +34,7 @@ mod stop;
 mod targets;
 mod tls;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use load::{Mode, Run, Tool};
@@ -236,11 +237,7 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
         ab: false,
         ab_connections: 50,
         ab_duration: Duration::from_secs_f64(0.5),
-        // The target directory is the parent of CARGO_TARGET_TMPDIR.
-        out: PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .parent()
-            .map_or_else(|| PathBuf::from("target"), PathBuf::from)
-            .join("compare"),
+        out: report::default_out(),
         https: true,
         https_only: false,
         h2: true,
@@ -976,7 +973,7 @@ fn prepare(opts: &Options) -> Result<Ground, String> {
     );
     let docroot = docroot::Docroot::create(&opts.sizes).map_err(|e| format!("docroot: {e}"))?;
     reaper::remove_later(docroot.scratch());
-    let staticd = copy_staticd(&built, &docroot)?;
+    let staticd = docroot.keep_copy(&built, "staticd")?;
     let max_connections = max_connections(opts);
     if u64::from(max_connections) + 100 > fd_limit {
         eprintln!(
@@ -1001,17 +998,6 @@ fn prepare(opts: &Options) -> Result<Ground, String> {
         max_connections,
         tls_files,
     })
-}
-
-/// A copy of the binary in the scratch directory, so that a rebuild
-/// during the run cannot replace the binary that tcpserver keeps starting.
-fn copy_staticd(built: &Path, docroot: &docroot::Docroot) -> Result<PathBuf, String> {
-    let bin = docroot.scratch().join("bin");
-    let staticd = bin.join("staticd");
-    std::fs::create_dir(&bin)
-        .and_then(|()| std::fs::copy(built, &staticd))
-        .map_err(|e| format!("copy {} to {}: {e}", built.display(), staticd.display()))?;
-    Ok(staticd)
 }
 
 /// The most connections any server will hold at once: the largest wrk

@@ -1156,15 +1156,7 @@ fn idle_rows(out: &mut String, records: &[&IdleMemory]) {
 impl Report {
     /// The first lines of the table: what a reader needs to reproduce it.
     fn machine(&self, out: &mut String) {
-        let h = &self.host;
-        let _ = writeln!(
-            out,
-            "staticd comparison: {} core(s), {}, {:.1} GiB memory, Linux {}",
-            h.cores,
-            h.cpu,
-            h.memory_mib as f64 / 1024.0,
-            h.kernel
-        );
+        let _ = writeln!(out, "staticd comparison: {}", self.host.describe());
         let sw = &self.software;
         let _ = writeln!(
             out,
@@ -1227,8 +1219,7 @@ impl Report {
     }
 
     pub fn write_json(&self, path: &Path) -> Result<(), String> {
-        let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
-        std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))
+        write_json(path, self)
     }
 }
 
@@ -1261,6 +1252,25 @@ pub(crate) fn block_title((tool, mode, conns, proto, streams): Block) -> String 
             mode.label()
         ),
     }
+}
+
+/// `value` as pretty JSON at `path`: results.json, and the modes' own.
+pub fn write_json(path: &Path, value: &impl Serialize) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| e.to_string())?;
+    std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Where the harness writes by default: <target>/compare (the target
+/// directory is the parent of CARGO_TARGET_TMPDIR).
+pub fn default_out() -> std::path::PathBuf {
+    target_dir().join("compare")
+}
+
+/// The target directory the bench was built in.
+pub fn target_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .map_or_else(|| "target".into(), Path::to_path_buf)
 }
 
 /// The median of a spread, if there is one.

@@ -34,7 +34,7 @@ use serde::Serialize;
 use crate::machine::Host;
 use crate::report::clock;
 use crate::servers::Setup;
-use crate::{docroot, load, reaper, tls};
+use crate::{cli, docroot, load, reaper, report, tls};
 use pool::Pool;
 use table::Table;
 use tables::Timing;
@@ -74,30 +74,10 @@ fn parse(args: &[String]) -> Result<Options, String> {
         warmup: Duration::from_millis(300),
         only: vec![1, 2, 3, 4],
         skip: Vec::new(),
-        out: PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .parent()
-            .map_or_else(|| PathBuf::from("target"), PathBuf::from)
-            .join("compare"),
+        out: report::default_out(),
     };
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-            _ => (arg.as_str(), None),
-        };
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| it.next().cloned())
-                .ok_or_else(|| format!("{flag} needs a value"))
-        };
-        let secs = |v: String, zero: bool| {
-            v.parse::<f64>()
-                .ok()
-                .filter(|s| (*s > 0.0 || (zero && *s == 0.0)) && *s < 600.0)
-                .map(Duration::from_secs_f64)
-                .ok_or_else(|| format!("{flag}: not a number of seconds: {v}"))
-        };
+    let mut args = cli::Args::new(args);
+    while let Some(flag) = args.next_flag() {
         let list = |v: String| -> Vec<String> {
             v.split(',')
                 .map(|s| s.trim().to_ascii_lowercase())
@@ -110,11 +90,11 @@ fn parse(args: &[String]) -> Result<Options, String> {
                 println!("{USAGE}");
                 std::process::exit(0);
             }
-            "--seed-duration" => o.cell = secs(value()?, false)?,
-            "--seed-warmup" => o.warmup = secs(value()?, true)?,
-            "--seed-skip" => o.skip = list(value()?),
+            "--seed-duration" => o.cell = cli::seconds(flag, &args.value(flag)?, false)?,
+            "--seed-warmup" => o.warmup = cli::seconds(flag, &args.value(flag)?, true)?,
+            "--seed-skip" => o.skip = list(args.value(flag)?),
             "--seed-only" => {
-                o.only = list(value()?)
+                o.only = list(args.value(flag)?)
                     .iter()
                     .map(|t| {
                         t.trim_end_matches('b')
@@ -125,7 +105,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
                     .collect::<Option<_>>()
                     .ok_or("--seed-only: a list of table numbers 1 to 4")?;
             }
-            "--out" => o.out = PathBuf::from(value()?),
+            "--out" => o.out = PathBuf::from(args.value(flag)?),
             other => eprintln!("compare --seed-tables: ignoring argument {other}"),
         }
     }
@@ -134,21 +114,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
 
 /// Runs the seed mode and exits.
 pub fn main(args: &[String]) -> ! {
-    crate::stop::install_signal_handlers();
-    let code = match parse(args) {
-        Err(e) => {
-            eprintln!("compare --seed-tables: {e}\n\n{USAGE}");
-            2
-        }
-        Ok(o) => match run(&o) {
-            Ok(()) => 0,
-            Err(e) => {
-                eprintln!("compare --seed-tables: {e}");
-                1
-            }
-        },
-    };
-    std::process::exit(code)
+    cli::run_mode(FLAG, USAGE, parse(args), run)
 }
 
 #[derive(Serialize)]
@@ -248,13 +214,7 @@ fn run(o: &Options) -> Result<(), String> {
     }
     let docroot = docroot::Docroot::create(&tables::SIZES).map_err(|e| format!("docroot: {e}"))?;
     reaper::remove_later(docroot.scratch());
-    // A copy, so that a rebuild during the run cannot replace the binary
-    // that tcpserver keeps starting.
-    let bin = docroot.scratch().join("bin");
-    let staticd = bin.join("staticd");
-    std::fs::create_dir(&bin)
-        .and_then(|()| std::fs::copy(&built, &staticd))
-        .map_err(|e| format!("copy {} to {}: {e}", built.display(), staticd.display()))?;
+    let staticd = docroot.keep_copy(&built, "staticd")?;
     let tls_files = tls::write_files(&docroot.scratch().join("tls"))?;
     let cores = crate::machine::cores();
     let setup = Setup {
@@ -328,8 +288,7 @@ fn run(o: &Options) -> Result<(), String> {
         tables: &done,
     };
     let json = o.out.join("seed-tables.json");
-    let body = serde_json::to_string_pretty(&output).map_err(|e| e.to_string())?;
-    std::fs::write(&json, body + "\n").map_err(|e| format!("{}: {e}", json.display()))?;
+    report::write_json(&json, &output)?;
     let mut wrote = vec![txt, json];
     if let Some(fnord) = done.iter().find(|t| t.id == "fnord") {
         let svg = o.out.join("seed-fnord.svg");

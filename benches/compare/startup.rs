@@ -35,7 +35,8 @@ pub struct Startup {
     pub error: Option<String>,
 }
 
-fn request(path: &str) -> String {
+/// A GET of `path` as one connection's only request (`Connection: close`).
+pub fn request(path: &str) -> String {
     format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
 }
 
@@ -85,30 +86,36 @@ fn summarize(name: &str, what: &str, times: &[f64], error: Option<String>) -> St
     }
 }
 
-/// Runs `once` WARM_RUNS + `runs` times; the first WARM_RUNS do not count.
-/// Stops at the first error.
+/// Runs `once` WARM_RUNS + `runs` times and keeps what the last `runs`
+/// returned: the first WARM_RUNS do not count. Stops at the first error,
+/// or when the harness is told to stop, and says which.
+pub fn repeat_values<T>(
+    runs: u32,
+    mut once: impl FnMut() -> io::Result<T>,
+) -> (Vec<T>, Option<String>) {
+    let mut values = Vec::with_capacity(runs as usize);
+    for i in 0..WARM_RUNS + runs {
+        if crate::stop::stopping() {
+            return (values, Some("interrupted".into()));
+        }
+        match once() {
+            Ok(v) if i >= WARM_RUNS => values.push(v),
+            Ok(_) => {}
+            Err(e) => return (values, Some(e.to_string())),
+        }
+    }
+    (values, None)
+}
+
+/// A series of `runs` timed runs (after WARM_RUNS), in microseconds.
 fn repeat(
     name: &str,
     what: &str,
     runs: u32,
-    mut once: impl FnMut() -> io::Result<Duration>,
+    once: impl FnMut() -> io::Result<Duration>,
 ) -> Startup {
-    let mut times = Vec::with_capacity(runs as usize);
-    let mut error = None;
-    for i in 0..WARM_RUNS + runs {
-        if crate::stop::stopping() {
-            error = Some("interrupted".into());
-            break;
-        }
-        match once() {
-            Ok(d) if i >= WARM_RUNS => times.push(d.as_secs_f64() * 1e6),
-            Ok(_) => {}
-            Err(e) => {
-                error = Some(e.to_string());
-                break;
-            }
-        }
-    }
+    let (durations, error) = repeat_values(runs, once);
+    let times: Vec<f64> = durations.iter().map(|d| d.as_secs_f64() * 1e6).collect();
     summarize(name, what, &times, error)
 }
 
