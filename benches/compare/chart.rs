@@ -254,6 +254,8 @@ fn colour(kind: Option<Kind>) -> RGBColor {
         Some(Kind::H2o) => RGBColor(150, 120, 80),
         Some(Kind::Caddy) => RGBColor(23, 160, 175),
         Some(Kind::Sws) => RGBColor(170, 170, 40),
+        // Not in the matrix's charts: the inetd cell and seed table 1 only.
+        Some(Kind::Eris) => RGBColor(120, 90, 60),
         Some(Kind::Ceiling) | None => RGBColor(110, 110, 110),
     }
 }

@@ -41,6 +41,9 @@ pub fn parse_size(text: &str) -> Option<u64> {
     (n > 0).then_some(n * scale)
 }
 
+/// The directory beside www/ that eris is run from.
+const VHOSTS: &str = "vhosts";
+
 /// A temporary document root; removed when dropped.
 pub struct Docroot {
     dir: tempfile::TempDir,
@@ -73,7 +76,20 @@ impl Docroot {
             fs::set_permissions(&path, fs::Permissions::from_mode(0o644))?;
         }
         crate::script::write(&root)?;
+        // eris serves the directory named by the Host header, else
+        // `default`, below its current directory: a directory whose
+        // `default` is the document root serves every host from it, as the
+        // other servers do.
+        let vhosts = dir.path().join(VHOSTS);
+        fs::create_dir(&vhosts)?;
+        fs::set_permissions(&vhosts, fs::Permissions::from_mode(0o755))?;
+        std::os::unix::fs::symlink("../www", vhosts.join("default"))?;
         Ok(Docroot { dir })
+    }
+
+    /// The directory eris runs in (its `default` virtual host is root()).
+    pub fn vhosts(&self) -> PathBuf {
+        self.dir.path().join(VHOSTS)
     }
 
     /// A copy of the program `built` in the scratch directory's bin/, named

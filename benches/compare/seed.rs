@@ -3,7 +3,8 @@
 //! method, with staticd's column and its ratio to the best other server
 //! added (issue 15, "The seeds' tables, reproduced"):
 //!
-//! 1. fnord's shoot-out: ab -c 50 without keep-alive, 1 KB to 1 MB;
+//! 1. fnord's shoot-out: ab -c 50 without keep-alive, 1 KB to 1 MB, with
+//!    eris (fnord's maintained fork) beside staticd --inetd under tcpserver;
 //! 2. Apache / Tomcat / nginx / lighttpd: ab at 5, 50, 500 clients, 1 B,
 //!    28 KB, 10 MB;
 //! 3. Apache against nginx: ab -k at 100 to 1,500 clients;
@@ -51,14 +52,15 @@ cargo bench --bench compare -- --seed-tables [OPTIONS]
   --seed-warmup SECS      wrk warm-up before each cell (default 0.3; 0: none)
   --seed-only LIST        only these tables, e.g. 1,4 (4 includes 4b, HTTPS)
   --seed-skip LIST        treat these servers or tools as missing, e.g.
-                          squid,tomcat (names: staticd-inetd, apache2,
+                          squid,tomcat (names: staticd-inetd, eris, apache2,
                           lighttpd, nginx, caddy, static-web-server, tomcat,
                           varnish, squid, hitch, ab, wrk)
   --out DIR               output directory (default: <target>/compare)
 
 Needs: apt-get install nginx-light lighttpd apache2 caddy tomcat10 varnish
-squid hitch wrk apache2-utils ucspi-tcp, and cargo install static-web-server
---version 2.44.1 --locked (whatever is missing is skipped).";
+squid hitch wrk apache2-utils ucspi-tcp, cargo install static-web-server
+--version 2.44.1 --locked, and eris at ../shared/bin/eris or on PATH
+(whatever is missing is skipped).";
 
 struct Options {
     cell: Duration,
@@ -139,7 +141,7 @@ fn estimate(o: &Options, t: &Timing) -> Duration {
     };
     let mut e = Duration::from_secs(10); // the harness servers' start-up
     if o.only.contains(&1) {
-        e += per(tables::FNORD_SIZES.len() as u32, 7);
+        e += per(tables::FNORD_SIZES.len() as u32, 8);
     }
     if o.only.contains(&2) {
         let rows = (tables::TOMCAT_CLIENTS.len() * tables::TOMCAT_SIZES.len()) as u32;

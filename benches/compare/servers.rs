@@ -37,9 +37,13 @@ pub enum Kind {
     /// static-web-server (Rust, hyper and tokio).
     Sws,
     Ceiling,
+    /// eris, the maintained fork of fnord, under tcpserver: staticd-inetd's
+    /// peer, measured in the inetd cell and seed table 1, not the matrix.
+    Eris,
 }
 
-/// Table order: staticd first, the peers, the ceiling last.
+/// The matrix's servers in table order: staticd first, the peers, the
+/// ceiling last. Not eris: it is only staticd-inetd's peer.
 pub const ALL: [Kind; 10] = [
     Kind::Staticd,
     Kind::StaticdUring,
@@ -66,6 +70,7 @@ impl Kind {
             Kind::Caddy => "caddy",
             Kind::Sws => "static-web-server",
             Kind::Ceiling => "ceiling",
+            Kind::Eris => "eris",
         }
     }
 
@@ -98,6 +103,14 @@ impl Kind {
     /// Why a peer cannot run here at all (its program is not installed),
     /// whatever the protocol: the run says so once, not per instance.
     pub fn missing(self) -> Option<String> {
+        if self == Kind::Eris {
+            return eris_path().is_none().then(|| {
+                format!(
+                    "eris is not installed (not at {}, not on PATH; its source and build command are in ../shared/tools/eris/)",
+                    Path::new(ERIS_BUILT).display()
+                )
+            });
+        }
         let (program, _, install) = self.program()?;
         which(program)
             .is_none()
@@ -111,18 +124,24 @@ impl Kind {
         )
     }
 
-    /// Whether it can hold `connections` open at once. staticd-inetd is a
-    /// process per connection: 10,000 of them would measure fork(2) and the
-    /// machine's process limits, not a web server.
+    /// Run under tcpserver: a process per connection.
+    pub fn per_connection(self) -> bool {
+        matches!(self, Kind::StaticdInetd | Kind::Eris)
+    }
+
+    /// Whether it can hold `connections` open at once. A process per
+    /// connection: 10,000 of them would measure fork(2) and the machine's
+    /// process limits, not a web server.
     pub fn holds(self, connections: u32) -> bool {
-        self != Kind::StaticdInetd || connections <= INETD_MAX_CONNECTIONS
+        !self.per_connection() || connections <= INETD_MAX_CONNECTIONS
     }
 
     /// Whether the harness runs it over HTTPS too. Not staticd-uring
-    /// (staticd refuses TLS with --io-uring) and not the ceiling (which has
-    /// no TLS: a ceiling for HTTPS would be mostly rustls's own cost).
+    /// (staticd refuses TLS with --io-uring), not the ceiling (which has
+    /// no TLS: a ceiling for HTTPS would be mostly rustls's own cost), not
+    /// eris (no TLS of its own).
     pub fn speaks_tls(self) -> bool {
-        !matches!(self, Kind::StaticdUring | Kind::Ceiling)
+        !matches!(self, Kind::StaticdUring | Kind::Ceiling | Kind::Eris)
     }
 
     /// Whether the harness starts an instance of it for `proto`; Err says
@@ -138,7 +157,7 @@ impl Kind {
             Proto::H2 | Proto::H2c => match self {
                 Kind::StaticdUring => Err("--io-uring serves HTTP/1.1 only"),
                 Kind::Apache2 => Err("not one of issue 11's HTTP/2 peers"),
-                Kind::Ceiling => Err("HTTP/1.1 only"),
+                Kind::Ceiling | Kind::Eris => Err("HTTP/1.1 only"),
                 _ => Ok(()),
             },
             // Issue 30's peers for HTTP/3: Caddy (`protocols h1 h2 h3`)
@@ -152,7 +171,7 @@ impl Kind {
                 Kind::Lighttpd => Err("n/a: lighttpd has no HTTP/3"),
                 Kind::Apache2 => Err("n/a: apache2 has no HTTP/3"),
                 Kind::Sws => Err("n/a: static-web-server has no HTTP/3"),
-                Kind::Ceiling => Err("HTTP/1.1 only"),
+                Kind::Ceiling | Kind::Eris => Err("HTTP/1.1 only"),
             },
         }
     }
@@ -221,6 +240,28 @@ impl Proto {
             Proto::H3 => "-h3",
         }
     }
+}
+
+/// Where the project's shared tools put eris, built from its source
+/// (../shared/tools/eris/README.md): beside the repository.
+const ERIS_BUILT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/bin/eris");
+
+/// eris: the shared build, else on PATH.
+pub fn eris_path() -> Option<PathBuf> {
+    // Without the `..`, for the tables' command lines.
+    if let Some(built) = fs::canonicalize(ERIS_BUILT).ok().filter(|p| p.is_file()) {
+        return Some(built);
+    }
+    which("eris")
+}
+
+/// eris's version: `eris -v` prints "eris/" and the first line of its
+/// CHANGES (a tab between).
+pub fn eris_version(eris: &Path) -> String {
+    version_of(eris, "-v")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The most connections staticd-inetd is measured with (tcpserver `-c`).
@@ -326,12 +367,12 @@ impl Server {
     }
 
     /// Ends what is left of the last load: tcpserver's per-connection
-    /// staticd processes, which would otherwise go on starting up (a few
+    /// processes (staticd's, eris's), which would otherwise go on starting up (a few
     /// milliseconds of CPU each) for connections the client has dropped,
     /// and burn CPU while the next server is measured. Other servers keep
     /// no per-connection processes.
     pub fn reap_connections(&self) {
-        if self.kind != Kind::StaticdInetd {
+        if !self.kind.per_connection() {
             return;
         }
         let root = self.pid();
@@ -544,6 +585,10 @@ pub fn locate(kind: Kind, setup: &Setup, proto: Proto) -> Result<PathBuf, String
             }
         }
         Kind::StaticdInetd => need("tcpserver").map(|_| setup.staticd.to_path_buf()),
+        Kind::Eris => {
+            need("tcpserver")?;
+            eris_path().ok_or_else(|| Kind::Eris.missing().unwrap_or_default())
+        }
         Kind::Nginx => need("nginx"),
         Kind::Lighttpd => need("lighttpd"),
         Kind::Apache2 => {
@@ -612,20 +657,10 @@ pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports, proto: Proto) -> Resu
             (c, None, version)
         }
         Kind::StaticdInetd => {
-            let mut c = Command::new(which("tcpserver").ok_or("tcpserver is not installed")?);
-            c.args([
-                "-RHl0",
-                "-b",
-                "4096",
-                "-c",
-                "10000",
-                "127.0.0.1",
-                &port.to_string(),
-            ])
-            .arg(&program)
-            .args(["--inetd", "--root"])
-            .arg(&root)
-            .args(["--log-format", "off"]);
+            let mut c = tcpserver(port, &program)?;
+            c.args(["--inetd", "--root"])
+                .arg(&root)
+                .args(["--log-format", "off"]);
             if let Some(t) = tls {
                 // Every connection is a new process: without a shared
                 // ticket key no session could be resumed.
@@ -645,6 +680,14 @@ pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports, proto: Proto) -> Resu
                 ),
             )
         }
+        // As fnord is run: from the directory of its virtual hosts, whose
+        // `default` is the document root. It logs a line per request to
+        // stderr (it has no switch for that), which goes to stderr.log.
+        Kind::Eris => (
+            tcpserver(port, &program)?,
+            None,
+            format!("{} under ucspi-tcp tcpserver", eris_version(&program)),
+        ),
         Kind::Nginx => {
             let conf = nginx_conf(&dir, &root, port, cores, setup, tls, h2);
             let path = write_config(&dir, "nginx.conf", &conf)?;
@@ -779,10 +822,15 @@ pub fn start(kind: Kind, setup: &Setup, ports: &mut Ports, proto: Proto) -> Resu
     };
     let stderr = fs::File::create(dir.join("stderr.log")).map_err(|e| e.to_string())?;
     let stdout = stderr.try_clone().map_err(|e| e.to_string())?;
+    let cwd = if kind == Kind::Eris {
+        setup.docroot.vhosts()
+    } else {
+        dir.clone()
+    };
     cmd.stdin(Stdio::null())
         .stdout(stdout)
         .stderr(stderr)
-        .current_dir(&dir)
+        .current_dir(cwd)
         .process_group(0);
     reaper::die_with_parent(&mut cmd);
     let command = describe_command(&cmd);
@@ -886,13 +934,32 @@ fn h3_probe(
     }
 }
 
+/// `tcpserver -RHl0 -b 4096 -c 10000 127.0.0.1 PORT program`: no ident or
+/// DNS lookups; a backlog of 4096 as the other servers have (tcpserver's
+/// default, 20, would turn 500 connections into SYN retries); room for the
+/// most connections a process-per-connection server is measured with.
+fn tcpserver(port: u16, program: &Path) -> Result<Command, String> {
+    let mut c = Command::new(which("tcpserver").ok_or("tcpserver is not installed")?);
+    c.args([
+        "-RHl0",
+        "-b",
+        "4096",
+        "-c",
+        "10000",
+        "127.0.0.1",
+        &port.to_string(),
+    ])
+    .arg(program);
+    Ok(c)
+}
+
 fn write_config(dir: &Path, name: &str, text: &str) -> Result<PathBuf, String> {
     let path = dir.join(name);
     fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(path)
 }
 
-fn describe_command(cmd: &Command) -> String {
+pub fn describe_command(cmd: &Command) -> String {
     let mut s = cmd.get_program().to_string_lossy().to_string();
     for a in cmd.get_args() {
         s.push(' ');

@@ -98,10 +98,11 @@ fn install(kind: Kind) -> String {
     }
 }
 
-/// Its column's name: staticd-inetd says how it runs.
+/// Its column's name: staticd-inetd and eris say how they run.
 pub fn column_name(kind: Kind, proto: Proto) -> String {
     match kind {
         Kind::StaticdInetd => "staticd-inetd (tcpserver)".into(),
+        Kind::Eris => "eris (tcpserver)".into(),
         _ => format!("{}{}", kind.name(), proto.suffix()),
     }
 }
@@ -147,6 +148,7 @@ impl<'a> Pool<'a> {
     fn start_harness(&mut self, kind: Kind, proto: Proto) -> Result<usize, String> {
         let flag_names: &[&str] = match kind {
             Kind::StaticdInetd => &["staticd-inetd", "tcpserver"],
+            Kind::Eris => &["eris", "tcpserver"],
             Kind::Staticd => &[],
             _ => &[kind.name()],
         };
