@@ -134,6 +134,12 @@ then memory per idle QUIC connection (an aioquic client, python3).
                           idle TLS measurement uses as many unless
                           --idle-connections is given
 
+The inetd cell (with the cleartext matrix): staticd-inetd against eris,
+fnord's maintained fork (../shared/bin/eris or on PATH; started for this
+cell alone), both under tcpserver, ab -c 50 without keep-alive, 1 KB, in
+the run's rounds; its row in the summary asks staticd-inetd for x1.00 or
+more of eris's requests/s. Without eris or ab: one skipped line.
+
 Outputs: table.txt (also printed), results.json (every round, per-cell
 summaries, the machine) and chart-{http1-keepalive,http1-close,https,h2}.svg.
 
@@ -396,7 +402,12 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
             "--servers" => {
                 let names = list(&value);
                 for n in &names {
-                    if !servers::ALL.iter().any(|k| k.name() == n) {
+                    // eris is only in the inetd cell, but may be named.
+                    if !servers::ALL
+                        .iter()
+                        .chain(&INETD_PAIR)
+                        .any(|k| k.name() == n)
+                    {
                         return Err(format!("--servers: unknown server {n}"));
                     }
                 }
@@ -488,8 +499,19 @@ struct Cell {
     /// h2load: streams per connection (-m); h3load and oha: streams per
     /// QUIC connection; 1 for the others.
     streams: u32,
-    /// Measured on staticd alone (oha's cross-check of h3load).
-    staticd_only: bool,
+    /// Measured on these servers alone (oha's cross-check of h3load:
+    /// staticd; the inetd cell: staticd-inetd and eris); None: on every
+    /// server that holds it.
+    only: Option<&'static [Kind]>,
+}
+
+impl Cell {
+    /// Whether `server` is measured in this cell.
+    fn runs_on(&self, server: &Server) -> bool {
+        server.proto == self.proto
+            && server.kind.holds(self.connections)
+            && self.only.is_none_or(|kinds| kinds.contains(&server.kind))
+    }
 }
 
 /// The sizes of a full run: a decade apart, so that every round of every
@@ -794,13 +816,7 @@ fn estimate(opts: &Options, cells: &[Cell], running: &[Server]) -> Duration {
         };
         c.duration + c.warmup.unwrap_or_default() + drain + Duration::from_millis(extra + closing)
     };
-    let holding = |c: &Cell| {
-        running
-            .iter()
-            .filter(|s| s.proto == c.proto && s.kind.holds(c.connections))
-            .filter(|s| !c.staticd_only || s.kind == Kind::Staticd)
-            .count() as u32
-    };
+    let holding = |c: &Cell| running.iter().filter(|s| c.runs_on(s)).count() as u32;
     let mut estimate: Duration = cells
         .iter()
         .map(|c| per_run(c) * holding(c) * opts.rounds)
@@ -852,6 +868,12 @@ fn estimate(opts: &Options, cells: &[Cell], running: &[Server]) -> Duration {
     // Four series of runs of a few milliseconds each.
     if opts.cleartext() {
         estimate += Duration::from_millis(u64::from(opts.startup_runs) * 8);
+    }
+    // The inetd cell: staticd-inetd and eris in every round.
+    if opts.matrix && opts.cleartext() {
+        estimate += (opts.duration + opts.warmup + Duration::from_millis(PER_RUN_MS))
+            * INETD_PAIR.len() as u32
+            * opts.rounds;
     }
     // The compression cell: one run per cleartext server but the ceiling.
     if opts.matrix && opts.cleartext() {
@@ -927,6 +949,7 @@ struct Measured {
     start_up: Vec<startup::Startup>,
     measurements: Vec<Measurement>,
     compressed: Vec<compressed::Compressed>,
+    inetd: Option<report::InetdCell>,
     interrupted: bool,
 }
 
@@ -1251,7 +1274,7 @@ fn wrk_cells(opts: &Options, cells: &mut Vec<Cell>) {
                     warmup: Some(warmup),
                     proto: Proto::Http,
                     streams: 1,
-                    staticd_only: false,
+                    only: None,
                 });
             }
         }
@@ -1272,7 +1295,7 @@ fn ab_cells(opts: &Options, ab: bool, cells: &mut Vec<Cell>) {
                     warmup: None,
                     proto: Proto::Http,
                     streams: 1,
-                    staticd_only: false,
+                    only: None,
                 });
             }
         }
@@ -1291,7 +1314,7 @@ fn https_cells(opts: &Options, cells: &mut Vec<Cell>) {
             warmup: Some(opts.warmup),
             proto: Proto::Https,
             streams: 1,
-            staticd_only: false,
+            only: None,
         };
         if opts.modes.contains(&Mode::KeepAlive) {
             for &size in HTTPS_SIZES.iter().filter(|s| opts.sizes.contains(s)) {
@@ -1327,7 +1350,7 @@ fn h2_cells(opts: &Options, h2load: bool, cells: &mut Vec<Cell>) {
                         warmup: Some(opts.warmup.max(H2_WARMUP)),
                         proto,
                         streams: m,
-                        staticd_only: false,
+                        only: None,
                     });
                 }
             }
@@ -1360,7 +1383,7 @@ fn h3_cells(opts: &Options, (h3, oha): (bool, bool), cells: &mut Vec<Cell>) {
                     warmup: Some(opts.warmup),
                     proto: Proto::H3,
                     streams: p,
-                    staticd_only: false,
+                    only: None,
                 });
             }
         }
@@ -1374,7 +1397,7 @@ fn h3_cells(opts: &Options, (h3, oha): (bool, bool), cells: &mut Vec<Cell>) {
                 warmup: Some(opts.warmup),
                 proto: Proto::H3,
                 streams: opts.h3_streams[0],
-                staticd_only: true,
+                only: Some(&[Kind::Staticd]),
             });
         }
     }
@@ -1403,6 +1426,11 @@ fn measure_all(
     let start_up = measure_startup(opts, ground, &plan.running, small);
     let (measurements, interrupted) = measure_matrix(opts, ground, &plan.cells, &mut plan.running);
     let compressed = measure_compressed(opts, ground.started, &mut plan.running, interrupted);
+    let inetd = if interrupted {
+        None
+    } else {
+        measure_inetd(opts, ground, setup, ports, plan)
+    };
     let interrupted = interrupted || stop::stopping();
     if interrupted {
         println!("compare: interrupted; stopping servers and writing partial results");
@@ -1412,6 +1440,7 @@ fn measure_all(
         start_up,
         measurements,
         compressed,
+        inetd,
         interrupted,
     }
 }
@@ -1606,8 +1635,7 @@ fn measure_matrix(
     'cells: for (i, cell) in cells.iter().enumerate() {
         let what = cell_label(cell);
         let holding: Vec<usize> = (0..running.len())
-            .filter(|&j| running[j].proto == cell.proto && running[j].kind.holds(cell.connections))
-            .filter(|&j| !cell.staticd_only || running[j].kind == Kind::Staticd)
+            .filter(|&j| cell.runs_on(&running[j]))
             .collect();
         // Round r runs every server once before round r + 1 starts, so
         // that each server's rounds are spread over the cell's time; who
@@ -1630,7 +1658,13 @@ fn measure_matrix(
                 m.round = round as u32 + 1;
                 results.push(m);
             }
-            results.sort_by_key(|m| servers::ALL.iter().position(|k| k.name() == m.server));
+            // Table order; eris, in no table of the matrix, after the rest.
+            results.sort_by_key(|m| {
+                servers::ALL
+                    .iter()
+                    .position(|k| k.name() == m.server)
+                    .unwrap_or(servers::ALL.len())
+            });
             for m in &results {
                 let shown = match &m.outcome {
                     Some(o) if o.error_count() > 0 => {
@@ -1718,6 +1752,83 @@ fn measure_compressed(
     compressed_cells
 }
 
+/// The inetd cell's servers: staticd --inetd and eris, fnord's maintained
+/// fork, both under tcpserver.
+const INETD_PAIR: [Kind; 2] = [Kind::StaticdInetd, Kind::Eris];
+/// Its clients, as seed table 1 (fnord's shoot-out): ab -c 50.
+const INETD_CONNECTIONS: u32 = 50;
+
+/// The inetd cell (with the cleartext matrix): staticd-inetd against eris
+/// under tcpserver, ab without keep-alive on the small file, in the run's
+/// rounds. eris is started for it alone and stopped after: it is no peer
+/// of the matrix. None when it cannot run; a skip line says why (no line
+/// when --servers leaves eris out, or staticd-inetd has its own).
+fn measure_inetd(
+    opts: &Options,
+    ground: &Ground,
+    setup: &Setup,
+    ports: &mut servers::Ports,
+    plan: &mut Plan,
+) -> Option<report::InetdCell> {
+    let named = opts
+        .servers
+        .as_ref()
+        .is_none_or(|only| only.iter().any(|n| n == Kind::Eris.name()));
+    let inetd_runs = plan
+        .running
+        .iter()
+        .any(|s| s.kind == Kind::StaticdInetd && s.proto == Proto::Http);
+    if !opts.matrix || !opts.cleartext() || !named || !inetd_runs || stop::stopping() {
+        return None;
+    }
+    let started = if !load::available("ab") {
+        Err("ab is not installed (apt-get install apache2-utils)".to_string())
+    } else if let Some(why) = Kind::Eris.missing() {
+        Err(why)
+    } else {
+        servers::start(Kind::Eris, setup, ports, Proto::Http)
+            .map_err(|why| format!("eris did not start: {why}"))
+    };
+    let eris = match started {
+        Ok(eris) => eris,
+        Err(reason) => {
+            println!("skipped: inetd cell: {reason}");
+            plan.skipped.push(Skipped {
+                server: "inetd cell (eris)".into(),
+                reason,
+            });
+            return None;
+        }
+    };
+    let size = small_size(opts);
+    println!(
+        "compare: inetd cell: staticd-inetd against {}, ab -c {INETD_CONNECTIONS} without keep-alive, {}",
+        eris.about.version,
+        docroot::label(size)
+    );
+    let about = eris.about.clone();
+    plan.running.push(eris);
+    let cell = Cell {
+        tool: Tool::Ab,
+        size,
+        connections: INETD_CONNECTIONS,
+        mode: Mode::Close,
+        duration: opts.duration,
+        warmup: Some(opts.warmup),
+        proto: Proto::Http,
+        streams: 1,
+        only: Some(&INETD_PAIR),
+    };
+    let (measurements, _) = measure_matrix(opts, ground, &[cell], &mut plan.running);
+    // Stopped now: the report's tables are the matrix's servers'.
+    plan.running.pop();
+    Some(report::InetdCell {
+        eris: about,
+        summaries: report::summarize(&measurements),
+        measurements,
+    })
+}
+
 /// Stops the servers and writes table.txt, results.json and the charts.
 fn report(opts: &Options, ground: &Ground, plan: Plan, measured: Measured) -> Result<(), String> {
     let Plan {
@@ -1732,6 +1843,7 @@ fn report(opts: &Options, ground: &Ground, plan: Plan, measured: Measured) -> Re
         start_up,
         measurements,
         compressed,
+        inetd,
         interrupted,
     } = measured;
     let started = ground.started;
@@ -1752,6 +1864,7 @@ fn report(opts: &Options, ground: &Ground, plan: Plan, measured: Measured) -> Re
         idle_memory,
         startup: start_up,
         compressed,
+        inetd,
         targets: Vec::new(),
         h3_cross_check: Vec::new(),
     };

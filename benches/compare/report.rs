@@ -132,12 +132,85 @@ pub struct Report {
     pub startup: Vec<Startup>,
     /// The compression cell, one record per server.
     pub compressed: Vec<Compressed>,
+    /// The inetd cell: staticd-inetd against eris (None: not run).
+    pub inetd: Option<InetdCell>,
     /// The summary the table ends with: staticd against the best peer in
     /// every cell, met or missed against the targets (targets.rs).
     pub targets: Vec<Target>,
     /// HTTP/3's cross-check: staticd's cell measured under both h3load
     /// and oha in this run (none without oha).
     pub h3_cross_check: Vec<CrossCheck>,
+}
+
+/// The inetd cell: staticd-inetd and eris, fnord's maintained fork, both
+/// under tcpserver, ab -c 50 without keep-alive on the small file, in the
+/// run's rounds. Kept apart from the matrix (`summaries`), whose tables
+/// and targets are staticd's against the six peers.
+#[derive(Clone, Debug, Serialize)]
+pub struct InetdCell {
+    /// How eris ran (staticd-inetd's is in `servers`).
+    pub eris: Description,
+    /// One per server: the median and range of its rounds.
+    pub summaries: Vec<Summary>,
+    /// One per server and round.
+    pub measurements: Vec<Measurement>,
+}
+
+impl InetdCell {
+    /// The summary of `kind`'s rounds, if it ran.
+    pub(crate) fn of(&self, kind: Kind) -> Option<&Summary> {
+        self.summaries.iter().find(|m| m.server == kind.name())
+    }
+
+    /// Its table: a row per server, as the matrix's blocks show them.
+    fn table(&self, out: &mut String) {
+        let Some(first) = self.measurements.first() else {
+            return;
+        };
+        let _ = writeln!(
+            out,
+            "\n== inetd: staticd-inetd against eris (fnord's maintained fork), both under tcpserver; {}, {:.2} s cells, {}: requests/s ==",
+            block_title(first.block()),
+            first.cell_seconds,
+            label(first.size)
+        );
+        let header: Vec<String> = [
+            "server",
+            "requests/s",
+            "spread",
+            "p50/p99 ms",
+            "CPU us/req",
+            "errors",
+        ]
+        .map(String::from)
+        .to_vec();
+        let rows: Vec<Vec<String>> = self
+            .summaries
+            .iter()
+            .map(|m| {
+                vec![
+                    m.server.clone(),
+                    m.rps().map_or("failed".into(), |r| format!("{r:.0}")),
+                    m.requests_per_second
+                        .map_or(String::new(), |r| percent(&r, m.measured)),
+                    format!("{}/{}", ms(median(m.p50_us)), ms(median(m.p99_us))),
+                    median(m.cpu_us_per_request).map_or("-".into(), |us| format!("{us:.1}")),
+                    m.errors.to_string(),
+                ]
+            })
+            .collect();
+        render(out, &header, &rows);
+        let _ = writeln!(out, "  eris: {}; {}", self.eris.version, self.eris.command);
+        for m in self.measurements.iter().filter(|m| m.error.is_some()) {
+            let _ = writeln!(
+                out,
+                "  {} round {}: {}",
+                m.server,
+                m.round,
+                m.error.as_deref().unwrap_or_default()
+            );
+        }
+    }
 }
 
 /// One HTTP/3 cell on staticd under the two clients (`cross_check`).
@@ -774,6 +847,9 @@ impl Report {
         self.h2_summary(&mut out);
         self.idle_table(&mut out);
         self.startup_table(&mut out);
+        if let Some(inetd) = &self.inetd {
+            inetd.table(&mut out);
+        }
         out
     }
 

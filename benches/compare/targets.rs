@@ -13,6 +13,8 @@
 //! - p99 at 2,000 and 10,000 connections (keep-alive): no higher than the
 //!   best peer's (the lowest p99 of the peers without errors);
 //! - inetd start (inetd-spawn, p50) within 0.25 ms of /bin/true's;
+//! - the inetd cell (issue 43): staticd-inetd's requests/s x1.00 or more
+//!   of eris's, both under tcpserver, ab -c 50 without keep-alive;
 //! - idle keep-alive connections: 0.5 KiB or less each;
 //! - HTTP/3 (issue 30): x1.50 or more of Caddy in every h3 cell (h3load's;
 //!   oha's cross-check cell is listed without a target); CPU per
@@ -110,6 +112,7 @@ pub fn rows(r: &Report) -> Vec<Target> {
     }
     p99_rows(r, &mut out);
     startup_row(r, &mut out);
+    inetd_row(r, &mut out);
     idle_row(r, &mut out);
     h3_rows(r, &mut out);
     out
@@ -301,6 +304,42 @@ fn startup_row(r: &Report, out: &mut Vec<Target>) {
             over / 1000.0
         ),
         met: Some(over <= INETD_OVER_TRUE_US),
+    });
+}
+
+/// staticd-inetd's requests/s over eris's in the inetd cell: at least this.
+const INETD_OVER_ERIS: f64 = 1.0;
+
+/// The inetd cell: staticd-inetd against eris, fnord's maintained fork.
+fn inetd_row(r: &Report, out: &mut Vec<Target>) {
+    let Some(cell) = &r.inetd else {
+        return;
+    };
+    let (mine, eris) = (cell.of(Kind::StaticdInetd), cell.of(Kind::Eris));
+    let (Some(first), Some(eris_m)) = (cell.measurements.first(), eris) else {
+        return;
+    };
+    let rps = mine.and_then(Summary::rps);
+    let theirs = eris_m.rps();
+    let ratio = match (rps, theirs) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    };
+    out.push(Target {
+        cell: format!(
+            "inetd under tcpserver, ab close c={} {}: staticd-inetd over eris",
+            first.connections,
+            label(first.size)
+        ),
+        staticd: rps.map_or("failed".into(), |v| format!("{v:.0} req/s")),
+        best_peer: Some(format!(
+            "eris {}",
+            theirs.map_or("failed".into(), |v| format!("{v:.0}"))
+        )),
+        ratio,
+        cpu_us_per_request: Some((cpu(mine), cpu(Some(eris_m)))),
+        target: format!(">= x{INETD_OVER_ERIS:.2} of eris"),
+        met: ratio.map(|x| x >= INETD_OVER_ERIS),
     });
 }
 
