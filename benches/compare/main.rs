@@ -19,6 +19,7 @@ mod h2;
 #[cfg(feature = "http3")]
 mod h3load;
 mod idle;
+mod inetd_cost;
 mod load;
 mod machine;
 mod procstat;
@@ -142,6 +143,13 @@ more of eris's requests/s. Without eris or ab: one skipped line.
 
 Outputs: table.txt (also printed), results.json (every round, per-cell
 summaries, the machine) and chart-{http1-keepalive,http1-close,https,h2}.svg.
+
+Other modes, each with its own --help:
+  --seed-tables           the classic comparisons, rerun (seed-tables.txt)
+  --inetd-cost            CPU, page faults and tcpserver requests/s per start
+                          of eris, staticd --inetd (default and
+                          --no-default-features builds) and /bin/true
+                          (inetd-cost.txt)
 
 Unknown arguments (cargo passes --bench) are ignored.";
 
@@ -1940,6 +1948,9 @@ fn main() {
     }
     if args.iter().any(|a| a == seed::FLAG) {
         seed::main(&args);
+    }
+    if args.iter().any(|a| a == inetd_cost::FLAG) {
+        inetd_cost::main(&args);
     }
     let opts = match parse_args(&args) {
         Ok(o) => o,

@@ -313,7 +313,7 @@ pub struct Spread {
 impl Spread {
     /// None without values. The median of an even number of rounds is
     /// the mean of the middle two.
-    fn of(values: impl IntoIterator<Item = f64>) -> Option<Spread> {
+    pub(crate) fn of(values: impl IntoIterator<Item = f64>) -> Option<Spread> {
         let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
         v.sort_by(f64::total_cmp);
         let n = v.len();
