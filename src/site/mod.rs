@@ -263,7 +263,8 @@ impl Site {
     /// The site's own page for an error status (`404.html` in its root),
     /// if it has one.
     pub fn error_page(&self, tree: &Tree, host: Option<&str>, code: u16) -> Option<Arc<FileSet>> {
-        if !self.root_files(tree, host).ok()??.has_error_page(code) {
+        let files = self.root_files(tree, host).ok()??;
+        if !files.may_have_error_page(code) {
             return None;
         }
         let mut name = [0u8; 8];
@@ -286,7 +287,12 @@ impl Site {
         };
         match self.resolve(tree, &lookup) {
             Ok(Resource::File(set)) => Some(set),
-            _ => None,
+            // Out of descriptors, or failing to read: not known to be absent.
+            Err(SiteError::NoDescriptors | SiteError::Io) => None,
+            _ => {
+                files.note_no_error_page(code);
+                None
+            }
         }
     }
 

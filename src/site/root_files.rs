@@ -5,9 +5,11 @@
 //! They are read when a site is first asked for and again when they change,
 //! checked at most once a second (like the open-file cache). A check or read
 //! that fails because the process is out of descriptors or memory changes
-//! nothing: the rules in use stay, and the next check tries again. The same check
-//! notes which error pages (`404.html`...) the root holds, so that an error
-//! costs no lookup of a page the site does not have. Parsing happens
+//! nothing: the rules in use stay, and the next check tries again. Whether the
+//! root holds an error page (`404.html`...) is looked up the first time that
+//! error is answered and kept with the files, so a later error costs no lookup
+//! of a page the site does not have, and a process that answers no error (inetd
+//! mode: one per connection) looks for none. Parsing happens
 //! once per change for the whole process, under one lock, so each problem in
 //! a file is reported once; worker threads then keep the parsed rules in a
 //! per-thread map, so a request takes no lock and allocates nothing.
@@ -18,6 +20,7 @@ use std::io::Read;
 use std::os::fd::BorrowedFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -40,13 +43,47 @@ pub const REDIRECTS: &[u8] = b"_redirects";
 pub struct RootFiles {
     pub headers: HeaderRules,
     pub redirects: RedirectRules,
-    /// The error statuses with a `<code>.html` in the root.
-    error_pages: Vec<u16>,
+    /// Which `<code>.html` error pages the root holds, as far as looked.
+    error_pages: ErrorPages,
 }
 
 impl RootFiles {
-    pub fn has_error_page(&self, code: u16) -> bool {
-        self.error_pages.contains(&code)
+    /// Whether the root may hold the page for this error status: false when
+    /// staticd has no such error, or a lookup found none since the files
+    /// were read.
+    pub fn may_have_error_page(&self, code: u16) -> bool {
+        self.error_pages.may_have(code)
+    }
+
+    /// Notes that a lookup of this status's page found none.
+    pub fn note_no_error_page(&self, code: u16) {
+        self.error_pages.note_absent(code);
+    }
+}
+
+/// One bit per [`ERROR_CODES`] entry: set in `absent` once a lookup found no
+/// page. Kept with the files, which are read again when the root directory
+/// changes (a page added or removed changes its mtime), so it is never older
+/// than they are. Atomic: every worker thread shares one `RootFiles`.
+#[derive(Default)]
+struct ErrorPages {
+    absent: AtomicU32,
+}
+
+impl ErrorPages {
+    fn bit(code: u16) -> Option<u32> {
+        let i = ERROR_CODES.iter().position(|&c| c == code)?;
+        Some(1 << i)
+    }
+
+    fn may_have(&self, code: u16) -> bool {
+        Self::bit(code).is_some_and(|bit| self.absent.load(Ordering::Relaxed) & bit == 0)
+    }
+
+    fn note_absent(&self, code: u16) {
+        if let Some(bit) = Self::bit(code) {
+            self.absent.fetch_or(bit, Ordering::Relaxed);
+        }
     }
 }
 
@@ -163,7 +200,11 @@ pub fn load(
 }
 
 fn stamps(dir: BorrowedFd<'_>) -> Result<Stamps, Exhausted> {
-    let dir_stamp = rustix::fs::fstat(dir).ok().map(|st| {
+    Ok([stamp(dir, HEADERS)?, stamp(dir, REDIRECTS)?, dir_stamp(dir)])
+}
+
+fn dir_stamp(dir: BorrowedFd<'_>) -> Stamp {
+    rustix::fs::fstat(dir).ok().map(|st| {
         (
             st.st_dev,
             st.st_ino,
@@ -171,28 +212,20 @@ fn stamps(dir: BorrowedFd<'_>) -> Result<Stamps, Exhausted> {
             st.st_mtime,
             st.st_mtime_nsec as i64,
         )
-    });
-    Ok([stamp(dir, HEADERS)?, stamp(dir, REDIRECTS)?, dir_stamp])
+    })
 }
 
-/// Reads and parses both files, reporting each problem on stderr, and notes the error pages.
+/// Reads and parses both files, reporting each problem on stderr.
 /// Everything is read before anything is parsed, so a read cut short by
 /// [`Exhausted`] does not repeat the parsers' reports.
 fn read(dir: BorrowedFd<'_>, shown: &Path) -> Result<(RootFiles, Stamps), Exhausted> {
-    // Stamped first: a change while reading is seen at the next check.
-    let dir_stamp = stamps(dir)?[2];
+    // Each stamp is taken before its contents are read (a file's from the
+    // descriptor it is read through): a change while reading is seen at
+    // the next check.
+    let dir_stamp = dir_stamp(dir);
     let (headers_text, headers_stamp) = read_file(dir, shown, HEADERS)?;
     let (redirects_text, redirects_stamp) = read_file(dir, shown, REDIRECTS)?;
-    let mut error_pages = Vec::new();
-    for code in ERROR_CODES {
-        if stamp(dir, format!("{code}.html").as_bytes())?.is_some() {
-            error_pages.push(code);
-        }
-    }
-    let mut files = RootFiles {
-        error_pages,
-        ..RootFiles::default()
-    };
+    let mut files = RootFiles::default();
     if let Some(text) = headers_text {
         let path = file_path(shown, HEADERS);
         files.headers = HeaderRules::parse(&text, &mut |line, msg| report(&path, line, msg));
@@ -307,4 +340,30 @@ fn stamp_of(meta: &std::fs::Metadata) -> Stamp {
 /// configuration, never content.
 pub fn is_root_file(rel: &[u8]) -> bool {
     rel == HEADERS || rel == REDIRECTS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_page_is_looked_for_until_a_lookup_finds_none() {
+        let files = RootFiles::default();
+        assert!(files.may_have_error_page(404));
+        assert!(files.may_have_error_page(503));
+        files.note_no_error_page(404);
+        assert!(!files.may_have_error_page(404));
+        assert!(files.may_have_error_page(503), "only the status looked for");
+    }
+
+    #[test]
+    fn a_status_staticd_never_answers_has_no_page() {
+        let files = RootFiles::default();
+        assert!(!files.may_have_error_page(418));
+        files.note_no_error_page(418);
+        assert!(
+            files.may_have_error_page(505),
+            "an unknown status sets no bit"
+        );
+    }
 }
