@@ -56,6 +56,9 @@ and requests/s under tcpserver (ab -c 50, no keep-alive), all on a 1 KB file.
   --inetd-minimal PATH    the --no-default-features staticd to measure
                           (default: cargo builds it into
                           <target>/inetd-minimal, a no-op once up to date)
+  --inetd-also NAME=PATH  one more staticd build to measure, as column
+                          \"staticd NAME\" (e.g. a static-pie build; see
+                          benches/README.md); may be given again
   --out DIR               output directory (default: <target>/compare)
 
 Needs ucspi-tcp (tcpserver) and apache2-utils (ab) for the requests/s row,
@@ -74,6 +77,8 @@ struct Options {
     rounds: u32,
     duration: Duration,
     minimal: Option<PathBuf>,
+    /// More staticd builds: a column name's suffix and the binary.
+    also: Vec<(String, PathBuf)>,
     out: PathBuf,
 }
 
@@ -83,6 +88,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         rounds: 3,
         duration: Duration::from_secs(3),
         minimal: None,
+        also: Vec::new(),
         out: report::default_out(),
     };
     let mut args = cli::Args::new(args);
@@ -103,6 +109,14 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--inetd-rounds" => o.rounds = number(args.value(flag)?, 99)?,
             "--inetd-duration" => o.duration = cli::seconds(flag, &args.value(flag)?, false)?,
             "--inetd-minimal" => o.minimal = Some(PathBuf::from(args.value(flag)?)),
+            "--inetd-also" => {
+                let v = args.value(flag)?;
+                let (name, path) = v
+                    .split_once('=')
+                    .filter(|(name, path)| !name.is_empty() && !path.is_empty())
+                    .ok_or_else(|| format!("{flag}: NAME=PATH, not {v}"))?;
+                o.also.push((name.to_string(), PathBuf::from(path)));
+            }
             "--out" => o.out = PathBuf::from(args.value(flag)?),
             other => eprintln!("compare --inetd-cost: ignoring argument {other}"),
         }
@@ -186,7 +200,7 @@ fn measure(
     skipped: &mut Vec<String>,
     begun: Instant,
 ) -> Result<Vec<Column>, String> {
-    let mut programs = program::programs(o.minimal.as_deref(), g, skipped)?;
+    let mut programs = program::programs(o.minimal.as_deref(), &o.also, g, skipped)?;
     let ab = tcpserver_row(g, &mut programs, skipped);
     println!(
         "compare --inetd-cost: {} round(s): {} starts per program each, then ab -c {CLIENTS} -t {} under tcpserver; GET {}",

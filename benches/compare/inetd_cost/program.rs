@@ -19,7 +19,7 @@ use crate::startup;
 /// One column: a program started once per connection.
 pub struct Program {
     /// The column's name.
-    pub name: &'static str,
+    pub name: String,
     pub path: PathBuf,
     /// Its arguments for one connection on stdin and stdout.
     pub args: Vec<OsString>,
@@ -69,14 +69,15 @@ pub struct Round {
 /// with the file; a skip line for each that is not.
 pub fn programs(
     minimal: Option<&Path>,
+    also: &[(String, PathBuf)],
     g: &Ground,
     skipped: &mut Vec<String>,
 ) -> Result<Vec<Program>, String> {
     let body = std::fs::read(g.docroot.file(SIZE)).map_err(|e| e.to_string())?;
     let mut programs = Vec::new();
-    for (name, path, kind) in candidates(minimal, g) {
+    for (name, path, kind) in candidates(minimal, also, g) {
         let checked = path.and_then(|path| {
-            let p = Program::new(name, path, kind, g);
+            let p = Program::new(name.clone(), path, kind, g);
             // /bin/true answers nothing.
             if kind.is_some() {
                 check(&p, &g.request, &body)
@@ -99,39 +100,53 @@ pub fn programs(
     Ok(programs)
 }
 
-/// The four columns in order: a name, the program's path (or why there is
-/// none) and what tcpserver runs it as. staticd's builds are copied into
-/// the scratch directory, so that a rebuild cannot replace them mid-run.
+/// The columns in order (the four, then `--inetd-also`'s builds before
+/// /bin/true): a name, the program's path (or why there is none) and what
+/// tcpserver runs it as. staticd's builds are copied into the scratch
+/// directory, so that a rebuild cannot replace them mid-run.
 fn candidates(
     minimal: Option<&Path>,
+    also: &[(String, PathBuf)],
     g: &Ground,
-) -> [(&'static str, Result<PathBuf, String>, Option<Kind>); 4] {
+) -> Vec<(String, Result<PathBuf, String>, Option<Kind>)> {
     let built = PathBuf::from(env!("CARGO_BIN_EXE_staticd"));
-    [
+    let mut columns = vec![
         (
-            "eris",
+            "eris".to_string(),
             servers::eris_path().ok_or_else(|| Kind::Eris.missing().unwrap_or_default()),
             Some(Kind::Eris),
         ),
         (
-            "staticd --inetd",
+            "staticd --inetd".to_string(),
             g.docroot.keep_copy(&built, "staticd"),
             Some(Kind::StaticdInetd),
         ),
         (
-            "staticd --no-default-features --inetd",
+            "staticd --no-default-features --inetd".to_string(),
             minimal_build(minimal).and_then(|p| g.docroot.keep_copy(&p, "staticd-minimal")),
             Some(Kind::StaticdInetd),
         ),
-        ("/bin/true", Ok(PathBuf::from("/bin/true")), None),
-    ]
+    ];
+    for (i, (name, path)) in also.iter().enumerate() {
+        columns.push((
+            format!("staticd {name} --inetd"),
+            g.docroot.keep_copy(path, &format!("staticd-also-{i}")),
+            Some(Kind::StaticdInetd),
+        ));
+    }
+    columns.push((
+        "/bin/true".to_string(),
+        Ok(PathBuf::from("/bin/true")),
+        None,
+    ));
+    columns
 }
 
 impl Program {
     /// `path` run as one connection's server: staticd with the flags the
     /// comparison gives staticd-inetd, eris in its virtual hosts'
     /// directory, /bin/true as it is.
-    fn new(name: &'static str, path: PathBuf, kind: Option<Kind>, g: &Ground) -> Program {
+    fn new(name: String, path: PathBuf, kind: Option<Kind>, g: &Ground) -> Program {
         let (args, cwd, version): (Vec<OsString>, PathBuf, String) = match kind {
             Some(Kind::StaticdInetd) => (
                 vec![
@@ -152,14 +167,14 @@ impl Program {
             ),
         };
         let mut p = Program {
-            name,
+            name: name.clone(),
             path,
             args,
             cwd,
             kind,
             server: Err("not started".into()),
             record: Column {
-                name: name.into(),
+                name,
                 version,
                 serves: kind.is_some(),
                 ..Column::default()
