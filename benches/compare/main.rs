@@ -1939,6 +1939,14 @@ fn settings(opts: &Options, ground: &Ground, h3: bool, estimated: Duration) -> S
 }
 
 fn main() {
+    // cargo runs a bench with LD_LIBRARY_PATH naming its target and
+    // toolchain directories; every program the harness starts would inherit
+    // it, and the loader of each dynamically linked one (eris, nginx,
+    // staticd built by default) would look for libc in each of them first:
+    // 44 failed opens, about 135 us of every start here, which a statically
+    // linked program does not pay. No super-server or service manager sets
+    // it. Removed while the harness is one thread, before anything starts.
+    std::env::remove_var("LD_LIBRARY_PATH");
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some(ceiling::FLAG) {
         ceiling::main(&args[1..]);
