@@ -1943,7 +1943,7 @@ fn main() {
     // toolchain directories; every program the harness starts would inherit
     // it, and the loader of each dynamically linked one (eris, nginx,
     // staticd built by default) would look for libc in each of them first:
-    // 44 failed opens, about 135 us of every start here, which a statically
+    // 44 failed opens, about 130 us of every start here, which a statically
     // linked program does not pay. No super-server or service manager sets
     // it. Removed while the harness is one thread, before anything starts.
     std::env::remove_var("LD_LIBRARY_PATH");
