@@ -5,7 +5,7 @@
 #[macro_use]
 mod common;
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use common::*;
 
@@ -161,6 +161,30 @@ fn a_site_without_404_html_keeps_the_built_in_page(v: Variant) {
     assert!(!resp.body_str().contains("Our own"), "{resp:#?}");
 }
 
+/// A `404.html` added while staticd runs is the body of the 404s that follow, within the
+/// second or two the root's files are trusted for, though a 404 answered before it came
+/// found no page (and staticd noted that it had none).
+fn a_404_html_added_later_is_served(v: Variant) {
+    let root = Docroot::new();
+    root.file("a.txt", "alpha\n");
+    let server = Server::start(v, &root);
+    assert_error_h(&server.get("/missing"), 404);
+    root.file("404.html", PAGE_404);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let resp = server.get("/missing");
+        if resp.body_str() == PAGE_404 {
+            assert_site_page(&resp, 404, PAGE_404);
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "404.html was never served: {resp:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn each_vhost_has_its_own_404_page(v: Variant) {
     let root = Docroot::new();
     root.file("a.test/404.html", "<p>a's 404</p>\n");
@@ -187,5 +211,6 @@ matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     a_405_gets_the_sites_405_page,
     statuses_without_a_page_keep_the_built_in_one,
     a_site_without_404_html_keeps_the_built_in_page,
+    a_404_html_added_later_is_served,
     each_vhost_has_its_own_404_page,
 );
