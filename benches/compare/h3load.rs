@@ -1159,6 +1159,5 @@ fn thread_cpu_seconds() -> f64 {
     if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) } != 0 {
         return 0.0;
     }
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    secs(usage.ru_utime) + secs(usage.ru_stime)
+    crate::procstat::cpu_seconds(&usage)
 }

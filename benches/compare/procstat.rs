@@ -139,6 +139,11 @@ pub fn children_cpu_seconds() -> f64 {
         libc::getrusage(libc::RUSAGE_CHILDREN, &mut u);
         u
     };
+    cpu_seconds(&usage)
+}
+
+/// The user + system CPU time a rusage(2) record holds, in seconds.
+pub fn cpu_seconds(usage: &libc::rusage) -> f64 {
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     secs(usage.ru_utime) + secs(usage.ru_stime)
 }

@@ -12,6 +12,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use serde::Serialize;
 
 use super::{Ground, SIZE};
+use crate::procstat;
 use crate::report::{self, Spread};
 use crate::servers::{self, Kind, Server};
 use crate::startup;
@@ -304,9 +305,8 @@ fn start_once(p: &Program, request: &Path) -> io::Result<(f64, f64)> {
     if !status.success() {
         return Err(io::Error::other(format!("{}: {status}", p.name)));
     }
-    let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
     Ok((
-        us(usage.ru_utime) + us(usage.ru_stime),
+        procstat::cpu_seconds(&usage) * 1e6,
         (usage.ru_minflt + usage.ru_majflt) as f64,
     ))
 }
