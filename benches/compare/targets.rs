@@ -72,6 +72,14 @@ fn cpu(m: Option<&Summary>) -> Option<f64> {
     m.and_then(|m| median(m.cpu_us_per_request))
 }
 
+/// `a` over `b`, when both are known and `b` is above 0.
+pub fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
 /// The summary's rows for a report.
 pub fn rows(r: &Report) -> Vec<Target> {
     let staticd = Kind::Staticd.name();
@@ -82,10 +90,7 @@ pub fn rows(r: &Report) -> Vec<Target> {
             let rps = mine.and_then(Summary::rps);
             let best = r.best_peer(block, size);
             let best_m = best.as_ref().and_then(|(_, n)| r.find(block, size, n));
-            let ratio = match (rps, &best) {
-                (Some(a), Some((b, _))) if *b > 0.0 => Some(a / b),
-                _ => None,
-            };
+            let ratio = ratio(rps, best.as_ref().map(|(b, _)| *b));
             let goal = rps_target(block, size);
             let cpus = (cpu(mine), cpu(best_m));
             let met = goal.and_then(|(least, check_cpu, _)| {
@@ -154,10 +159,7 @@ fn h3_rows(r: &Report, out: &mut Vec<Target>) {
         };
         let h3_cpu = cpu(Some(mine));
         let h2_cpu = cpu(r.find(h2, 1_000, staticd));
-        let ratio = match (h3_cpu, h2_cpu) {
-            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-            _ => None,
-        };
+        let ratio = ratio(h3_cpu, h2_cpu);
         out.push(Target {
             cell: format!("h3 c={conns} x {streams} 1 KB: CPU/req over staticd's h2"),
             staticd: h3_cpu.map_or("-".into(), |u| format!("{u:.1} us/req")),
@@ -188,10 +190,7 @@ fn h3_rows(r: &Report, out: &mut Vec<Target>) {
         };
         let tcp = r.find(https, 1_000_000, staticd).and_then(Summary::rps);
         let rps = mine.rps();
-        let ratio = match (rps, tcp) {
-            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-            _ => None,
-        };
+        let ratio = ratio(rps, tcp);
         out.push(Target {
             cell: format!("h3 c={conns} x {streams} 1 MB: req/s over staticd's HTTPS (TCP)"),
             staticd: rps.map_or("failed".into(), |v| format!("{v:.0} req/s")),
@@ -228,10 +227,7 @@ fn h3_rows(r: &Report, out: &mut Vec<Target>) {
     };
     if let Some(quic) = idle(true) {
         let tls = idle(false);
-        let ratio = match tls {
-            Some(t) if t > 0.0 => Some(quic / t),
-            _ => None,
-        };
+        let ratio = ratio(Some(quic), tls);
         out.push(Target {
             cell: "idle h3 connection, memory each, over an idle TLS one".into(),
             staticd: format!("{quic:.2} KiB"),
@@ -259,10 +255,7 @@ fn p99_rows(r: &Report, out: &mut Vec<Target>) {
                 .find(block, size, Kind::Staticd.name())
                 .and_then(|m| median(m.p99_us));
             let best = r.best_peer_p99(block, size);
-            let ratio = match (mine, &best) {
-                (Some(a), Some((_, b))) if *b > 0.0 => Some(a / b),
-                _ => None,
-            };
+            let ratio = ratio(mine, best.as_ref().map(|(_, b)| *b));
             out.push(Target {
                 cell: format!("p99 {}", cell_name(block, size)),
                 staticd: report::latency(mine),
@@ -321,10 +314,7 @@ fn inetd_row(r: &Report, out: &mut Vec<Target>) {
     };
     let rps = mine.and_then(Summary::rps);
     let theirs = eris_m.rps();
-    let ratio = match (rps, theirs) {
-        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-        _ => None,
-    };
+    let ratio = ratio(rps, theirs);
     out.push(Target {
         cell: format!(
             "inetd under tcpserver, ab close c={} {}: staticd-inetd over eris",

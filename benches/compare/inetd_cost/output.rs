@@ -9,7 +9,8 @@ use super::program::Column;
 use super::{CLIENTS, SIZE};
 use crate::docroot;
 use crate::machine::{Host, Software};
-use crate::report::{render, Spread};
+use crate::report::{median, render, Spread};
+use crate::targets;
 
 /// staticd's ratio to eris in one row, against its target.
 #[derive(Clone, Debug, Serialize)]
@@ -44,7 +45,6 @@ pub fn judge(columns: &[Column]) -> Vec<Judged> {
     let Some(eris) = columns.iter().find(|c| c.name == "eris") else {
         return Vec::new();
     };
-    let median = |s: Option<Spread>| s.map(|s| s.median);
     let mut out = Vec::new();
     for c in columns.iter().filter(|c| c.name.starts_with("staticd")) {
         let rows = [
@@ -62,10 +62,7 @@ pub fn judge(columns: &[Column]) -> Vec<Judged> {
             ),
         ];
         for (what, mine, theirs, more_is_better) in rows {
-            let ratio = match (mine, theirs) {
-                (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-                _ => None,
-            };
+            let ratio = targets::ratio(mine, theirs);
             out.push(Judged {
                 what: format!("{} / eris, {what}", c.name),
                 ratio,
