@@ -55,6 +55,18 @@ impl Host {
     }
 }
 
+impl Software {
+    /// "commit 60fa8f7", "commit 60fa8f7 with uncommitted changes" or
+    /// "(no git commit known)": which staticd a table measured.
+    pub fn commit(&self) -> String {
+        match (&self.staticd_commit, self.staticd_dirty) {
+            (Some(c), Some(true)) => format!("commit {c} with uncommitted changes"),
+            (Some(c), _) => format!("commit {c}"),
+            (None, _) => "(no git commit known)".into(),
+        }
+    }
+}
+
 pub fn host() -> Host {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .unwrap_or_default()

@@ -1237,11 +1237,7 @@ impl Report {
         let _ = writeln!(
             out,
             "staticd {}; run as:\n  {}",
-            match (&sw.staticd_commit, sw.staticd_dirty) {
-                (Some(c), Some(true)) => format!("commit {c} with uncommitted changes"),
-                (Some(c), _) => format!("commit {c}"),
-                (None, _) => "(no git commit known)".into(),
-            },
+            sw.commit(),
             sw.command_line
         );
         let _ = writeln!(out, "versions:");

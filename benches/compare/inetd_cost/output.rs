@@ -88,15 +88,10 @@ fn spread(s: Option<Spread>) -> String {
 
 /// The table as printed and written to inetd-cost.txt.
 pub fn table(output: &Output) -> String {
-    let software = &output.software;
     let mut out = format!(
         "staticd inetd start cost: {}; staticd {}{}\n",
         output.host.describe(),
-        match (&software.staticd_commit, software.staticd_dirty) {
-            (Some(c), Some(true)) => format!("commit {c} with uncommitted changes"),
-            (Some(c), _) => format!("commit {c}"),
-            (None, _) => "(no git commit known)".into(),
-        },
+        output.software.commit(),
         if output.interrupted {
             "; INTERRUPTED"
         } else {
