@@ -254,18 +254,11 @@ fn write(o: &Options, output: &Output, begun: Instant) -> Result<(), String> {
 /// runs staticd-inetd), up for the whole run and idle while the others
 /// are measured. False, with a skip line, when ab or tcpserver is missing.
 fn tcpserver_row(g: &Ground, programs: &mut [Program], skipped: &mut Vec<String>) -> bool {
-    let missing = ["tcpserver", "ab"]
+    let missing = [("tcpserver", "ucspi-tcp"), ("ab", "apache2-utils")]
         .into_iter()
-        .find(|tool| !load::available(tool));
-    if let Some(tool) = missing {
-        let package = if tool == "ab" {
-            "apache2-utils"
-        } else {
-            "ucspi-tcp"
-        };
-        let line = format!(
-            "skipped: requests/s under tcpserver: {tool} is not installed (apt-get install {package})"
-        );
+        .find_map(|(tool, package)| load::not_installed(tool, package));
+    if let Some(why) = missing {
+        let line = format!("skipped: requests/s under tcpserver: {why}");
         println!("{line}");
         skipped.push(line);
         return false;

@@ -645,6 +645,11 @@ fn parse_ab(out: &str) -> Option<Outcome> {
     Some(o)
 }
 
+/// "`tool` is not installed (apt-get install `package`)" when it cannot be run.
+pub fn not_installed(tool: &str, package: &str) -> Option<String> {
+    (!available(tool)).then(|| format!("{tool} is not installed (apt-get install {package})"))
+}
+
 /// Whether `tool` can be run at all.
 pub fn available(tool: &str) -> bool {
     Command::new(tool)

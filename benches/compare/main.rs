@@ -980,13 +980,15 @@ fn prepare(opts: &Options) -> Result<Ground, String> {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let fd_limit = machine::raise_fd_limit();
-    if !load::available("wrk") {
-        return Err("wrk is not installed (apt-get install wrk)".into());
+    if let Some(why) = load::not_installed("wrk", "wrk") {
+        return Err(why);
     }
     let mut ab = opts.ab;
-    if ab && !load::available("ab") {
-        eprintln!("compare: ab is not installed (apt-get install apache2-utils): no ab pass");
-        ab = false;
+    if ab {
+        if let Some(why) = load::not_installed("ab", "apache2-utils") {
+            eprintln!("compare: {why}: no ab pass");
+            ab = false;
+        }
     }
     // Cargo builds the binary for benches with the bench profile, which is
     // the release profile (LTO, one codegen unit).
@@ -1789,8 +1791,8 @@ fn measure_inetd(
     if !opts.matrix || !opts.cleartext() || !named || !inetd_runs || stop::stopping() {
         return None;
     }
-    let started = if !load::available("ab") {
-        Err("ab is not installed (apt-get install apache2-utils)".to_string())
+    let started = if let Some(why) = load::not_installed("ab", "apache2-utils") {
+        Err(why)
     } else if let Some(why) = Kind::Eris.missing() {
         Err(why)
     } else {

@@ -169,12 +169,8 @@ fn run(o: &Options) -> Result<(), String> {
     let skip_tool = |tool: &str, package: &str| {
         if o.skip.iter().any(|s| s == tool) {
             Some(format!("skipped: {tool} (--seed-skip {tool})"))
-        } else if !load::available(tool) {
-            Some(format!(
-                "skipped: {tool} is not installed (apt-get install {package})"
-            ))
         } else {
-            None
+            load::not_installed(tool, package).map(|why| format!("skipped: {why}"))
         }
     };
     let mut only = o.only.clone();
