@@ -295,6 +295,11 @@ pub struct Target {
     /// Server CPU per request, staticd's and the best peer's (us).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_us_per_request: Option<(Option<f64>, Option<f64>)>,
+    /// Server and load client CPU per request, staticd's and the best
+    /// peer's (us; wrk and ab cells): shown beside the server's own, not
+    /// judged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub with_client_cpu_us_per_request: Option<(Option<f64>, Option<f64>)>,
     /// The target, in words; "-" for none.
     pub target: String,
     /// None: the cell has no target, or it could not be judged (staticd
@@ -366,6 +371,22 @@ pub struct Summary {
     /// The load client's CPU per request, over the rounds that completed
     /// some (it shares the machine with the server).
     pub client_cpu_us_per_request: Option<Spread>,
+    /// Server and load client together per request, where both are
+    /// measured over the same stretch (wrk and ab, which run as child
+    /// processes): on loopback, the kernel's TCP work for a response lands
+    /// on whichever of the two makes the segments leave (the sender's
+    /// write, or the receiver's acknowledgement releasing queued bytes), so
+    /// the server's share alone depends on how much it lets the kernel
+    /// queue. See docs/performance.md, "Large files: whose CPU".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_and_client_cpu_us_per_request: Option<Spread>,
+    /// Bytes the client read per second, parts of responses it did not
+    /// finish too (wrk's Transfer/sec): with many connections and large
+    /// files, a server that shares its rate fairly finishes fewer
+    /// responses within a cell than one that serves some connections first,
+    /// at the same throughput.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_per_second: Option<Spread>,
     pub rss_kib: Option<Spread>,
     /// HTTP/3 cells: the kernel's UDP error counters' rise, summed over
     /// the rounds.
@@ -415,6 +436,14 @@ pub fn summarize(measurements: &[Measurement]) -> Vec<Summary> {
                 let n = r.outcome.as_ref()?.requests;
                 (n > 0).then(|| r.client_cpu_seconds * 1e6 / n as f64)
             })),
+            server_and_client_cpu_us_per_request: match m.tool {
+                Tool::Wrk | Tool::Ab => Spread::of(rounds.iter().filter_map(|r| {
+                    let n = r.outcome.as_ref()?.requests;
+                    (n > 0).then(|| (r.server_cpu_seconds + r.client_cpu_seconds) * 1e6 / n as f64)
+                })),
+                _ => None,
+            },
+            bytes_per_second: Spread::of(outcomes.iter().filter_map(|o| o.bytes_per_second)),
             udp: rounds.iter().filter_map(|r| r.udp).reduce(|mut a, b| {
                 a.add(&b);
                 a
@@ -833,6 +862,33 @@ impl Report {
                     }),
                 );
                 self.h3_notes(&mut out, block, &sizes, &names);
+            }
+            if block.0 == Tool::Wrk {
+                let _ = writeln!(
+                    out,
+                    "-- {title}: throughput, MB/s (bytes read, unfinished responses too: at many connections a fair server finishes fewer large responses in a cell at the same rate) --"
+                );
+                render(
+                    &mut out,
+                    &header,
+                    &metric(&|m| {
+                        median(m.bytes_per_second).map_or("-".into(), |b| format!("{:.0}", b / 1e6))
+                    }),
+                );
+            }
+            if matches!(block.0, Tool::Wrk | Tool::Ab) {
+                let _ = writeln!(
+                    out,
+                    "-- {title}: server + load client CPU time per request, us (the machine's cost of a response: on loopback the kernel's TCP work lands on either) --"
+                );
+                render(
+                    &mut out,
+                    &header,
+                    &metric(&|m| {
+                        median(m.server_and_client_cpu_us_per_request)
+                            .map_or("-".into(), |us| format!("{us:.1}"))
+                    }),
+                );
             }
             if !notes.is_empty() {
                 let _ = writeln!(out, "errors (cells marked !):");

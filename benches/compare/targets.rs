@@ -72,6 +72,10 @@ fn cpu(m: Option<&Summary>) -> Option<f64> {
     m.and_then(|m| median(m.cpu_us_per_request))
 }
 
+fn with_client_cpu(m: Option<&Summary>) -> Option<f64> {
+    m.and_then(|m| median(m.server_and_client_cpu_us_per_request))
+}
+
 /// `a` over `b`, when both are known and `b` is above 0.
 pub fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
@@ -110,6 +114,8 @@ pub fn rows(r: &Report) -> Vec<Target> {
                 best_peer: best.as_ref().map(|(v, n)| format!("{n} {v:.0}")),
                 ratio,
                 cpu_us_per_request: Some(cpus),
+                with_client_cpu_us_per_request: matches!(block.0, Tool::Wrk | Tool::Ab)
+                    .then(|| (with_client_cpu(mine), with_client_cpu(best_m))),
                 target: goal.map_or("-".into(), |g| g.2.into()),
                 met,
             });
@@ -171,6 +177,7 @@ fn h3_rows(r: &Report, out: &mut Vec<Target>) {
             )),
             ratio,
             cpu_us_per_request: Some((h3_cpu, h2_cpu)),
+            with_client_cpu_us_per_request: None,
             target: if same.is_some() {
                 format!("<= x{H3_CPU_OVER_H2:.2}")
             } else {
@@ -200,6 +207,7 @@ fn h3_rows(r: &Report, out: &mut Vec<Target>) {
             )),
             ratio,
             cpu_us_per_request: Some((cpu(Some(mine)), cpu(r.find(https, 1_000_000, staticd)))),
+            with_client_cpu_us_per_request: None,
             // Judged like for like: one request in flight per connection,
             // as wrk's; more streams are shown without a target.
             target: if streams == 1 {
@@ -237,6 +245,7 @@ fn h3_rows(r: &Report, out: &mut Vec<Target>) {
             )),
             ratio,
             cpu_us_per_request: None,
+            with_client_cpu_us_per_request: None,
             target: format!("<= x{H3_IDLE_OVER_TLS:.2}"),
             met: ratio.map(|x| x <= H3_IDLE_OVER_TLS),
         });
@@ -264,6 +273,7 @@ fn p99_rows(r: &Report, out: &mut Vec<Target>) {
                     .map(|(n, us)| format!("{n} {}", report::latency(Some(*us)))),
                 ratio,
                 cpu_us_per_request: None,
+                with_client_cpu_us_per_request: None,
                 target: "<= best peer's p99".into(),
                 met: ratio.map(|x| x <= 1.0),
             });
@@ -291,6 +301,7 @@ fn startup_row(r: &Report, out: &mut Vec<Target>) {
         best_peer: Some(format!("/bin/true {}", report::micros(Some(truth)))),
         ratio: None,
         cpu_us_per_request: None,
+        with_client_cpu_us_per_request: None,
         target: format!(
             "<= /bin/true + {:.2} ms (is {:+.3} ms)",
             INETD_OVER_TRUE_US / 1000.0,
@@ -328,6 +339,7 @@ fn inetd_row(r: &Report, out: &mut Vec<Target>) {
         )),
         ratio,
         cpu_us_per_request: Some((cpu(mine), cpu(Some(eris_m)))),
+        with_client_cpu_us_per_request: None,
         target: format!(">= x{INETD_OVER_ERIS:.2} of eris"),
         met: ratio.map(|x| x >= INETD_OVER_ERIS),
     });
@@ -351,6 +363,7 @@ fn idle_row(r: &Report, out: &mut Vec<Target>) {
         best_peer: None,
         ratio: None,
         cpu_us_per_request: None,
+        with_client_cpu_us_per_request: None,
         target: format!("<= {IDLE_KIB} KiB"),
         met: Some(kib <= IDLE_KIB),
     });
@@ -379,6 +392,7 @@ pub fn table(out: &mut String, rows: &[Target]) {
         "best peer",
         "ratio",
         "CPU us/req staticd / best",
+        "with load client",
         "target",
         "result",
     ]
@@ -394,6 +408,8 @@ pub fn table(out: &mut String, rows: &[Target]) {
                 t.best_peer.clone().unwrap_or_else(|| "-".into()),
                 t.ratio.map_or("-".into(), |x| format!("x{x:.2}")),
                 t.cpu_us_per_request
+                    .map_or("-".into(), |(a, b)| format!("{} / {}", us(a), us(b))),
+                t.with_client_cpu_us_per_request
                     .map_or("-".into(), |(a, b)| format!("{} / {}", us(a), us(b))),
                 t.target.clone(),
                 match t.met {
