@@ -117,7 +117,10 @@ pub(crate) fn connection<S: Socket>(
                 Phase::Sniffing => conn.sniff(timer.as_mut()).await,
                 Phase::Http1 => conn.step(timer.as_mut()).await,
                 Phase::Parked(deadline) => return conn.park(deadline),
-                Phase::Http2 => return conn.http2().await,
+                // Boxed: HTTP/2's state held inline would make every
+                // connection's task as large as an HTTP/2 one, and a
+                // new connection's future is copied whole into its task.
+                Phase::Http2 => return Box::pin(conn.http2()).await,
                 Phase::Closed => return,
             };
         }
