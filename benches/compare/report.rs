@@ -194,7 +194,7 @@ impl InetdCell {
                     m.requests_per_second
                         .map_or(String::new(), |r| percent(&r, m.measured)),
                     format!("{}/{}", ms(median(m.p50_us)), ms(median(m.p99_us))),
-                    median(m.cpu_us_per_request).map_or("-".into(), |us| format!("{us:.1}")),
+                    tenths(median(m.cpu_us_per_request)),
                     m.errors.to_string(),
                 ]
             })
@@ -797,97 +797,67 @@ impl Report {
             let header: Vec<String> = std::iter::once("size".to_string())
                 .chain(names.iter().cloned())
                 .collect();
+            // One table of the block: its heading, then `f` of every cell.
+            let section = |out: &mut String, heading: &str, f: &dyn Fn(&Summary) -> String| {
+                let _ = writeln!(out, "-- {title}: {heading} --");
+                render(out, &header, &metric(f));
+            };
 
             if block.0 == Tool::H2load {
-                let _ = writeln!(
-                    out,
-                    "-- {title}: time per request, mean/sd, ms (h2load has no percentiles) --"
-                );
-                render(
+                section(
                     &mut out,
-                    &header,
-                    &metric(&|m| format!("{}/{}", ms(median(m.mean_us)), ms(median(m.sd_us)))),
+                    "time per request, mean/sd, ms (h2load has no percentiles)",
+                    &|m| format!("{}/{}", ms(median(m.mean_us)), ms(median(m.sd_us))),
                 );
             } else {
-                let _ = writeln!(out, "-- {title}: latency p50/p99, ms --");
-                render(
-                    &mut out,
-                    &header,
-                    &metric(&|m| format!("{}/{}", ms(median(m.p50_us)), ms(median(m.p99_us)))),
-                );
+                section(&mut out, "latency p50/p99, ms", &|m| {
+                    format!("{}/{}", ms(median(m.p50_us)), ms(median(m.p99_us)))
+                });
             }
-            let _ = writeln!(
-                out,
-                "-- {title}: server RSS, MB (VmRSS summed over its processes, max while loaded) --"
-            );
-            render(
+            section(
                 &mut out,
-                &header,
-                &metric(&|m| {
-                    median(m.rss_kib).map_or("-".into(), |k| format!("{:.1}", k / 1024.0))
-                }),
+                "server RSS, MB (VmRSS summed over its processes, max while loaded)",
+                &|m| median(m.rss_kib).map_or("-".into(), |k| format!("{:.1}", k / 1024.0)),
             );
-            let _ = writeln!(
-                out,
-                "-- {title}: server CPU time per request, us (utime+stime of its processes{}) --",
-                if block.0 == Tool::H2load {
-                    ", over h2load's measured part"
-                } else {
-                    ""
-                }
-            );
-            render(
+            section(
                 &mut out,
-                &header,
-                &metric(&|m| {
-                    median(m.cpu_us_per_request).map_or("-".into(), |us| format!("{us:.1}"))
-                }),
+                &format!(
+                    "server CPU time per request, us (utime+stime of its processes{})",
+                    if block.0 == Tool::H2load {
+                        ", over h2load's measured part"
+                    } else {
+                        ""
+                    }
+                ),
+                &|m| tenths(median(m.cpu_us_per_request)),
             );
             if block.3 == Proto::H3 {
-                let _ = writeln!(
-                    out,
-                    "-- {title}: load client CPU time per request, us ({}) --",
-                    if block.0 == Tool::H3load {
-                        "h3load's own threads, getrusage"
-                    } else {
-                        "oha's process"
-                    }
-                );
-                render(
+                section(
                     &mut out,
-                    &header,
-                    &metric(&|m| {
-                        median(m.client_cpu_us_per_request)
-                            .map_or("-".into(), |us| format!("{us:.1}"))
-                    }),
+                    &format!(
+                        "load client CPU time per request, us ({})",
+                        if block.0 == Tool::H3load {
+                            "h3load's own threads, getrusage"
+                        } else {
+                            "oha's process"
+                        }
+                    ),
+                    &|m| tenths(median(m.client_cpu_us_per_request)),
                 );
                 self.h3_notes(&mut out, block, &sizes, &names);
             }
             if block.0 == Tool::Wrk {
-                let _ = writeln!(
-                    out,
-                    "-- {title}: throughput, MB/s (bytes read, unfinished responses too: at many connections a fair server finishes fewer large responses in a cell at the same rate) --"
-                );
-                render(
+                section(
                     &mut out,
-                    &header,
-                    &metric(&|m| {
-                        median(m.bytes_per_second).map_or("-".into(), |b| format!("{:.0}", b / 1e6))
-                    }),
+                    "throughput, MB/s (bytes read, unfinished responses too: at many connections a fair server finishes fewer large responses in a cell at the same rate)",
+                    &|m| median(m.bytes_per_second).map_or("-".into(), |b| format!("{:.0}", b / 1e6)),
                 );
             }
             if matches!(block.0, Tool::Wrk | Tool::Ab) {
-                let _ = writeln!(
-                    out,
-                    "-- {title}: server + load client CPU time per request, us (the machine's cost of a response: on loopback the kernel's TCP work lands on either) --"
-                );
-                render(
+                section(
                     &mut out,
-                    &header,
-                    &metric(&|m| {
-                        median(m.server_and_client_cpu_us_per_request)
-                            .map_or("-".into(), |us| format!("{us:.1}"))
-                    }),
+                    "server + load client CPU time per request, us (the machine's cost of a response: on loopback the kernel's TCP work lands on either)",
+                    &|m| tenths(median(m.server_and_client_cpu_us_per_request)),
                 );
             }
             if !notes.is_empty() {
@@ -1032,10 +1002,7 @@ impl Report {
         .map(String::from)
         .to_vec();
         let mut rows = Vec::new();
-        let us = |m: Option<&Summary>| {
-            m.and_then(|m| median(m.cpu_us_per_request))
-                .map_or("-".into(), |u| format!("{u:.1}"))
-        };
+        let us = |m: Option<&Summary>| tenths(m.and_then(|m| median(m.cpu_us_per_request)));
         for block in blocks {
             for size in self.sizes(block) {
                 let cell = format!(
@@ -1178,7 +1145,6 @@ impl Report {
         .map(String::from)
         .to_vec();
         let mut rows = Vec::new();
-        let us = |v: Option<f64>| v.map_or("-".into(), |u| format!("{u:.1}"));
         for c in &self.h3_cross_check {
             let cell = format!(
                 "{} {} c={} x {}",
@@ -1193,8 +1159,8 @@ impl Report {
                     client.to_string(),
                     f.requests_per_second
                         .map_or("-".into(), |r| format!("{r:.0}")),
-                    us(f.server_cpu_us_per_request),
-                    us(f.client_cpu_us_per_request),
+                    tenths(f.server_cpu_us_per_request),
+                    tenths(f.client_cpu_us_per_request),
                     format!("{}/{}", ms(f.p50_us), ms(f.p99_us)),
                     f.errors.to_string(),
                 ]);
@@ -1446,6 +1412,12 @@ pub(crate) fn latency(us: Option<f64>) -> String {
         Some(us) if us < 1_000_000.0 => format!("{:.2}ms", us / 1e3),
         Some(us) => format!("{:.2}s", us / 1e6),
     }
+}
+
+/// A figure to a tenth (CPU microseconds per request in the tables), "-"
+/// when unknown.
+pub(crate) fn tenths(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.1}"))
 }
 
 /// Microseconds, to a tenth below 100.

@@ -31,7 +31,7 @@ use std::fmt::Write as _;
 
 use crate::docroot::label;
 use crate::load::{Mode, Tool};
-use crate::report::{self, median, Block, Report, Summary, Target};
+use crate::report::{self, median, tenths, Block, Report, Summary, Target};
 use crate::servers::{Kind, Proto, ALL};
 
 /// The least ratio of requests/s a cell's target asks for, and whether
@@ -398,7 +398,12 @@ pub fn table(out: &mut String, rows: &[Target]) {
     ]
     .map(String::from)
     .to_vec();
-    let us = |v: Option<f64>| v.map_or("-".into(), |u| format!("{u:.1}"));
+    // staticd's figure and the best peer's.
+    let pair = |v: Option<(Option<f64>, Option<f64>)>| {
+        v.map_or("-".into(), |(a, b)| {
+            format!("{} / {}", tenths(a), tenths(b))
+        })
+    };
     let body: Vec<Vec<String>> = rows
         .iter()
         .map(|t| {
@@ -407,10 +412,8 @@ pub fn table(out: &mut String, rows: &[Target]) {
                 t.staticd.clone(),
                 t.best_peer.clone().unwrap_or_else(|| "-".into()),
                 t.ratio.map_or("-".into(), |x| format!("x{x:.2}")),
-                t.cpu_us_per_request
-                    .map_or("-".into(), |(a, b)| format!("{} / {}", us(a), us(b))),
-                t.with_client_cpu_us_per_request
-                    .map_or("-".into(), |(a, b)| format!("{} / {}", us(a), us(b))),
+                pair(t.cpu_us_per_request),
+                pair(t.with_client_cpu_us_per_request),
                 t.target.clone(),
                 match t.met {
                     Some(true) => "met".into(),
