@@ -217,6 +217,11 @@ impl FileSender {
         sender
     }
 
+    /// Whether file bytes are copied through a buffer (`--no-sendfile`).
+    pub fn copies(&self) -> bool {
+        self.copy
+    }
+
     /// Makes one write of up to `left` bytes of `file` from `at`; 0 when
     /// the file ends first.
     pub fn send(

@@ -16,7 +16,7 @@ use crate::sys;
 /// How much plaintext is sealed into records before they are written: four
 /// full records, so that a large body leaves in few system calls while at
 /// most this much ciphertext waits per connection.
-const MAX_SEALED: usize = 64 << 10;
+pub const MAX_SEALED: usize = 64 << 10;
 /// How much is read per call.
 const READ_CHUNK: usize = 16 << 10;
 /// The TLS record type of a handshake message: how every TLS client starts.

@@ -16,7 +16,7 @@ use rustls::server::{ProducesTickets, ServerSessionMemoryCache};
 use rustls::ServerConfig;
 
 pub use certs::{Loaded, Managed};
-pub use connection::{Connection, Received};
+pub use connection::{Connection, Received, MAX_SEALED};
 
 use crate::config::Https;
 

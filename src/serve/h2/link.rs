@@ -1,15 +1,15 @@
 //! How an HTTP/2 connection's bytes move: reading what the client sent,
 //! and writing a turn's [`Plan`] whole. Two kinds of link:
 //! - [`FdLink`], over a descriptor tokio watches (the event loop's
-//!   sockets, inetd mode's stdin and stdout): a plan's frames go in one write, file payloads by
-//!   sendfile(2) in cleartext and read straight into TLS records otherwise (through the same
-//!   [`Wire`] HTTP/1.1 uses);
+//!   sockets, inetd mode's stdin and stdout): a plan's frames and the file payloads between them
+//!   are gathered into blocks (see [`gather`](super::gather)), each one write, or sealed into TLS
+//!   records (through the same [`Wire`] HTTP/1.1 uses); in cleartext a payload of 64 KiB or more
+//!   (a client that allows large frames) goes by sendfile(2);
 //! - [`IoLink`], over any `AsyncRead + AsyncWrite` (io_uring's
-//!   adapter, the fuzz target's in-memory pipe): file payloads are read into a block, then written.
+//!   adapter, the fuzz target's in-memory pipe): the same blocks, each one write.
 
 use std::io;
 use std::os::fd::BorrowedFd;
-use std::os::unix::fs::FileExt;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
 
@@ -17,7 +17,9 @@ use crate::h2session::Plan;
 use crate::pool;
 use crate::serve::ready::Ready;
 use crate::serve::wire::{Got, Wire, READ_CHUNK};
-use crate::serve::writer::FileSender;
+use crate::serve::writer::{FileSender, Out};
+
+use super::gather::{Gather, Next, Way};
 
 /// A connection's bytes, both ways.
 pub(crate) trait Link {
@@ -42,6 +44,7 @@ pub(crate) struct FdLink<R> {
     wire: Wire,
     /// Plaintext the transport read before HTTP/2 took over.
     read: Vec<u8>,
+    gather: Gather,
     files: FileSender,
 }
 
@@ -53,6 +56,7 @@ impl<R: Ready> FdLink<R> {
             ready,
             wire,
             read,
+            gather: Gather::default(),
             files: FileSender::copying(copy),
         }
     }
@@ -86,7 +90,11 @@ impl<R: Ready> Link for FdLink<R> {
 
     async fn write(&mut self, plan: &Plan, at: u64) -> io::Result<u64> {
         let FdLink {
-            ready, wire, files, ..
+            ready,
+            wire,
+            gather,
+            files,
+            ..
         } = self;
         let (fd, socket) = (ready.output(), ready.socket());
         let start = at;
@@ -100,20 +108,22 @@ impl<R: Ready> Link for FdLink<R> {
                 // As much as the descriptor takes now; WouldBlock only when
                 // it took nothing. The plan is out once TLS's records are
                 // too.
-                loop {
+                let result = loop {
                     if at == plan.len() {
-                        out.flush()?;
-                        return Ok(at);
+                        break out.flush().map(|()| at);
                     }
-                    match write_some(&mut out, files, plan, at) {
-                        Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                    match write_some(&mut out, gather, files, plan, at) {
+                        Ok(0) => break Err(io::ErrorKind::UnexpectedEof.into()),
                         Ok(n) => at += n as u64,
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock && at > start => {
-                            return Ok(at)
+                            break Ok(at)
                         }
-                        Err(e) => return Err(e),
+                        Err(e) => break Err(e),
                     }
-                }
+                };
+                // Nothing waits holding a block.
+                gather.release();
+                result
             })
         })
         .await
@@ -133,56 +143,38 @@ impl<R: Ready> Link for FdLink<R> {
     }
 }
 
-/// Where `at` (a position among all the plan's bytes) falls: inside the
-/// frame bytes at this index before file part `part`, or inside that file
-/// part this far.
-enum Place {
-    Bytes { from: usize, to: usize, more: bool },
-    File { part: usize, done: u64 },
-}
-
-fn place(plan: &Plan, at: u64) -> Place {
-    // Frame bytes before part i: files[i].at; file bytes before it: the
-    // sum of the earlier parts.
-    let mut files_before = 0u64;
-    for (i, part) in plan.files.iter().enumerate() {
-        let start = part.at as u64 + files_before;
-        if at < start {
-            let from = (at - files_before) as usize;
-            return Place::Bytes {
-                from,
-                to: part.at,
-                more: true,
-            };
-        }
-        if at < start + part.len {
-            return Place::File {
-                part: i,
-                done: at - start,
-            };
-        }
-        files_before += part.len;
-    }
-    Place::Bytes {
-        from: (at - files_before) as usize,
-        to: plan.bytes.len(),
-        more: false,
-    }
-}
-
-/// One write towards `plan` from `at`.
+/// One write towards `plan` from `at`: frame bytes and the file payloads
+/// between them gathered into blocks (see [`gather`](super::gather)), long
+/// payloads by sendfile(2) in cleartext unless `--no-sendfile`.
 fn write_some(
-    out: &mut crate::serve::writer::Out<'_>,
+    out: &mut Out<'_>,
+    gather: &mut Gather,
     files: &mut FileSender,
     plan: &Plan,
     at: u64,
 ) -> io::Result<usize> {
-    match place(plan, at) {
-        Place::Bytes { from, to, more } => out.write(&plan.bytes[from..to], more),
-        Place::File { part, done } => {
+    let way = match out {
+        Out::Fd { .. } => Way::Clear {
+            sendfile: !files.copies(),
+        },
+        #[cfg(feature = "tls")]
+        Out::Tls { .. } => Way::Sealed,
+    };
+    match gather.next(plan, at, way)? {
+        Next::Bytes { bytes, more } => {
+            // With "more follows", TLS holds the records back, so that a
+            // turn leaves in one write as in cleartext: up to a turn's
+            // bytes of records (h2session's bound on a connection's
+            // outgoing frames) wait per connection.
+            let n = out.write(bytes, more)?;
+            gather.sent(n);
+            Ok(n)
+        }
+        Next::File { part, done } => {
             let part = &plan.files[part];
             files.send(out, &part.file, part.offset + done, part.len - done)
         }
+        Next::End => Ok(0),
     }
 }
 
@@ -190,11 +182,16 @@ fn write_some(
 pub(crate) struct IoLink<T> {
     io: T,
     read: Vec<u8>,
+    gather: Gather,
 }
 
 impl<T: AsyncRead + AsyncWrite + Unpin> IoLink<T> {
     pub(crate) fn new(io: T, read: Vec<u8>) -> IoLink<T> {
-        IoLink { io, read }
+        IoLink {
+            io,
+            read,
+            gather: Gather::default(),
+        }
     }
 }
 
@@ -215,27 +212,16 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Link for IoLink<T> {
     }
 
     async fn write(&mut self, plan: &Plan, at: u64) -> io::Result<u64> {
-        let next = match place(plan, at) {
-            Place::Bytes { from, to, .. } => {
-                self.io.write_all(&plan.bytes[from..to]).await?;
-                at + (to - from) as u64
+        let way = Way::Clear { sendfile: false };
+        let next = match self.gather.next(plan, at, way)? {
+            Next::Bytes { bytes, .. } => {
+                let written = self.io.write_all(bytes).await;
+                let n = bytes.len();
+                self.gather.release();
+                written?;
+                at + n as u64
             }
-            Place::File { part, done } => {
-                let part = &plan.files[part];
-                let mut block = pool::take(&pool::BLOCKS);
-                if block.len() < FILE_BLOCK {
-                    block = vec![0; FILE_BLOCK].into_boxed_slice();
-                }
-                let want = ((part.len - done) as usize).min(block.len());
-                let n = part.file.read_at(&mut block[..want], part.offset + done);
-                let result = match n {
-                    Ok(0) => Err(io::ErrorKind::UnexpectedEof.into()),
-                    Ok(n) => self.io.write_all(&block[..n]).await.map(|()| at + n as u64),
-                    Err(e) => Err(e),
-                };
-                pool::give(&pool::BLOCKS, block);
-                result?
-            }
+            Next::File { .. } | Next::End => at,
         };
         // The plan is out once the writer has let go of all of it (io_uring's
         // adapter holds what it took until a flush).
@@ -253,6 +239,3 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Link for IoLink<T> {
         None
     }
 }
-
-/// How much of a file one read moves over an [`IoLink`].
-const FILE_BLOCK: usize = 64 << 10;

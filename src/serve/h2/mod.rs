@@ -4,6 +4,7 @@
 //! frames out in one write (`link`), CGI scripts on pipes of their own
 //! (`cgi`), and the timers.
 
+mod gather;
 mod link;
 
 use std::future::Future;
