@@ -22,6 +22,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "http2")]
 use common::h2frames::{self, flag, hpack, kind, setting, Frame};
 use common::*;
 use rustix::process::Signal;
@@ -467,6 +468,7 @@ matrix!([h1, tls, uring] both_modes:
 // ---------------------------------------------------------------------------------------
 
 /// How an HTTP/2 response ended.
+#[cfg(feature = "http2")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum H2Stop {
     /// The connection closed (FIN).
@@ -487,6 +489,7 @@ enum H2Stop {
 /// windows are opened wide at the start, so that only TCP throttles the server (with
 /// small windows the server's bytes would wait in staticd, in user space, not in the
 /// kernel).
+#[cfg(feature = "http2")]
 struct H2Download {
     tcp: TcpStream,
     length: u64,
@@ -504,6 +507,7 @@ struct H2Download {
     goaways: Vec<Frame>,
 }
 
+#[cfg(feature = "http2")]
 impl H2Download {
     /// Sends the preface, SETTINGS, the window opening and the GET of `path` on `tcp`,
     /// for a body of `length` bytes.
@@ -736,6 +740,7 @@ impl H2Download {
 /// made before the truncation and the response can only end early: with RST_STREAM, or
 /// a GOAWAY and the close, or the close alone, never with a wrong byte, a byte past
 /// Content-Length, END_STREAM on a short body, or a hang.
+#[cfg(feature = "http2")]
 fn h2c_file_truncated_inside_the_bytes_in_flight_never_sends_wrong_bytes(v: Variant) {
     assert!(v.is_h2() && !v.is_tls(), "an h2c test, run in {v:?}");
     let root = Docroot::new();
@@ -815,6 +820,7 @@ fn h2c_file_truncated_inside_the_bytes_in_flight_never_sends_wrong_bytes(v: Vari
     assert_no_panic(&server);
 }
 
+#[cfg(feature = "http2")]
 matrix!([h2c] both_modes: h2c_file_truncated_inside_the_bytes_in_flight_never_sends_wrong_bytes);
 
 // ---------------------------------------------------------------------------------------
