@@ -154,13 +154,13 @@ pub fn peek(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
     Ok(read)
 }
 
-/// Reads up to `max` bytes onto the end of `buf`; returns how many.
+/// Reads at least `max` bytes' room onto the end of `buf` (more if its
+/// capacity already has more spare); returns how many it read. The spare
+/// capacity is read into as it is, not zeroed first: a 16 KiB memset per
+/// read was 1.8% of an h2c worker's time with 1 KB responses.
 pub fn read_append(fd: BorrowedFd<'_>, buf: &mut Vec<u8>, max: usize) -> io::Result<usize> {
-    let start = buf.len();
-    buf.resize(start + max, 0);
-    let result = read(fd, &mut buf[start..]);
-    buf.truncate(start + *result.as_ref().unwrap_or(&0));
-    result
+    buf.reserve(max);
+    Ok(rustix::io::read(fd, rustix::buffer::spare_capacity(buf))?)
 }
 
 /// Whether the fd is a socket (fd 0 under tcpserver) rather than a pipe.

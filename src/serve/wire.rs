@@ -28,17 +28,11 @@ impl Wire {
     /// WouldBlock passes through.
     pub fn read(&mut self, fd: BorrowedFd<'_>, buf: &mut Vec<u8>) -> std::io::Result<Got> {
         match self {
-            Wire::Clear => {
-                let start = buf.len();
-                buf.resize(start + READ_CHUNK, 0);
-                let result = crate::sys::read(fd, &mut buf[start..]);
-                buf.truncate(start + *result.as_ref().unwrap_or(&0));
-                Ok(if result? == 0 {
-                    Got::Closed
-                } else {
-                    Got::Bytes
-                })
-            }
+            Wire::Clear => Ok(if crate::sys::read_append(fd, buf, READ_CHUNK)? == 0 {
+                Got::Closed
+            } else {
+                Got::Bytes
+            }),
             #[cfg(feature = "tls")]
             Wire::Tls(tls) => match tls.receive(fd, buf)? {
                 crate::tls::Received::Progress => Ok(Got::Bytes),
