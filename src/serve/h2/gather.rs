@@ -33,6 +33,9 @@ use crate::h2session::Plan;
 /// 1 MB h2c cell faster and steadier (docs/performance.md).
 pub(crate) const BLOCK: usize = 256 << 10;
 
+/// A block's size for [`Way::Buffered`].
+pub(crate) const BUFFERED: usize = 64 << 10;
+
 /// File payloads at least this long are left to sendfile(2) in cleartext.
 pub(crate) const SENDFILE_FROM: u64 = 64 << 10;
 
@@ -42,6 +45,10 @@ pub(crate) enum Way {
     /// A descriptor in cleartext, one write a block; with `sendfile`, long
     /// payloads are left to sendfile(2) (not with `--no-sendfile`).
     Clear { sendfile: bool },
+    /// A writer that copies what it is given into a buffer of its own
+    /// (io_uring's adapter, which holds 64 KiB before it waits): blocks
+    /// of [`BUFFERED`], so that it holds no more than before.
+    Buffered,
     /// TLS records: a block is what one send seals
     /// ([`tls::MAX_SEALED`](crate::tls::MAX_SEALED)), so none is read again
     /// for want of room in the records.
@@ -53,6 +60,7 @@ impl Way {
     fn block(self) -> usize {
         match self {
             Way::Clear { .. } => BLOCK,
+            Way::Buffered => BUFFERED,
             #[cfg(feature = "tls")]
             Way::Sealed => crate::tls::MAX_SEALED,
         }
@@ -384,6 +392,19 @@ mod tests {
         };
         assert_eq!(bytes, b"DEF");
         assert_eq!(bytes.as_ptr(), plan.bytes[3..].as_ptr());
+    }
+
+    #[test]
+    fn a_block_for_a_buffered_writer_is_64_kib_and_reads_every_payload() {
+        let a = file(&[b'x'; 100_000]);
+        let mut plan = Plan::default();
+        plan.push(b"h");
+        plan.file(&a, 0, 100_000);
+        let mut gather = Gather::default();
+        let Next::Bytes { bytes, .. } = gather.next(&plan, 0, Way::Buffered).unwrap() else {
+            panic!("bytes, not sendfile");
+        };
+        assert_eq!(bytes.len(), BUFFERED);
     }
 
     #[cfg(feature = "tls")]

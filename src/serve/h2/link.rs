@@ -6,7 +6,7 @@
 //!   records (through the same [`Wire`] HTTP/1.1 uses); in cleartext a payload of 64 KiB or more
 //!   (a client that allows large frames) goes by sendfile(2);
 //! - [`IoLink`], over any `AsyncRead + AsyncWrite` (io_uring's
-//!   adapter, the fuzz target's in-memory pipe): the same blocks, each one write.
+//!   adapter, the fuzz target's in-memory pipe): the same blocks, 64 KiB each, each one write.
 
 use std::io;
 use std::os::fd::BorrowedFd;
@@ -212,8 +212,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Link for IoLink<T> {
     }
 
     async fn write(&mut self, plan: &Plan, at: u64) -> io::Result<u64> {
-        let way = Way::Clear { sendfile: false };
-        let next = match self.gather.next(plan, at, way)? {
+        let next = match self.gather.next(plan, at, Way::Buffered)? {
             Next::Bytes { bytes, .. } => {
                 let written = self.io.write_all(bytes).await;
                 let n = bytes.len();
