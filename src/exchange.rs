@@ -447,7 +447,7 @@ fn unanswered(ctx: &Context, job: &CgiJob, status: u16) {
         body: 0..0,
         tls: ctx.origin.tls,
     };
-    log::format(ctx.cfg.log_format, &entry, SystemTime::now()).emit(0);
+    log::format(ctx.cfg.log_format, &entry, SystemTime::now).emit(0);
 }
 
 /// Who the script is told the client is, and where it connected to.

@@ -145,7 +145,7 @@ pub fn sent(
         true => crate::config::LogFormat::Off,
         false => cfg.log_format,
     };
-    let log_line = log::format(format, &entry, SystemTime::now());
+    let log_line = log::format(format, &entry, SystemTime::now);
     Sent {
         body: entry.body,
         response,
@@ -173,7 +173,7 @@ pub fn unanswered(cfg: &Config, origin: &Origin, request: &parse::Request) {
         body: 0..0,
         tls: origin.tls,
     };
-    log::format(cfg.log_format, &entry, SystemTime::now()).emit(0);
+    log::format(cfg.log_format, &entry, SystemTime::now).emit(0);
 }
 
 /// The head as HTTP/1.1 bytes into `wire`, and a small body held in memory

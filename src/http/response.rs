@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::head::{Framing, Head};
 use crate::pool::FreeList;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 /// A piece of a response body.
 pub enum Chunk {
@@ -165,14 +165,17 @@ thread_local! {
     static DATE: RefCell<(u64, [u8; 29])> = const { RefCell::new((u64::MAX, [0; 29])) };
 }
 
-/// Calls `f` with the current time as an IMF-fixdate.
+/// Calls `f` with the current time as an IMF-fixdate. The clock read is
+/// the coarse one (the kernel's last tick, a few milliseconds behind at
+/// most): a value that changes once a second needs no finer reading, and
+/// the fine one was a measurable part of a small response's cost.
 pub fn with_http_date_now<R>(f: impl FnOnce(&[u8]) -> R) -> R {
-    let now = SystemTime::now();
-    let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let coarse = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+    let secs = u64::try_from(coarse.tv_sec).unwrap_or(0);
     DATE.with(|cell| {
         let mut cached = cell.borrow_mut();
         if cached.0 != secs {
-            let rendered = httpdate::fmt_http_date(now);
+            let rendered = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(secs));
             cached.1.copy_from_slice(&rendered.as_bytes()[..29]);
             cached.0 = secs;
         }

@@ -199,10 +199,13 @@ impl Drop for Line {
     }
 }
 
-pub fn format(format: LogFormat, e: &Entry, now: SystemTime) -> Line {
+/// The line for `e` in `format`. `now` reads the clock, only when a line is
+/// written (it was a vDSO call per request with logging off).
+pub fn format(format: LogFormat, e: &Entry, now: impl FnOnce() -> SystemTime) -> Line {
     if format == LogFormat::Off {
         return Line::default();
     }
+    let now = now();
     let mut text = pool::take(&pool::LINES);
     // Writing to a String cannot fail.
     let at = match format {
@@ -578,11 +581,11 @@ mod tests {
         // A 100-byte head, then the body.
         let e = entry(Some(&r), 200, 100..2426);
         assert_eq!(
-            filled(format(LogFormat::Common, &e, t()), 2426),
+            filled(format(LogFormat::Common, &e, t), 2426),
             "10.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"GET /a b?x HTTP/1.1\" 200 2326\n"
         );
         assert_eq!(
-            filled(format(LogFormat::Combined, &e, t()), 2426),
+            filled(format(LogFormat::Combined, &e, t), 2426),
             "10.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"GET /a b?x HTTP/1.1\" 200 2326 \"-\" \"Mozilla/5.0 (X11)\"\n"
         );
     }
@@ -593,7 +596,7 @@ mod tests {
         let mut e = entry(Some(&r), 200, 100..2426);
         e.user = Some("ann marie");
         assert_eq!(
-            filled(format(LogFormat::Common, &e, t()), 2426),
+            filled(format(LogFormat::Common, &e, t), 2426),
             "10.0.0.1 - ann_marie [10/Oct/2000:13:55:36 +0000] \"GET /a b?x HTTP/1.1\" 200 2326\n"
         );
     }
@@ -603,7 +606,7 @@ mod tests {
         let r = req();
         let e = entry(Some(&r), 404, 100..100);
         assert_eq!(
-            filled(format(LogFormat::Fnord, &e, t()), 100),
+            filled(format(LogFormat::Fnord, &e, t), 100),
             "10.0.0.1 404 0 example.test Mozilla/5.0_(X11) none /a b?x\n"
         );
     }
@@ -613,7 +616,7 @@ mod tests {
         let r = req();
         let e = entry(Some(&r), 200, 100..1100);
         let size = |format, written| {
-            let line = filled(super::format(format, &e, t()), written);
+            let line = filled(super::format(format, &e, t), written);
             let fields: Vec<&str> = line.trim_end().split(' ').collect();
             let at = if format == LogFormat::Fnord { 2 } else { 10 };
             fields[at].to_string()
@@ -635,7 +638,7 @@ mod tests {
         // memory (100 of head each, then the body), then a head and a
         // 5000-byte file.
         let batch = || {
-            let line = |status, body| format(LogFormat::Fnord, &entry(Some(&r), status, body), t());
+            let line = |status, body| format(LogFormat::Fnord, &entry(Some(&r), status, body), t);
             let mut batch = line(200, 100..150);
             batch.push(line(404, 100..300), 150);
             batch.push(line(206, 100..5100), 450);
@@ -658,11 +661,11 @@ mod tests {
     #[test]
     fn unparsed_requests_and_hostile_values() {
         let e = entry(None, 400, 0..12);
-        assert!(filled(format(LogFormat::Common, &e, t()), 12).contains("\"-\" 400 12"));
+        assert!(filled(format(LogFormat::Common, &e, t), 12).contains("\"-\" 400 12"));
         let mut escaped = String::new();
         escape(&mut escaped, "a\"b\x1b");
         assert_eq!(escaped, "a\\\"b\\x1b");
-        assert!(format(LogFormat::Off, &e, t()).is_empty());
+        assert!(format(LogFormat::Off, &e, t).is_empty());
     }
 
     #[test]
@@ -678,7 +681,7 @@ mod tests {
             resumed: Some(false),
             proto: Alpn::H2,
         });
-        let line = filled(format(LogFormat::Json, &e, t()), 2426);
+        let line = filled(format(LogFormat::Json, &e, t), 2426);
         let (head, tail) = line.split_once(",\"duration\":").unwrap();
         assert_eq!(
             head,
@@ -698,13 +701,13 @@ mod tests {
             proto: Alpn::H3,
             ..Tls::default()
         });
-        let line = filled(format(LogFormat::Json, &e, t()), 2426);
+        let line = filled(format(LogFormat::Json, &e, t), 2426);
         assert!(
             line.contains("\"tls\":{\"version\":772,\"proto\":\"h3\"}},"),
             "{line}"
         );
         // An unparsed request, nothing sent.
-        let line = filled(format(LogFormat::Json, &entry(None, 400, 0..0), t()), 0);
+        let line = filled(format(LogFormat::Json, &entry(None, 400, 0..0), t), 0);
         assert!(
             line.contains(
                 "\"remote_ip\":\"10.0.0.1\"},\"user_id\":\"\",\"status\":400,\"size\":0,"

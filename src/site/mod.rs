@@ -191,9 +191,10 @@ impl Site {
 
     /// The tree a request is served from: every lookup of its response is
     /// made in it, so that a deploy swapping the root gives no response
-    /// mixed from two releases.
-    pub fn with_tree<R>(&self, f: impl FnOnce(&Tree) -> R) -> R {
-        self.root.with_tree(Instant::now(), forget_old_tree, f)
+    /// mixed from two releases. `now` is the request's one clock reading,
+    /// which its lookups share.
+    pub fn with_tree<R>(&self, now: Instant, f: impl FnOnce(&Tree) -> R) -> R {
+        self.root.with_tree(now, forget_old_tree, f)
     }
 
     /// The same tree, kept (one Arc clone): for the rare caller that
@@ -215,14 +216,15 @@ impl Site {
     /// this Host reaches; None when it reaches none (an unknown virtual
     /// host, a bad Host, a site that is a redirect). Err(NoDescriptors):
     /// they are not known yet and cannot be read now (a 503, as for a file
-    /// that cannot be opened); never served without them.
+    /// that cannot be opened); never served without them. `now`: the
+    /// request's clock reading.
     pub fn root_files(
         &self,
         tree: &Tree,
         host: Option<&str>,
+        now: Instant,
     ) -> Result<Option<Arc<root_files::RootFiles>>, SiteError> {
         let key = self.host_key(host);
-        let now = Instant::now();
         if let Some(files) = root_files::cached(key, now) {
             return Ok(Some(files));
         }
@@ -263,7 +265,7 @@ impl Site {
     /// The site's own page for an error status (`404.html` in its root),
     /// if it has one.
     pub fn error_page(&self, tree: &Tree, host: Option<&str>, code: u16) -> Option<Arc<FileSet>> {
-        let files = self.root_files(tree, host).ok()??;
+        let files = self.root_files(tree, host, Instant::now()).ok()??;
         if !files.may_have_error_page(code) {
             return None;
         }

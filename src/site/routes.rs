@@ -52,8 +52,13 @@ impl Site {
     /// `resolve` for the path a request asks for: what the open-file
     /// cache has for it, else for its pretty URL (found before), else a
     /// fresh lookup. A warm pretty URL is one cache hit, as a file is.
-    pub fn resolve_request(&self, tree: &Tree, q: &Lookup) -> Result<Routed, SiteError> {
-        let now = Instant::now();
+    /// `now`: the request's clock reading.
+    pub fn resolve_request(
+        &self,
+        tree: &Tree,
+        q: &Lookup,
+        now: Instant,
+    ) -> Result<Routed, SiteError> {
         if let Some(set) = cache::find(&self.cache_key(q), now) {
             return Ok(Routed::Found(Resource::File(set)));
         }
