@@ -329,6 +329,29 @@ pub fn bound_unsent(fd: BorrowedFd<'_>) {
     );
 }
 
+/// How long the kernel holds a new connection that has sent nothing
+/// (TCP_DEFER_ACCEPT), in seconds: it is handed to accept(2) when its first
+/// bytes arrive, or after this with none (then the header timeout runs as
+/// for any connection). HTTP clients speak first, so a connection usually
+/// comes with its request: the first read finds it, and the socket is never
+/// registered with epoll only to be woken for it. That was a quarter of the
+/// server's CPU per connection with `Connection: close`
+/// (benches/compare/results/2026-12-06-defer). h2o sets the same second on
+/// every listener; nginx has it as `listen ... deferred`.
+pub const DEFER_ACCEPT_SECS: i32 = 1;
+
+/// Sets [`DEFER_ACCEPT_SECS`] on a TCP listener staticd binds. A socket
+/// systemd passes keeps what its unit says (`DeferAcceptSec=`, as in
+/// examples/systemd/staticd-activated.socket). Failure costs only the saving.
+fn defer_accept(fd: BorrowedFd<'_>) {
+    let _ = setsockopt_int(
+        fd,
+        libc::IPPROTO_TCP,
+        libc::TCP_DEFER_ACCEPT,
+        DEFER_ACCEPT_SECS,
+    );
+}
+
 fn setsockopt_int(fd: BorrowedFd<'_>, level: i32, name: i32, value: libc::c_int) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: the option value is a live c_int of the length given.
@@ -469,6 +492,7 @@ pub fn unix_socket_in_use(path: &Path) -> io::Result<bool> {
 pub fn listener(addr: SocketAddr, reuse_port: bool) -> io::Result<std::net::TcpListener> {
     let fd = bound_socket(addr, reuse_port, rustix::net::SocketFlags::NONBLOCK)?;
     bound_unsent(fd.as_fd());
+    defer_accept(fd.as_fd());
     rustix::net::listen(&fd, 4096)?;
     Ok(std::net::TcpListener::from(fd))
 }

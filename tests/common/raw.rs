@@ -593,16 +593,22 @@ pub fn listeners_of(pid: u32, addr: SocketAddr) -> usize {
 /// Waits (up to [`IO_TIMEOUT`]) until the server listening on `addr` (an IPv4
 /// address) has accepted every connection made to it: no listening socket
 /// there has one waiting in its accept queue (for a listening socket,
-/// /proc/net/tcp's `rx_queue` is that queue's length). What a test that
-/// opened connections waits for before it asks how the server took them.
+/// /proc/net/tcp's `rx_queue` is that queue's length), and none is held by
+/// the kernel before it (SYN_RECV: staticd's listeners defer a connection
+/// until its first bytes, or a second without any, sys::DEFER_ACCEPT_SECS).
+/// What a test that opened connections waits for before it asks how the
+/// server took them.
 pub fn wait_accepted(addr: SocketAddr) {
     let waiting = || -> u64 {
-        tcp_sockets(addr)
+        let rows = tcp_sockets(addr);
+        let queued: u64 = rows
             .iter()
             .filter(|fields| fields[3] == "0A")
             .filter_map(|fields| fields[4].split_once(':'))
             .filter_map(|(_, rx)| u64::from_str_radix(rx, 16).ok())
-            .sum()
+            .sum();
+        let deferred = rows.iter().filter(|fields| fields[3] == "03").count();
+        queued + deferred as u64
     };
     let accepted = eventually(IO_TIMEOUT, || (waiting() == 0).then_some(()));
     assert!(
