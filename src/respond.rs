@@ -1170,8 +1170,8 @@ fn representation_headers(h: &mut Head, rep: &Representation) {
 }
 
 fn validator_headers(h: &mut Head, v: &Validators) {
-    if let Some(date) = v.last_modified {
-        h.header_display("Last-Modified", httpdate::HttpDate::from(date));
+    if let Some(date) = &v.last_modified {
+        h.header("Last-Modified", date.text());
     }
     h.header("ETag", &v.etag);
 }

@@ -338,8 +338,35 @@ fn swapping_the_root_under_load_fails_and_mixes_nothing(v: Variant) {
     assert!(requests > 20, "{line}");
 }
 
+/// A file time past 9999 cannot be written as an HTTP date (four digits of year);
+/// tmpfs and btrfs keep such times (ext4 stops at 2446). Such a file is served,
+/// validated by an ETag of its bytes, with no Last-Modified. (httpdate panics on
+/// such a time: the response was once lost with the connection.)
+fn a_file_dated_past_9999_gets_no_last_modified(v: Variant) {
+    let shm = Path::new("/dev/shm");
+    if !shm.is_dir() {
+        return skip("no /dev/shm (tmpfs) to keep a file time past 9999");
+    }
+    let root = Docroot::new_in(shm);
+    let path = root.file("far.txt", "far\n");
+    let far = UNIX_EPOCH + Duration::from_secs(253_402_300_801);
+    set_mtime(&path, far);
+    if fs::metadata(&path).unwrap().modified().unwrap() != far {
+        return skip("/dev/shm does not keep a file time past 9999");
+    }
+    let server = Server::start(v, &root);
+    let r = server.get("/far.txt");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body_str(), "far\n");
+    assert_eq!(r.header("last-modified"), None, "{:?}", r.headers);
+    let etag = r.header("etag").expect("ETag").to_string();
+    let inm = server.request("GET", "/far.txt", &[("If-None-Match", &etag)]);
+    assert_eq!(inm.status, 304);
+}
+
 matrix!([h1, tls, h2c, h2_tls, h3, uring] both_modes:
     replicas_agree_on_validators,
+    a_file_dated_past_9999_gets_no_last_modified,
     a_same_size_replacement_within_the_second_gets_a_new_etag,
     placeholder_mtimes_get_no_last_modified,
     a_swapped_root_symlink_is_followed,

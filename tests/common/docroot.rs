@@ -40,6 +40,14 @@ impl Docroot {
         Docroot { dir }
     }
 
+    /// A docroot under `parent` (another filesystem than the temporary
+    /// directory's).
+    pub fn new_in(parent: &Path) -> Docroot {
+        let dir = tempfile::tempdir_in(parent).expect("create temp docroot");
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        Docroot { dir }
+    }
+
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
