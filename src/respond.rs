@@ -194,7 +194,8 @@ pub fn health(site: &Site, req: &Request, force_close: bool) -> Option<Response>
 
 /// What the site has at `path`.
 fn lookup(ctx: &SiteCtx, req: &Request, path: &SitePath) -> Result<Resource, SiteError> {
-    ctx.site.resolve(ctx.tree, &lookup_of(ctx, req, path))
+    ctx.site
+        .resolve(ctx.tree, &lookup_of(ctx, req, path), ctx.now)
 }
 
 /// The request's lookup of `path`.
@@ -302,7 +303,7 @@ impl Reply<'_> {
         force_close: bool,
     ) -> Answer {
         let site = ctx.site;
-        match site.pretty(ctx.tree, &lookup_of(ctx, req, path)) {
+        match site.pretty(ctx.tree, &lookup_of(ctx, req, path), ctx.now) {
             Ok(Some(Pretty::Serve(set))) => {
                 return self.pretty_page(ctx, req, set, post, force_close)
             }
@@ -320,7 +321,7 @@ impl Reply<'_> {
         if let Some(rule) = rule {
             return self.redirect_rule(ctx, req, path, rule, post, force_close);
         }
-        let Some(page) = site.spa_page(ctx.tree, ctx.host) else {
+        let Some(page) = site.spa_page(ctx.tree, ctx.host, ctx.now) else {
             return self.resolved(ctx, req, Err(SiteError::NotFound), post, force_close);
         };
         let url = [&b"/"[..], site.first_index().as_bytes()];
@@ -814,7 +815,8 @@ struct SiteCtx<'a> {
     /// The decoded request path `_headers` patterns match; None when the
     /// target is not a path.
     path: Option<&'a [u8]>,
-    /// The request's clock reading, for the open-file cache.
+    /// The request's clock reading: every lookup of the site (the
+    /// open-file cache's, the root files') is fresh or stale by it.
     now: Instant,
 }
 
@@ -931,10 +933,15 @@ impl Reply<'_> {
         }
         // Cloudflare's nearest 404.html: the path's directory, then up.
         let nearest = match (status.code(), ctx.path) {
-            (404, Some(url)) => ctx.site.nearest_error_page(ctx.tree, ctx.host, url),
+            (404, Some(url)) => ctx
+                .site
+                .nearest_error_page(ctx.tree, ctx.host, url, ctx.now),
             _ => None,
         };
-        nearest.or_else(|| ctx.site.error_page(ctx.tree, ctx.host, status.code()))
+        nearest.or_else(|| {
+            ctx.site
+                .error_page(ctx.tree, ctx.host, status.code(), ctx.now)
+        })
     }
 
     /// A file of the site as the body of an error (or `_redirects` 404)

@@ -263,9 +263,15 @@ impl Site {
     }
 
     /// The site's own page for an error status (`404.html` in its root),
-    /// if it has one.
-    pub fn error_page(&self, tree: &Tree, host: Option<&str>, code: u16) -> Option<Arc<FileSet>> {
-        let files = self.root_files(tree, host, Instant::now()).ok()??;
+    /// if it has one. `now`: the request's clock reading.
+    pub fn error_page(
+        &self,
+        tree: &Tree,
+        host: Option<&str>,
+        code: u16,
+        now: Instant,
+    ) -> Option<Arc<FileSet>> {
+        let files = self.root_files(tree, host, now).ok()??;
         if !files.may_have_error_page(code) {
             return None;
         }
@@ -287,7 +293,7 @@ impl Site {
             accept: None,
             accept_encoding: None,
         };
-        match self.resolve(tree, &lookup) {
+        match self.resolve(tree, &lookup, now) {
             Ok(Resource::File(set)) => Some(set),
             // Out of descriptors, or failing to read: not known to be absent.
             Err(SiteError::NoDescriptors | SiteError::Io) => None,
@@ -357,8 +363,8 @@ impl Site {
     }
 
     /// Resolves a request path, through the open-file cache for files.
-    pub fn resolve(&self, tree: &Tree, q: &Lookup) -> Result<Resource, SiteError> {
-        let now = Instant::now();
+    /// `now`: the request's clock reading.
+    pub fn resolve(&self, tree: &Tree, q: &Lookup, now: Instant) -> Result<Resource, SiteError> {
         if let Some(set) = cache::get(&self.cache_key(q), now) {
             return Ok(Resource::File(set));
         }

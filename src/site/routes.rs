@@ -73,7 +73,13 @@ impl Site {
 
     /// After `q` named nothing: `about.html` for `/about` (or a redirect
     /// for `/about/`) when that is a file and nothing named `about` exists.
-    pub fn pretty(&self, tree: &Tree, q: &Lookup) -> Result<Option<Pretty>, SiteError> {
+    /// `now`: the request's clock reading.
+    pub fn pretty(
+        &self,
+        tree: &Tree,
+        q: &Lookup,
+        now: Instant,
+    ) -> Result<Option<Pretty>, SiteError> {
         if !self.pretty_applies(q.path) {
             return Ok(None);
         }
@@ -93,7 +99,7 @@ impl Site {
         pool::give(&pool::HEADS, name);
         let found = found?.flatten();
         if let Some(Pretty::Serve(set)) = &found {
-            cache::put(&self.pretty_key(q), Arc::clone(set), Instant::now());
+            cache::put(&self.pretty_key(q), Arc::clone(set), now);
         }
         Ok(found)
     }
@@ -130,11 +136,13 @@ impl Site {
 
     /// The `404.html` of the nearest directory above `url` (decoded, from
     /// `/`) that has one, below the root; None: look at the root's.
+    /// `now`: the request's clock reading.
     pub fn nearest_error_page(
         &self,
         tree: &Tree,
         host: Option<&str>,
         url: &[u8],
+        now: Instant,
     ) -> Option<Arc<FileSet>> {
         if !self.features.routes.nearest_404 {
             return None;
@@ -142,15 +150,15 @@ impl Site {
         let start = nearest_404_start(url.strip_prefix(b"/")?)?;
         let mut name = pool::take(&pool::HEADS);
         let found = self.in_site_dir(tree, host, |dir| {
-            Ok(self.nearest_404_in(tree, dir, host, start, &mut name))
+            Ok(self.nearest_404_in(tree, dir, host, start, &mut name, now))
         });
         pool::give(&pool::HEADS, name);
         found.ok().flatten().flatten()
     }
 
     /// `--spa`: the page a path that names nothing gets, the root's index
-    /// file (not a script or a listing).
-    pub fn spa_page(&self, tree: &Tree, host: Option<&str>) -> Option<Arc<FileSet>> {
+    /// file (not a script or a listing). `now`: the request's clock reading.
+    pub fn spa_page(&self, tree: &Tree, host: Option<&str>, now: Instant) -> Option<Arc<FileSet>> {
         if !self.features.routes.spa {
             return None;
         }
@@ -159,7 +167,7 @@ impl Site {
             trailing_slash: true,
             query: None,
         };
-        match self.resolve(tree, &quiet_lookup(&root, host)) {
+        match self.resolve(tree, &quiet_lookup(&root, host), now) {
             Ok(Resource::File(set)) => Some(set),
             _ => None,
         }
@@ -181,8 +189,8 @@ impl Site {
         host: Option<&str>,
         mut parent: &[u8],
         name: &mut Vec<u8>,
+        now: Instant,
     ) -> Option<Arc<FileSet>> {
-        let now = Instant::now();
         while !parent.is_empty() {
             name.clear();
             name.extend_from_slice(parent);
@@ -197,7 +205,7 @@ impl Site {
                 return Some(set);
             }
             if sys::open_beneath(dir, name).is_ok() {
-                if let Ok(Resource::File(set)) = self.resolve(tree, &q) {
+                if let Ok(Resource::File(set)) = self.resolve(tree, &q, now) {
                     return Some(set);
                 }
             }

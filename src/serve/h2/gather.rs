@@ -394,31 +394,31 @@ mod tests {
         assert_eq!(bytes.as_ptr(), plan.bytes[3..].as_ptr());
     }
 
-    #[test]
-    fn a_block_for_a_buffered_writer_is_64_kib_and_reads_every_payload() {
+    /// The first block `way` gets for a one-byte head and a 100,000-byte
+    /// payload (long enough for sendfile in cleartext): its length, and
+    /// whether more follows.
+    fn first_block_of_a_long_payload(way: Way) -> (usize, bool) {
         let a = file(&[b'x'; 100_000]);
         let mut plan = Plan::default();
         plan.push(b"h");
         plan.file(&a, 0, 100_000);
         let mut gather = Gather::default();
-        let Next::Bytes { bytes, .. } = gather.next(&plan, 0, Way::Buffered).unwrap() else {
+        let Next::Bytes { bytes, more } = gather.next(&plan, 0, way).unwrap() else {
             panic!("bytes, not sendfile");
         };
-        assert_eq!(bytes.len(), BUFFERED);
+        (bytes.len(), more)
+    }
+
+    #[test]
+    fn a_block_for_a_buffered_writer_is_64_kib_and_reads_every_payload() {
+        assert_eq!(first_block_of_a_long_payload(Way::Buffered).0, BUFFERED);
     }
 
     #[cfg(feature = "tls")]
     #[test]
     fn a_block_for_tls_is_what_one_send_seals() {
-        let a = file(&[b'x'; 100_000]);
-        let mut plan = Plan::default();
-        plan.push(b"h");
-        plan.file(&a, 0, 100_000);
-        let mut gather = Gather::default();
-        let Next::Bytes { bytes, more } = gather.next(&plan, 0, Way::Sealed).unwrap() else {
-            panic!("bytes");
-        };
-        assert_eq!(bytes.len(), crate::tls::MAX_SEALED);
+        let (len, more) = first_block_of_a_long_payload(Way::Sealed);
+        assert_eq!(len, crate::tls::MAX_SEALED);
         assert!(more);
     }
 
