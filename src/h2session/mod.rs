@@ -393,30 +393,28 @@ impl Connection {
     }
 
     /// Decides a request whose head is complete, and submits its answer.
+    /// The stream stays in the map throughout: it is large, and moving it
+    /// out and back costs more than looking it up again.
     fn decide(&mut self, id: i32) {
         let h = self.engine.handler();
-        let Some(mut stream) = h.map.remove(&id) else {
+        let Some(stream) = h.map.get_mut(&id) else {
             return;
         };
-        let served = Arc::clone(&h.served);
-        let stopping = h.stopping;
-        let now = h.now;
+        let (served, now) = (&h.served, h.now);
+        let (cfg, origin) = (&served.cfg, &served.origin);
         stream.decided = true;
         h.decided_up_to = h.decided_up_to.max(id);
         stream.head_by = None;
-        let early = std::mem::take(&mut stream.early);
-        let (cfg, origin) = (&served.cfg, &served.origin);
-        let head = std::mem::take(&mut stream.fields);
+        let head = &stream.fields;
         if stream.cancelled {
             // Reset in the same read that completed its head: no file is
             // opened for it, and its line says it was not answered. It
             // stays in the map until nghttp2 closes it, to be counted.
             if let (Ok(request), None) =
-                (fields::request(&head, HttpVersion::Http2), &stream.refused)
+                (fields::request(head, HttpVersion::Http2), &stream.refused)
             {
                 pipeline::unanswered(cfg, origin, &request);
             }
-            self.engine.handler().map.insert(id, stream);
             return;
         }
         if !stream.ended {
@@ -428,7 +426,7 @@ impl Connection {
         let sent = match stream
             .refused
             .take()
-            .map_or_else(|| fields::request(&head, HttpVersion::Http2), Err)
+            .map_or_else(|| fields::request(head, HttpVersion::Http2), Err)
         {
             Ok(mut request) => {
                 if !stream.ended && request.framing == BodyFraming::None {
@@ -436,16 +434,14 @@ impl Connection {
                     // with chunked coding (the CGI exchange reads it so).
                     request.framing = BodyFraming::Chunked;
                 }
-                match pipeline::answer(origin.kind, &served.site, &request, stopping) {
+                match pipeline::answer(origin.kind, &served.site, &request, h.stopping) {
                     Answer::Send(response) => pipeline::sent(cfg, origin, Some(&request), response),
                     Answer::Cgi(job) => {
                         stream.cgi = Some(CgiOut {
-                            body: early,
+                            body: std::mem::take(&mut stream.early),
                             ..CgiOut::default()
                         });
                         stream.body_pace = None;
-                        let h = self.engine.handler();
-                        h.map.insert(id, stream);
                         h.events.push_back(Event::Cgi { stream: id, job });
                         return;
                     }
@@ -453,27 +449,30 @@ impl Connection {
             }
             Err(e) => pipeline::sent(cfg, origin, None, respond::refuse(e)),
         };
-        if !early.is_empty() {
+        let early = std::mem::take(&mut stream.early).len();
+        if early > 0 {
             // Nothing reads it: its window goes back.
-            self.engine.consume(id, early.len());
+            self.engine.consume(id, early);
         }
-        self.submit(id, stream, sent);
+        self.submit(id, sent);
     }
 
-    /// Submits `sent` on `stream`: HEADERS now, DATA as nghttp2 asks.
-    fn submit(&mut self, id: i32, mut stream: Stream, sent: Sent) {
+    /// Submits `sent` on stream `id`: HEADERS now, DATA as nghttp2 asks.
+    fn submit(&mut self, id: i32, sent: Sent) {
         let h = self.engine.handler();
+        let Some(stream) = h.map.get(&id) else {
+            return;
+        };
+        let open = stream.cgi.is_some();
         let hsts = pipeline::hsts(&h.served.cfg, h.served.origin.kind);
-        let now = h.now;
-        let (timeout, rate) = (h.served.cfg.send_timeout, h.served.cfg.min_rate);
         let alt_svc = pipeline::alt_svc(&h.served.cfg, h.served.origin.kind);
         let Some(extra) = ResponseFields::new(&sent.response.head, hsts, alt_svc) else {
             // A status HTTP/2 cannot carry (a script's).
+            h.map.remove(&id);
             self.engine.reset(id, code::INTERNAL_ERROR);
             return;
         };
         let total: u64 = sent.response.body.iter().map(Chunk::size).sum();
-        let open = stream.cgi.is_some();
         let body =
             total > 0 || (open && sent.response.head.framing != crate::http::head::Framing::Empty);
         if self
@@ -481,8 +480,14 @@ impl Connection {
             .respond(id, extra.fields(&sent.response.head), body)
             .is_err()
         {
+            self.engine.handler().map.remove(&id);
             return;
         }
+        let h = self.engine.handler();
+        let (now, timeout, rate) = (h.now, h.served.cfg.send_timeout, h.served.cfg.min_rate);
+        let Some(stream) = h.map.get_mut(&id) else {
+            return;
+        };
         stream.left = total;
         if body {
             // A script's output comes as it writes it: no rate, only the
@@ -494,7 +499,6 @@ impl Connection {
             cgi.done |= !body;
         }
         stream.sent = Some(sent);
-        self.engine.handler().map.insert(id, stream);
     }
 
     /// What the connection's streams are served with.
@@ -504,20 +508,17 @@ impl Connection {
 
     /// A CGI stream's response head; its body follows with `cgi_data`.
     pub fn cgi_head(&mut self, id: i32, sent: Sent) {
-        let Some(stream) = self.engine.handler().map.remove(&id) else {
-            return;
-        };
-        self.submit(id, stream, sent);
+        self.submit(id, sent);
     }
 
     /// A whole response of ours for a CGI stream (a failure's, a local
     /// redirect's), sent as any other.
     pub fn cgi_whole(&mut self, id: i32, sent: Sent) {
-        let Some(mut stream) = self.engine.handler().map.remove(&id) else {
+        let Some(stream) = self.engine.handler().map.get_mut(&id) else {
             return;
         };
         stream.cgi = None;
-        self.submit(id, stream, sent);
+        self.submit(id, sent);
     }
 
     /// More of a script's body for the client.
