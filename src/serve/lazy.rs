@@ -200,4 +200,10 @@ impl super::ready::Ready for LazyTcp {
             Err(e) => std::task::Poll::Ready(Err(e)),
         }
     }
+
+    fn forget_readable(&self) {
+        if let Some(stream) = self.watched() {
+            super::ready::Ready::forget_readable(stream);
+        }
+    }
 }

@@ -29,6 +29,10 @@ pub(crate) trait Ready: Unpin {
         interest: Interest,
         f: impl FnMut() -> io::Result<R>,
     ) -> Poll<io::Result<R>>;
+    /// Forgets that `input` is readable, after a read emptied it: the next
+    /// `poll_io` waits for the poller. (tokio keeps readiness that arrived
+    /// since, so nothing is missed.)
+    fn forget_readable(&self);
 }
 
 macro_rules! socket_ready {
@@ -60,6 +64,11 @@ macro_rules! socket_ready {
                         other => return Poll::Ready(other),
                     }
                 }
+            }
+            fn forget_readable(&self) {
+                let _ = self.try_io(Interest::READABLE, || {
+                    Err::<(), _>(io::ErrorKind::WouldBlock.into())
+                });
             }
         }
     };
@@ -139,6 +148,14 @@ impl Watch {
             }
         }
     }
+
+    fn forget_readable(&self) {
+        if let Watch::Polled(watched) = self {
+            let _ = watched.try_io(Interest::READABLE, |_| {
+                Err::<(), _>(io::ErrorKind::WouldBlock.into())
+            });
+        }
+    }
 }
 
 impl Descriptors {
@@ -202,6 +219,9 @@ impl Ready for Descriptors {
         } else {
             self.output_watch().poll_io(cx, interest, f)
         }
+    }
+    fn forget_readable(&self) {
+        self.input.forget_readable();
     }
 }
 
