@@ -61,7 +61,9 @@ pub struct Watch {
     /// The highest stream the client opened.
     highest: u32,
     /// For the [`REMEMBERED`] odd stream ids up to `highest`:
-    /// opened, and closed by the client (bit i: stream `highest - 2 i`).
+    /// opened, and closed by the client. A ring: stream s is bit
+    /// `slot(s)`, so a new stream clears the slots it passes instead of
+    /// shifting every bit.
     opened: Bitmap,
     closed: Bitmap,
 }
@@ -327,35 +329,62 @@ impl Watch {
 
     /// Opens `stream`, above every stream before it.
     fn open(&mut self, stream: u32) {
-        let shift = ((stream - self.highest) / 2).min(REMEMBERED);
-        if self.highest == 0 {
+        // The ids passed over (never opened) and `stream` itself start
+        // clear; an id REMEMBERED below them is forgotten with its slot.
+        let passed = (stream - self.highest) / 2;
+        if self.highest == 0 || passed >= REMEMBERED {
             self.opened = [0; (REMEMBERED / 64) as usize];
             self.closed = [0; (REMEMBERED / 64) as usize];
         } else {
-            shift_left(&mut self.opened, shift);
-            shift_left(&mut self.closed, shift);
+            let first = slot(self.highest + 2);
+            clear_run(&mut self.opened, first, passed);
+            clear_run(&mut self.closed, first, passed);
         }
         self.highest = stream;
-        self.opened[0] |= 1;
+        set(&mut self.opened, slot(stream));
     }
 
     /// (opened, closed by the client) of a remembered stream.
     fn state(&self, stream: u32) -> Option<(bool, bool)> {
-        let i = (self.highest - stream) / 2;
-        if i >= REMEMBERED {
+        if (self.highest - stream) / 2 >= REMEMBERED {
             return None;
         }
-        let (word, bit) = ((i / 64) as usize, i % 64);
-        let get = |map: &Bitmap| map[word] >> bit & 1 == 1;
-        Some((get(&self.opened), get(&self.closed)))
+        let i = slot(stream);
+        Some((get(&self.opened, i), get(&self.closed, i)))
     }
 
     /// The client closed its side of a remembered stream.
     fn close(&mut self, stream: u32) {
-        let i = (self.highest - stream) / 2;
-        if i < REMEMBERED {
-            self.closed[(i / 64) as usize] |= 1 << (i % 64);
+        if (self.highest - stream) / 2 < REMEMBERED {
+            set(&mut self.closed, slot(stream));
         }
+    }
+}
+
+/// Where odd stream id `stream` lies in a [`Bitmap`].
+fn slot(stream: u32) -> u32 {
+    (stream / 2) % REMEMBERED
+}
+
+fn get(map: &Bitmap, i: u32) -> bool {
+    map[(i / 64) as usize] >> (i % 64) & 1 == 1
+}
+
+fn set(map: &mut Bitmap, i: u32) {
+    map[(i / 64) as usize] |= 1 << (i % 64);
+}
+
+/// Clears `n` slots from `at` on, around the ring, a word at a time: a
+/// client that skips many ids costs no more than one that skips none.
+fn clear_run(map: &mut Bitmap, mut at: u32, mut n: u32) {
+    while n > 0 {
+        let bit = at % 64;
+        let take = (64 - bit).min(n);
+        let ones = if take == 64 { !0 } else { (1u64 << take) - 1 };
+        map[(at / 64) as usize] &= !(ones << bit);
+        // REMEMBERED is a multiple of 64: a run never wraps inside a word.
+        at = (at + take) % REMEMBERED;
+        n -= take;
     }
 }
 
@@ -370,26 +399,6 @@ fn is_stream_window_update(h: &[u8]) -> bool {
     let len = u32::from_be_bytes([0, h[0], h[1], h[2]]);
     let stream = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
     h[3] == WINDOW_UPDATE && stream != 0 && len == 4
-}
-
-/// Moves every bit `n` places up (older streams), dropping the top.
-fn shift_left(map: &mut Bitmap, n: u32) {
-    if n >= REMEMBERED {
-        *map = [0; (REMEMBERED / 64) as usize];
-        return;
-    }
-    let (words, bits) = ((n / 64) as usize, n % 64);
-    let len = map.len();
-    for i in (0..len).rev() {
-        let from = i.checked_sub(words);
-        let high = from.map_or(0, |f| map[f]);
-        let low = from.and_then(|f| f.checked_sub(1)).map_or(0, |f| map[f]);
-        map[i] = if bits == 0 {
-            high
-        } else {
-            high << bits | low >> (64 - bits)
-        };
-    }
 }
 
 #[cfg(test)]
@@ -528,5 +537,49 @@ mod tests {
         }
         assert_eq!(run(&mut w, &frame(DATA, 0, 1, b"x")).1, None);
         assert!(run(&mut w, &frame(DATA, 0, 4995, b"x")).1.is_some());
+    }
+
+    #[test]
+    fn the_ring_remembers_what_a_list_of_every_stream_would() {
+        // Streams opened with skips small and large (across the ring's
+        // end, past all of it) and closed at random, against a plain
+        // record of every stream.
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move |n: u32| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % u64::from(n)) as u32
+        };
+        let mut w = Watch::default();
+        let mut record = std::collections::HashMap::new();
+        let mut highest = 0;
+        for _ in 0..20_000 {
+            let skip = match next(10) {
+                0 => next(3 * REMEMBERED),
+                1..=3 => next(40),
+                _ => 0,
+            };
+            let id = highest + 2 * skip + if highest == 0 { 1 } else { 2 };
+            w.open(id);
+            record.insert(id, false);
+            highest = id;
+            let back = 2 * next(REMEMBERED + 8);
+            // As `next` does: only a stream it remembers as opened.
+            if let Some(old) = id.checked_sub(back) {
+                if back / 2 < REMEMBERED && record.contains_key(&old) {
+                    w.close(old);
+                    record.insert(old, true);
+                }
+            }
+            for _ in 0..4 {
+                let probe = id.saturating_sub(2 * next(REMEMBERED + 8)) | 1;
+                let expected = match (id - probe) / 2 < REMEMBERED {
+                    true => Some(record.get(&probe).map_or((false, false), |&c| (true, c))),
+                    false => None,
+                };
+                assert_eq!(w.state(probe), expected, "stream {probe}, highest {id}");
+            }
+        }
     }
 }
