@@ -31,7 +31,8 @@ pub(crate) trait Ready: Unpin {
     ) -> Poll<io::Result<R>>;
     /// Forgets that `input` is readable, after a read emptied it: the next
     /// `poll_io` waits for the poller. (tokio keeps readiness that arrived
-    /// since, so nothing is missed.)
+    /// since, so nothing is missed.) HTTP/2's reads use it.
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
     fn forget_readable(&self);
 }
 
@@ -149,6 +150,7 @@ impl Watch {
         }
     }
 
+    #[cfg_attr(not(feature = "http2"), allow(dead_code))]
     fn forget_readable(&self) {
         if let Watch::Polled(watched) = self {
             let _ = watched.try_io(Interest::READABLE, |_| {

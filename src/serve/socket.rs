@@ -214,7 +214,7 @@ async fn read_some(stream: &impl Socket, buf: &mut Vec<u8>) -> io::Result<bool> 
 
 /// Gives a quiet connection's empty `buf` a buffer from the free list for
 /// one read; true if it did.
-fn lend_read_buffer(buf: &mut Vec<u8>) -> bool {
+pub(crate) fn lend_read_buffer(buf: &mut Vec<u8>) -> bool {
     let lend = buf.capacity() == 0;
     if lend {
         *buf = pool::take(&pool::READS);
@@ -225,7 +225,7 @@ fn lend_read_buffer(buf: &mut Vec<u8>) -> bool {
 /// After a read into a lent buffer that brought nothing (woken with nothing
 /// to read, as a new connection is at first): the buffer goes straight back
 /// instead of staying with a connection that may now be quiet for long.
-fn return_unused_read_buffer(buf: &mut Vec<u8>, lent: bool, brought: bool) {
+pub(crate) fn return_unused_read_buffer(buf: &mut Vec<u8>, lent: bool, brought: bool) {
     if lent && !brought {
         pool::give(&pool::READS, std::mem::take(buf));
     }

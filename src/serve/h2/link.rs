@@ -16,6 +16,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
 use crate::h2session::Plan;
 use crate::pool;
 use crate::serve::ready::Ready;
+use crate::serve::socket::{lend_read_buffer, return_unused_read_buffer};
 use crate::serve::wire::{Got, Wire, READ_CHUNK};
 use crate::serve::writer::{FileSender, Out};
 
@@ -76,10 +77,13 @@ impl<R: Ready> Link for FdLink<R> {
         let mut drained = false;
         let got = std::future::poll_fn(|cx| {
             ready.poll_io(cx, Interest::READABLE, || {
+                let lent = lend_read_buffer(buf);
                 let (before, clear) = (buf.len(), matches!(wire, Wire::Clear));
                 buf.reserve(READ_CHUNK);
                 let room = buf.capacity() - before;
-                let got = wire.read(fd, buf)?;
+                let got = wire.read(fd, buf);
+                return_unused_read_buffer(buf, lent, buf.len() > before);
+                let got = got?;
                 drained = match clear {
                     true => got == Got::Bytes && buf.len() - before < room,
                     false => wire.drained(),
