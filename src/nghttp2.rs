@@ -451,14 +451,17 @@ fn layout(total: usize) -> Option<std::alloc::Layout> {
 
 /// Blocks up to this size (header included) are kept on a per-thread free
 /// list by size class once freed, so that a warm thread's streams allocate
-/// nothing: nghttp2 makes a handful of small allocations per stream.
-const CLASSES: [usize; 4] = [64, 128, 256, 512];
+/// nothing: nghttp2 makes a handful of small allocations per stream. The
+/// largest is a response's copy of its fields (40 bytes a field, then the
+/// names and values): about 600 bytes for a plain file, more with
+/// `_headers` fields, so the classes go to 2 KiB.
+const CLASSES: [usize; 6] = [64, 128, 256, 512, 1024, 2048];
 /// Free blocks kept per class and thread.
 const KEPT: usize = 256;
 
 /// Free blocks by class (see [`CLASSES`]), each `CLASSES[i]` bytes with
 /// alignment [`HEADER`].
-struct Spare([Vec<NonNull<u8>>; 4]);
+struct Spare([Vec<NonNull<u8>>; CLASSES.len()]);
 
 impl Drop for Spare {
     fn drop(&mut self) {
@@ -476,7 +479,7 @@ impl Drop for Spare {
 
 thread_local! {
     static SPARE: std::cell::RefCell<Spare> =
-        const { std::cell::RefCell::new(Spare([Vec::new(), Vec::new(), Vec::new(), Vec::new()])) };
+        const { std::cell::RefCell::new(Spare([const { Vec::new() }; CLASSES.len()])) };
 }
 
 /// The size a block of `total` bytes is allocated with.

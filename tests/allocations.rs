@@ -109,6 +109,15 @@ impl Fixture {
         std::fs::write(root.join("app.js"), vec![b'j'; 5000]).unwrap();
         std::fs::write(root.join("app.js.gz"), vec![b'z'; 900]).unwrap();
         std::fs::write(root.join("letters.txt"), letters(200_000)).unwrap();
+        // A response with fields of the site's own: over HTTP/2 its fields'
+        // copy in nghttp2 is over 1 KiB.
+        std::fs::write(root.join("headed.txt"), vec![b'h'; 1000]).unwrap();
+        let value = "x".repeat(150);
+        let rules: String = ["One", "Two", "Three", "Four"]
+            .iter()
+            .map(|n| format!("  X-{n}: {value}\n"))
+            .collect();
+        std::fs::write(root.join("_headers"), format!("/headed.txt\n{rules}")).unwrap();
         if features.vhosts {
             std::fs::create_dir(root.join("example.test")).unwrap();
             std::fs::write(root.join("example.test/small.txt"), vec![b'v'; 1000]).unwrap();
@@ -792,14 +801,20 @@ mod http2 {
         );
         let mut conn = Connection::new(served, Instant::now());
         let mut opening = PREFACE.to_vec();
-        opening.extend(frame(0x4, 0, 0, &[]));
+        // Streams' windows as large as they go: every response goes out
+        // whole in its turn.
+        opening.extend(frame(0x4, 0, 0, &[0, 4, 0x7f, 0xff, 0xff, 0xff]));
         conn.receive(&opening, Instant::now()).unwrap();
-        // Every turn's requests, made before anything is counted.
+        // Every turn's requests, made before anything is counted, each
+        // after the connection's window for them (more than a turn's
+        // responses take; 420 turns stay under 2^31). Without it the
+        // window runs out after a few turns, the streams wait, and the
+        // next ones are refused: a window would count refusals.
+        let update = frame(0x8, 0, 0, &(STREAMS * 101_024).to_be_bytes());
         let turns: Vec<Vec<u8>> = (0..TURNS)
             .map(|t| {
-                (0..STREAMS)
-                    .flat_map(|i| get(1 + 2 * (t * STREAMS + i), path))
-                    .collect()
+                let requests = (0..STREAMS).flat_map(|i| get(1 + 2 * (t * STREAMS + i), path));
+                update.iter().copied().chain(requests).collect()
             })
             .collect();
         let mut turns = turns.iter();
@@ -815,7 +830,12 @@ mod http2 {
                 out += plan.len();
                 conn.written();
             }
-            assert!(out > 0);
+            // Every stream answered, its body whole (each file is 1,000
+            // bytes or more), none refused.
+            assert!(
+                out > u64::from(STREAMS) * 1000,
+                "{out} bytes for {STREAMS} streams"
+            );
         };
         for _ in 0..20 {
             turn(&mut conn);
@@ -827,6 +847,12 @@ mod http2 {
     #[test]
     fn a_stream_for_a_small_cached_file_allocates_nothing() {
         let n = per_stream("/small.txt");
+        assert_eq!(n, 0.0, "{n} allocations per stream");
+    }
+
+    #[test]
+    fn a_stream_with_headers_of_the_site_allocates_nothing() {
+        let n = per_stream("/headed.txt");
         assert_eq!(n, 0.0, "{n} allocations per stream");
     }
 
