@@ -807,7 +807,7 @@ mod http2 {
         conn.receive(&opening, Instant::now()).unwrap();
         // Every turn's requests, made before anything is counted, each
         // after the connection's window for them (more than a turn's
-        // responses take; 420 turns stay under 2^31). Without it the
+        // responses take; TURNS of them stay under 2^31). Without it the
         // window runs out after a few turns, the streams wait, and the
         // next ones are refused: a window would count refusals.
         let update = frame(0x8, 0, 0, &(STREAMS * 101_024).to_be_bytes());
