@@ -17,7 +17,7 @@ use super::lazy::LazyTcp;
 use super::linger_deadline;
 use super::pacing::{account, give_up};
 use super::proxy_header;
-use super::wire::{Got, Wire, READ_CHUNK};
+use super::wire::{lend_read_buffer, return_unused_read_buffer, Got, Wire, READ_CHUNK};
 use super::writer::ResponseWriter;
 use crate::pace::Pace;
 use crate::pipeline::Sent;
@@ -209,25 +209,6 @@ async fn read_some(stream: &impl Socket, buf: &mut Vec<u8>) -> io::Result<bool> 
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(e),
         }
-    }
-}
-
-/// Gives a quiet connection's empty `buf` a buffer from the free list for
-/// one read; true if it did.
-pub(crate) fn lend_read_buffer(buf: &mut Vec<u8>) -> bool {
-    let lend = buf.capacity() == 0;
-    if lend {
-        *buf = pool::take(&pool::READS);
-    }
-    lend
-}
-
-/// After a read into a lent buffer that brought nothing (woken with nothing
-/// to read, as a new connection is at first): the buffer goes straight back
-/// instead of staying with a connection that may now be quiet for long.
-pub(crate) fn return_unused_read_buffer(buf: &mut Vec<u8>, lent: bool, brought: bool) {
-    if lent && !brought {
-        pool::give(&pool::READS, std::mem::take(buf));
     }
 }
 

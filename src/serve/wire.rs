@@ -5,6 +5,7 @@
 use std::os::fd::BorrowedFd;
 
 use super::writer;
+use crate::pool;
 
 /// How a connection's bytes travel: as they are, or through TLS.
 pub enum Wire {
@@ -104,3 +105,22 @@ pub enum Got {
 
 /// How much is read per call.
 pub(crate) const READ_CHUNK: usize = 16 * 1024;
+
+/// Gives a quiet connection's empty `buf` a buffer from the free list for
+/// one read; true if it did.
+pub(crate) fn lend_read_buffer(buf: &mut Vec<u8>) -> bool {
+    let lend = buf.capacity() == 0;
+    if lend {
+        *buf = pool::take(&pool::READS);
+    }
+    lend
+}
+
+/// After a read into a lent buffer that brought nothing (woken with nothing
+/// to read, as a new connection is at first): the buffer goes straight back
+/// instead of staying with a connection that may now be quiet for long.
+pub(crate) fn return_unused_read_buffer(buf: &mut Vec<u8>, lent: bool, brought: bool) {
+    if lent && !brought {
+        pool::give(&pool::READS, std::mem::take(buf));
+    }
+}

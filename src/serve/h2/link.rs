@@ -16,8 +16,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
 use crate::h2session::Plan;
 use crate::pool;
 use crate::serve::ready::Ready;
-use crate::serve::socket::{lend_read_buffer, return_unused_read_buffer};
-use crate::serve::wire::{Got, Wire, READ_CHUNK};
+use crate::serve::wire::{lend_read_buffer, return_unused_read_buffer, Got, Wire, READ_CHUNK};
 use crate::serve::writer::{FileSender, Out};
 
 use super::gather::{Gather, Next, Way};
