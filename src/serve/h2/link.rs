@@ -14,7 +14,6 @@ use std::os::fd::BorrowedFd;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
 
 use crate::h2session::Plan;
-use crate::pool;
 use crate::serve::ready::Ready;
 use crate::serve::wire::{lend_read_buffer, return_unused_read_buffer, Got, Wire, READ_CHUNK};
 use crate::serve::writer::{FileSender, Out};
@@ -222,9 +221,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Link for IoLink<T> {
             buf.append(&mut self.read);
             return Ok(true);
         }
-        if buf.capacity() == 0 {
-            *buf = pool::take(&pool::READS);
-        }
+        lend_read_buffer(buf);
         let start = buf.len();
         buf.resize(start + READ_CHUNK, 0);
         let n = self.io.read(&mut buf[start..]).await;
