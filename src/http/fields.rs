@@ -73,8 +73,25 @@ impl Fields {
         })
     }
 
-    fn get(&self, name: &[u8]) -> Option<&[u8]> {
-        self.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    /// Every field as text, values as the HTTP/1.1 parser accepts them
+    /// (UTF-8); Malformed if any is not. The buffer is checked once, and
+    /// then that each value begins and ends at a character boundary (as it
+    /// does when the names around it are tokens): together, that is each
+    /// value being UTF-8 on its own.
+    fn texts(&self) -> Result<impl Iterator<Item = (&[u8], &str)> + Clone, ParseError> {
+        let text = std::str::from_utf8(&self.text).map_err(|_| ParseError::Malformed)?;
+        let bounded = |at: u32| text.is_char_boundary(at as usize);
+        if !self
+            .spans
+            .iter()
+            .all(|(_, v)| bounded(v.start) && bounded(v.end))
+        {
+            return Err(ParseError::Malformed);
+        }
+        Ok(self.spans.iter().map(move |(n, v)| {
+            let value = &text[v.start as usize..v.end as usize];
+            (&text.as_bytes()[n.start as usize..n.end as usize], value)
+        }))
     }
 }
 
@@ -83,17 +100,16 @@ impl Fields {
 /// `host` field (RFC 9113 §8.3.1, RFC 9114 §4.3.1). nghttp2 or h3 has
 /// checked the pseudo-fields and that names are lower-case tokens.
 pub fn request(fields: &Fields, version: HttpVersion) -> Result<Request<'_>, ParseError> {
-    let target = match fields.get(b":path") {
-        Some(path) => text(path)?,
-        None => "/",
-    };
+    let texts = fields.texts()?;
+    let get = |name: &[u8]| texts.clone().find(|(n, _)| *n == name).map(|(_, v)| v);
+    let target = get(b":path").unwrap_or("/");
     if target.len() > MAX_TARGET_BYTES {
         return Err(ParseError::TargetTooLong);
     }
     if target.contains('#') {
         return Err(ParseError::Malformed);
     }
-    let method = text(fields.get(b":method").unwrap_or(b"GET"))?;
+    let method = get(b":method").unwrap_or("GET");
     let mut out = Request {
         method: Method::from_token(method),
         target: Cow::Borrowed(target),
@@ -106,21 +122,17 @@ pub fn request(fields: &Fields, version: HttpVersion) -> Result<Request<'_>, Par
         },
         ..Request::default()
     };
-    let host = match fields.get(b":authority") {
-        Some(authority) => Some(text(authority)?),
-        None => fields.get(b"host").map(text).transpose()?,
-    };
+    let host = get(b":authority").or_else(|| get(b"host"));
     if let Some(host) = host.map(str::trim).filter(|h| !h.is_empty()) {
         if !valid_host(host) {
             return Err(ParseError::Malformed);
         }
         out.host = Some(Cow::Borrowed(host));
     }
-    for (name, value) in fields.iter() {
+    for (name, value) in texts {
         if name.first() == Some(&b':') {
             continue;
         }
-        let value = text(value)?;
         match name {
             b"content-length" => {
                 let n = value.trim().parse().map_err(|_| ParseError::Malformed)?;
@@ -147,11 +159,6 @@ pub fn request(fields: &Fields, version: HttpVersion) -> Result<Request<'_>, Par
         }
     }
     Ok(out)
-}
-
-/// A field value as text, as the HTTP/1.1 parser accepts it (UTF-8).
-fn text(value: &[u8]) -> Result<&str, ParseError> {
-    std::str::from_utf8(value).map_err(|_| ParseError::Malformed)
 }
 
 /// Fields that mean something only to an HTTP/1.1 connection and are
@@ -193,7 +200,6 @@ impl ResponseFields {
     /// None: a status HTTP/2 cannot carry (a CGI script's, over 999).
     /// `alt_svc`: the UDP port of HTTP/3, for a response over TCP.
     pub fn new(head: &Head, hsts: Option<u64>, alt_svc: Option<u16>) -> Option<ResponseFields> {
-        use std::io::Write;
         let code = head.code();
         if !(100..=999).contains(&code) {
             return None;
@@ -206,28 +212,36 @@ impl ResponseFields {
             alt_svc: None,
             length: None,
         };
-        let _ = write!(&mut out.buf[..3], "{code}");
+        let digits = &mut [0; 20];
+        out.buf[..3].copy_from_slice(super::response::decimal(code.into(), digits));
         super::response::with_http_date_now(|d| out.buf[3..32].copy_from_slice(d));
+        // At most 32 + 28 (HSTS: "max-age=", 20 digits) + 21 (Alt-Svc, a
+        // 5-digit port) + 20 (content-length) = 101 bytes: `render` never
+        // runs past the buffer.
         let mut at = 32;
-        let mut render = |buf: &mut [u8; 128], value: std::fmt::Arguments| {
-            let mut rest = &mut buf[at..];
-            let room = rest.len();
-            let _ = rest.write_fmt(value);
-            let end = at + room - rest.len();
-            let range = at..end;
-            at = end;
-            range
+        let mut render = |buf: &mut [u8; 128], parts: &[&[u8]]| {
+            let start = at;
+            for part in parts {
+                buf[at..at + part.len()].copy_from_slice(part);
+                at += part.len();
+            }
+            start..at
         };
         if let Some(max_age) = hsts {
-            out.hsts = Some(render(&mut out.buf, format_args!("max-age={max_age}")));
+            let n = super::response::decimal(max_age, digits);
+            out.hsts = Some(render(&mut out.buf, &[b"max-age=", n]));
         }
         if let Some(port) = alt_svc {
-            let max_age = super::response::ALT_SVC_MAX_AGE;
-            let value = format_args!("h3=\":{port}\"; ma={max_age}");
-            out.alt_svc = Some(render(&mut out.buf, value));
+            let max_age = super::response::ALT_SVC_MAX_AGE.as_bytes();
+            let port = super::response::decimal(port.into(), digits);
+            out.alt_svc = Some(render(
+                &mut out.buf,
+                &[b"h3=\":", port, b"\"; ma=", max_age],
+            ));
         }
         if let Framing::Length(n) = head.framing {
-            out.length = Some(render(&mut out.buf, format_args!("{n}")));
+            let n = super::response::decimal(n, digits);
+            out.length = Some(render(&mut out.buf, &[n]));
         }
         Some(out)
     }
@@ -322,6 +336,33 @@ mod tests {
         let value = "v".repeat(1000);
         let refused = (0..40).any(|_| big.push(b"x-big", value.as_bytes()).is_err());
         assert!(refused, "a head over the HTTP/1.1 limit is refused");
+    }
+
+    #[test]
+    fn a_value_that_is_not_utf8_is_malformed_even_where_its_neighbour_completes_it() {
+        let malformed = |list: &[(&[u8], &[u8])]| {
+            let mut f = Fields::default();
+            for (n, v) in list {
+                f.push(n, v).unwrap();
+            }
+            request(&f, HttpVersion::Http2).err() == Some(ParseError::Malformed)
+        };
+        let base: [(&[u8], &[u8]); 2] = [(b":method", b"GET"), (b":path", b"/")];
+        assert!(!malformed(&[
+            base[0],
+            base[1],
+            (b"user-agent", "é".as_bytes())
+        ]));
+        assert!(malformed(&[base[0], base[1], (b"user-agent", b"\xff")]));
+        // The buffer as a whole is UTF-8 ("é" split over two values, as
+        // only an empty name could place them): each value alone is not.
+        assert!(malformed(&[
+            base[0],
+            base[1],
+            (b"user-agent", b"\xc3"),
+            (b"", b"\xa9")
+        ]));
+        assert!(malformed(&[base[0], (b":path", b"/\xc3"), (b"", b"\xa9")]));
     }
 
     #[test]
