@@ -93,7 +93,7 @@ impl PebbleBuilder {
                 // No random sleep of up to 15 s before each validation.
                 .env("PEBBLE_VA_NOSLEEP", "1")
                 // Pebble's default 5% of rejected nonces stays unless a test asks for
-                // more: a client must retry badNonce.
+                // another share: a client must retry badNonce.
                 .env(
                     "PEBBLE_WFE_NONCEREJECT",
                     self.nonce_reject.unwrap_or(5).to_string(),
