@@ -107,6 +107,18 @@ pub struct Cli {
     #[arg(long, env = "STATICD_MIN_RATE", help_heading = "Limits", value_name = "BYTES_PER_SEC", default_value_t = config::MIN_RATE)]
     min_rate: u64,
 
+    /// Bytes of kernel memory that connections together may hold in raised unsent queues: a
+    /// client that takes an HTTP/1.1 response fast may have 4 MiB wait unsent for it instead of
+    /// 128 KiB, which costs fewer wake-ups. Default: 1/64 of physical memory. 0: never raised.
+    /// The event loop only (inetd mode and --io-uring keep 128 KiB)
+    #[arg(
+        long,
+        env = "STATICD_UNSENT_BUDGET",
+        help_heading = "Limits",
+        value_name = "BYTES"
+    )]
+    unsent_budget: Option<u64>,
+
     /// Serve one connection on stdin/stdout, then exit (for tcpserver, tcpsvd, inetd, systemd).
     #[arg(long, env = "STATICD_INETD", help_heading = "Serving", value_parser = switch)]
     inetd: bool,
@@ -658,6 +670,7 @@ impl Cli {
             // Within 1..=128, as parsed.
             ipv6_prefix: self.ipv6_prefix as u8,
             min_rate: self.min_rate,
+            unsent_budget: self.unsent_budget,
             log_format: self.log_format,
             log_file: self.log_file,
             read_timeout: secs(self.read_timeout),

@@ -125,6 +125,9 @@ pub struct Config {
     /// Bytes per second below which a request body or a response is given
     /// up on (see [`pace`](crate::pace)); 0: only the timeouts.
     pub min_rate: u64,
+    /// Bytes of kernel memory raised unsent queues may hold together (see
+    /// [`unsent`](crate::unsent)); None: the default share of physical memory.
+    pub unsent_budget: Option<u64>,
     /// How long in-flight responses may run after SIGINT/SIGTERM.
     pub shutdown_grace: Duration,
     /// Who to become once the ports are bound and the certificates read.
@@ -388,6 +391,7 @@ impl Default for Config {
             per_ip_loopback: false,
             ipv6_prefix: IPV6_PREFIX as u8,
             min_rate: MIN_RATE,
+            unsent_budget: None,
             shutdown_grace: secs(SHUTDOWN_GRACE),
             privileges: Privileges::default(),
             https: None,

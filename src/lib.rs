@@ -41,3 +41,4 @@ pub mod start;
 pub mod sys;
 #[cfg(feature = "tls")]
 pub mod tls;
+pub mod unsent;

@@ -321,12 +321,47 @@ pub const UNSENT_LIMIT: u32 = 128 << 10;
 /// listener's TCP settings), so it costs no call per connection.
 pub fn bound_unsent(fd: BorrowedFd<'_>) {
     // A pipe or Unix socket refuses, and has no autotuned buffer to bound.
-    let _ = setsockopt_int(
-        fd,
-        libc::IPPROTO_TCP,
-        libc::TCP_NOTSENT_LOWAT,
-        UNSENT_LIMIT as _,
-    );
+    let _ = set_unsent_limit(fd, UNSENT_LIMIT);
+}
+
+/// Sets what may wait unsent in `fd`'s send queue (TCP_NOTSENT_LOWAT) to
+/// `bytes`. Lowering it takes back nothing already queued: the socket only
+/// reports room again once less than the new limit waits.
+pub fn set_unsent_limit(fd: BorrowedFd<'_>, bytes: u32) -> io::Result<()> {
+    let bytes = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, bytes)
+}
+
+/// Whether `fd` has room for a write now, by poll(2) with no wait. On a TCP
+/// socket that is full, the same call arms the kernel's wake-up for when it
+/// has room again (it sets SOCK_NOSPACE), so an edge-triggered watch that
+/// waits next is woken then: a check by TCP_INFO or an ioctl would not.
+pub fn writable_now(fd: BorrowedFd<'_>) -> bool {
+    let mut fds = [PollFd::new(&fd, PollFlags::OUT)];
+    let now = rustix::time::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    loop {
+        match rustix::event::poll(&mut fds, Some(&now)) {
+            Ok(n) => return n > 0 && fds[0].revents().contains(PollFlags::OUT),
+            Err(rustix::io::Errno::INTR) => continue,
+            // An error here is one the next write reports.
+            Err(_) => return true,
+        }
+    }
+}
+
+/// Bytes of physical memory (sysconf), or None where it cannot be read.
+pub fn physical_memory() -> Option<u64> {
+    // SAFETY: sysconf reads a system value; it has no memory effects.
+    let (pages, size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    (pages > 0 && size > 0).then(|| pages as u64 * size as u64)
 }
 
 /// How long the kernel holds a new connection that has sent nothing

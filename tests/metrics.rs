@@ -41,6 +41,7 @@ matrix!([h1, uring] standalone:
     counts_exactly_what_was_served,
     the_metrics_listener_serves_only_metrics,
     connections_held_at_the_limit_are_counted,
+    a_fast_download_raises_its_queue_and_gives_the_share_back,
     promtool_accepts_the_page_and_the_scrape_config,
     prometheus_scrapes_staticd,
 );
@@ -325,6 +326,44 @@ fn the_metrics_listener_serves_only_metrics(v: Variant) {
     let (status, _, body) = fetch(metrics, "GET /metrics?x=1 HTTP/1.0\r\n\r\n");
     assert_eq!(status, 200);
     assert!(body.contains("\nstaticd_build_info{version=\""));
+}
+
+/// A download its client takes at full speed has its unsent queue raised
+/// (`--unsent-budget`), and the share goes back to the budget once the response has left
+/// the kernel. With `--unsent-budget 0`, or on io_uring (which keeps 128 KiB), none is.
+fn a_fast_download_raises_its_queue_and_gives_the_share_back(v: Variant) {
+    const LARGE: usize = 20 << 20;
+    let root = site();
+    root.file("large.bin", pattern(LARGE));
+    let epoll = v.transport == Transport::Epoll;
+    for (args, raised) in [(&[][..], epoll), (&["--unsent-budget", "0"][..], false)] {
+        let (server, metrics) = start(v, &root, args);
+        let budget = scrape(metrics).get("staticd_unsent_budget_bytes");
+        assert_eq!(
+            budget > 0.0,
+            raised,
+            "budget {budget} with {args:?} on {v:?}"
+        );
+        let mut conn = server.connect();
+        for _ in 0..2 {
+            conn.send(request("GET", "/large.bin", &[]));
+            let head = conn.read_head();
+            assert_eq!(head.status, 200);
+            let body = conn.take_exact(LARGE);
+            assert!(body == pattern(LARGE), "the body differs from the file");
+        }
+        let after = scrape_until(metrics, "the budget given back", |s| {
+            s.get("staticd_unsent_budget_held_bytes") == 0.0
+        });
+        let raises = after.get("staticd_unsent_raises_total");
+        if raised {
+            // Each response is measured afresh: one raise each (a client measured slow
+            // in between, on a loaded machine, may be raised again).
+            assert!(raises >= 2.0, "{raises} raises for two fast downloads");
+        } else {
+            assert_eq!(raises, 0.0, "raised with {args:?} on {v:?}");
+        }
+    }
 }
 
 /// At --max-connections, an accepted connection waits for a place while every

@@ -259,6 +259,95 @@ fn full_speed_download_completes(v: Variant) {
     assert_eq!(resp.status, 200);
 }
 
+/// A TCP connection from 127.0.0.2 with `rcvbuf` bytes of receive buffer.
+fn tcp_with_window(dest: SocketAddr, rcvbuf: usize) -> TcpStream {
+    use rustix::net::{sockopt, AddressFamily, SocketType};
+    let fd = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).expect("socket");
+    sockopt::set_socket_recv_buffer_size(&fd, rcvbuf).expect("SO_RCVBUF");
+    rustix::net::bind(&fd, &SocketAddr::new(SLOW, 0)).expect("bind 127.0.0.2");
+    rustix::net::connect(&fd, &dest).expect("connect");
+    TcpStream::from(fd)
+}
+
+/// How many readers [`readers_that_stop_after_a_fast_start_hold_at_most_the_budget`] holds.
+const STALLED: usize = 40;
+/// What they read at full speed before they stop: enough to be measured fast.
+const FAST_START: usize = 4 << 20;
+/// The budget that test gives: 16 MiB, room for four raised queues (3.875 MiB each).
+const STALL_BUDGET: u64 = 16 << 20;
+
+/// Readers that take `FAST_START` at full speed and then stop reading: each may have had its
+/// unsent queue raised to 4 MiB (`--unsent-budget`), but all together hold at most the budget
+/// more kernel memory than the same readers with no raise at all (`--unsent-budget 0`). The
+/// figures are the whole kernel's: the lowest of two tries without a budget counts, and the
+/// first of up to three with one that is within the bound.
+fn readers_that_stop_after_a_fast_start_hold_at_most_the_budget(v: Variant) {
+    let _serial = serial();
+    let root = site();
+    let without = stalled_readers_pages(v, &root, 0, 2, |_| false);
+    // A quarter more for what the kernel charges beyond the bytes themselves (each skb's
+    // overhead, and the one skb a raised queue's last write may put past its limit): measured,
+    // the four raised queues held 3,299 pages more in cleartext and 4,179 over TLS, whose
+    // records are copied, against the budget's 4,096. With room for all forty (a budget of
+    // 1 GiB) they held 39,350 pages against 2,598 with none: 984 each, as many as nginx's.
+    let bound = without + (STALL_BUDGET / 4096) as f64 * 1.25;
+    let with = stalled_readers_pages(v, &root, STALL_BUDGET, 3, |pages| pages <= bound);
+    assert!(
+        with <= bound,
+        "with a budget of {} pages the stalled readers hold {with} pages, {without} without \
+         one: more than the budget",
+        STALL_BUDGET / 4096
+    );
+}
+
+/// The rise in the kernel's TCP memory (pages) while `STALLED` readers hold their
+/// connections after `FAST_START` bytes, with `--unsent-budget budget`: the lowest of `tries`,
+/// or the first that is `enough`.
+fn stalled_readers_pages(
+    v: Variant,
+    root: &Docroot,
+    budget: u64,
+    tries: usize,
+    enough: impl Fn(f64) -> bool,
+) -> f64 {
+    let server = Server::builder(v, root.path())
+        .args(["--send-timeout", "120", "--min-rate", "0"])
+        .args(["--max-connections-per-ip", "0"])
+        .args(["--unsent-budget", &budget.to_string()])
+        .start();
+    let connector = server.connector();
+    let mut best = f64::MAX;
+    for attempt in 1..=tries {
+        let before = tcp_mem_pages();
+        let mut readers = Vec::with_capacity(STALLED);
+        for _ in 0..STALLED {
+            // 64 KiB (the kernel doubles it): a window a client keeps up with on loopback.
+            let tcp = tcp_with_window(connector.addr, 64 << 10);
+            let mut conn = Conn::from_stream(connector.wrap(tcp));
+            conn.send(request("GET", "/big.bin", &[]));
+            assert_eq!(conn.read_head().status, 200);
+            let _ = conn.take_exact(FAST_START);
+            readers.push(conn);
+        }
+        // Let every response fill what the kernel lets it queue.
+        thread::sleep(Duration::from_secs(3));
+        let rise = (tcp_mem_pages() - before) as f64;
+        report(&format!(
+            "--unsent-budget {budget}, try {attempt}: {STALLED} readers stopped after \
+             {FAST_START} bytes: TCP mem +{rise} pages ({:.1} per reader)",
+            rise / STALLED as f64
+        ));
+        best = best.min(rise);
+        drop(readers);
+        if enough(best) {
+            break;
+        }
+        // The connections close; let the kernel free them before measuring again.
+        thread::sleep(Duration::from_secs(2));
+    }
+    best
+}
+
 /// TCP memory of the whole kernel, in pages (/proc/net/sockstat, "TCP: ...
 /// mem N").
 fn tcp_mem_pages() -> i64 {
@@ -330,6 +419,11 @@ matrix!([h1, tls, uring] both_modes:
     reader_of_100_bytes_a_second_is_dropped,
     full_speed_download_completes,
     slow_readers_hold_little_kernel_memory,
+);
+
+// inetd mode never raises a queue (see `--unsent-budget`).
+matrix!([h1, tls, uring] standalone:
+    readers_that_stop_after_a_fast_start_hold_at_most_the_budget,
 );
 
 // A slow HTTP/3 reader (QUIC flow control, not TCP's window) is in tests/http3_attacks.rs.

@@ -8,6 +8,8 @@
 use std::fmt::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::unsent;
+
 use super::counters::{Event, RequestKind, Totals, METHODS, PROTOCOLS, SCHEMES, STATUS_CLASSES};
 
 /// The Content-Type of what `render` writes.
@@ -133,6 +135,26 @@ fn write_all(out: &mut String, t: &Totals, p: &Process) -> std::fmt::Result {
             t.event(e)
         )?;
     }
+    head(
+        out,
+        "staticd_unsent_budget_bytes",
+        "gauge",
+        "The --unsent-budget: kernel memory raised unsent queues may hold together.",
+    )?;
+    writeln!(out, "staticd_unsent_budget_bytes {}", unsent::budget())?;
+    head(
+        out,
+        "staticd_unsent_budget_held_bytes",
+        "gauge",
+        "Bytes of the --unsent-budget that raised unsent queues hold now.",
+    )?;
+    writeln!(out, "staticd_unsent_budget_held_bytes {}", unsent::held())?;
+    counter(
+        out,
+        "staticd_unsent_raises_total",
+        "Responses whose unsent queue was raised for a fast client.",
+        unsent::raises(),
+    )?;
     head(
         out,
         "staticd_tls_handshakes_total",

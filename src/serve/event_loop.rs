@@ -33,6 +33,11 @@ pub fn run(
     listeners: Vec<Vec<Listener>>,
     extras: Extras,
 ) -> io::Result<()> {
+    // Raised unsent queues are the event loop's alone (see `unsent`).
+    crate::unsent::set_budget(
+        cfg.unsent_budget
+            .unwrap_or_else(crate::unsent::default_budget),
+    );
     workers::run_workers(cfg, site, listeners, extras, worker)
 }
 

@@ -22,6 +22,7 @@ use super::writer::ResponseWriter;
 use crate::pace::Pace;
 use crate::pipeline::Sent;
 use crate::pool;
+use crate::unsent::Queue;
 
 /// With HTTP/2, a socket must also be one h2 can be served over.
 #[cfg(feature = "http2")]
@@ -221,7 +222,9 @@ fn forget_readable(stream: &impl Socket) {
 
 /// Writes a whole response, counting in `sent.written` what went out; a
 /// client that takes it slower than [`pace`](crate::pace) allows is given up on. `timer`
-/// is the connection's one timer.
+/// is the connection's one timer. A client that takes it fast may have its unsent queue
+/// raised meanwhile ([`unsent`](crate::unsent)); the response then ends only once that queue
+/// has drained back under the bound.
 pub(crate) async fn send(
     stream: &impl Socket,
     wire: &mut Wire,
@@ -236,28 +239,59 @@ pub(crate) async fn send(
     // `pacing`): a response the socket takes at once costs no reading.
     let mut paced = 0;
     let fd = stream.as_fd();
+    let mut queue = Queue::default();
     while !writer.is_done(&out) {
         match stream.try_io(Interest::WRITABLE, || writer.write_some(&mut out)) {
             Ok(_) => sent.written = writer.written(),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                // Whether a wait ran out: a reading of the client's progress is due.
-                let mut due = false;
-                loop {
-                    let now = Instant::now();
-                    if !account(pace, fd, now, (sent.written, &mut paced), due) {
-                        sent.written = sent.written.saturating_sub(give_up(fd));
-                        return Err(io::ErrorKind::TimedOut.into());
-                    }
-                    match within(stream.writable(), pace.check_at(now), timer.as_mut()).await {
-                        Err(e) if e.kind() == io::ErrorKind::TimedOut => due = true,
-                        ready => break ready?,
-                    }
-                }
+                queue.blocked(fd, Instant::now());
+                let waited = (&mut *pace, &mut paced, timer.as_mut());
+                wait_writable(stream, &mut sent.written, waited).await?;
+                queue.woke(fd, Instant::now());
             }
             Err(e) => return Err(e),
         }
     }
+    if queue.holds() {
+        // The budget's share goes back once what it paid for has left the kernel: the
+        // socket has room at the bound again (by poll(2), which arms the wake-up if not).
+        queue.lower(fd);
+        let room = || match crate::sys::writable_now(fd) {
+            true => Ok(()),
+            false => Err(io::Error::from(io::ErrorKind::WouldBlock)),
+        };
+        while stream.try_io(Interest::WRITABLE, room).is_err() {
+            let waited = (&mut *pace, &mut paced, timer.as_mut());
+            wait_writable(stream, &mut sent.written, waited).await?;
+        }
+        queue.release();
+    }
     Ok(())
+}
+
+/// Waits until `stream` has room for a write, within [`pace`](crate::pace)'s
+/// deadlines, reading the client's progress at each of its checks (`paced`: what of
+/// the response's `written` bytes it was told of); a client that took too little is given
+/// up on (TimedOut, and what the reset discards is taken off `written`).
+async fn wait_writable(
+    stream: &impl Socket,
+    written: &mut u64,
+    (pace, paced, mut timer): (&mut Pace, &mut u64, Pin<&mut Sleep>),
+) -> io::Result<()> {
+    let fd = stream.as_fd();
+    // Whether a wait ran out: a reading of the client's progress is due.
+    let mut due = false;
+    loop {
+        let now = Instant::now();
+        if !account(pace, fd, now, (*written, paced), due) {
+            *written = written.saturating_sub(give_up(fd));
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        match within(stream.writable(), pace.check_at(now), timer.as_mut()).await {
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => due = true,
+            ready => return ready,
+        }
+    }
 }
 
 /// Reads and drops what the client still sends until it closes or the
