@@ -114,19 +114,39 @@ pub(crate) struct Queue {
 }
 
 impl Queue {
-    /// A write found the queue full: the first time, the measurement of the client's rate
-    /// begins (when there is a budget at all).
-    pub(crate) fn blocked(&mut self, fd: BorrowedFd<'_>, now: Instant) {
-        if self.probe.is_some() || CAPACITY.load(Ordering::Relaxed) == 0 {
-            return;
+    /// The queue of a response of `size` bytes about to be written to `fd`: the measurement
+    /// of the client's rate begins with it, if it is larger than the bound (a smaller one
+    /// never waits long) and there is a budget at all.
+    pub(crate) fn new(fd: BorrowedFd<'_>, size: u64, now: Instant) -> Queue {
+        let probe = match size > u64::from(sys::UNSENT_LIMIT) && budget() > 0 {
+            true => sys::bytes_acked(fd).map(|acked| (now, acked)),
+            false => None,
+        };
+        Queue {
+            probe,
+            ..Queue::default()
         }
-        self.probe = sys::bytes_acked(fd).map(|acked| (now, acked));
     }
 
-    /// The queue had room again: once the client has acknowledged a whole bounded queue
-    /// since the measurement began, raise the limit if it was fast (and the budget has
-    /// room), lower it if it no longer is, and measure again from here.
+    /// A write found the queue full. Returns true if the client has been fast since the
+    /// measurement began and the limit was raised now: the socket has room again at once,
+    /// and the write may be tried again without waiting. On loopback, or to a client close
+    /// by, that is the first time the queue fills: one wait fewer per response.
+    pub(crate) fn blocked(&mut self, fd: BorrowedFd<'_>, now: Instant) -> bool {
+        let was = self.raised;
+        self.measure(fd, now);
+        self.raised && !was
+    }
+
+    /// The queue had room again after a wait: see [`Queue::measure`].
     pub(crate) fn woke(&mut self, fd: BorrowedFd<'_>, now: Instant) {
+        self.measure(fd, now);
+    }
+
+    /// Once the client has acknowledged a whole bounded queue since the measurement began,
+    /// raise the limit if it was fast (and the budget has room), lower it if it no longer
+    /// is, and measure again from here.
+    fn measure(&mut self, fd: BorrowedFd<'_>, now: Instant) {
         let Some((since, before)) = self.probe else {
             return;
         };

@@ -19,6 +19,7 @@ use super::pacing::{account, give_up};
 use super::proxy_header;
 use super::wire::{lend_read_buffer, return_unused_read_buffer, Got, Wire, READ_CHUNK};
 use super::writer::ResponseWriter;
+use crate::http::response::Chunk;
 use crate::pace::Pace;
 use crate::pipeline::Sent;
 use crate::pool;
@@ -239,12 +240,23 @@ pub(crate) async fn send(
     // `pacing`): a response the socket takes at once costs no reading.
     let mut paced = 0;
     let fd = stream.as_fd();
-    let mut queue = Queue::default();
+    let size = sent.wire.len() as u64 + sent.response.body.iter().map(Chunk::size).sum::<u64>();
+    let mut queue = Queue::new(fd, size, Instant::now());
+    // The limit was raised just now: the socket has room, though tokio, told it was full,
+    // would wait for word of it.
+    let mut raised = false;
     while !writer.is_done(&out) {
-        match stream.try_io(Interest::WRITABLE, || writer.write_some(&mut out)) {
+        let wrote = match std::mem::take(&mut raised) {
+            true => writer.write_some(&mut out),
+            false => stream.try_io(Interest::WRITABLE, || writer.write_some(&mut out)),
+        };
+        match wrote {
             Ok(_) => sent.written = writer.written(),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                queue.blocked(fd, Instant::now());
+                if queue.blocked(fd, Instant::now()) {
+                    raised = true;
+                    continue;
+                }
                 let waited = (&mut *pace, &mut paced, timer.as_mut());
                 wait_writable(stream, &mut sent.written, waited).await?;
                 queue.woke(fd, Instant::now());
