@@ -332,19 +332,20 @@ pub fn set_unsent_limit(fd: BorrowedFd<'_>, bytes: u32) -> io::Result<()> {
     setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, bytes)
 }
 
-/// Whether `fd` has room for a write now, by poll(2) with no wait. On a TCP
-/// socket that is full, the same call arms the kernel's wake-up for when it
-/// has room again (it sets SOCK_NOSPACE), so an edge-triggered watch that
-/// waits next is woken then: a check by TCP_INFO or an ioctl would not.
+/// Whether `fd` has room for a write now, by poll(2) with no wait (or is in error or hung
+/// up: a write would say so at once). On a TCP socket that is full, the same call arms the
+/// kernel's wake-up for when it has room again (it sets SOCK_NOSPACE), so an edge-triggered
+/// watch that waits next is woken then: a check by TCP_INFO or an ioctl would not.
 pub fn writable_now(fd: BorrowedFd<'_>) -> bool {
     let mut fds = [PollFd::new(&fd, PollFlags::OUT)];
     let now = rustix::time::Timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
+    let done = PollFlags::OUT | PollFlags::ERR | PollFlags::HUP;
     loop {
         match rustix::event::poll(&mut fds, Some(&now)) {
-            Ok(n) => return n > 0 && fds[0].revents().contains(PollFlags::OUT),
+            Ok(n) => return n > 0 && fds[0].revents().intersects(done),
             Err(rustix::io::Errno::INTR) => continue,
             // An error here is one the next write reports.
             Err(_) => return true,
