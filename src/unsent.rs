@@ -1,4 +1,4 @@
-//! Raised unsent queues (the budget, and [`Queue`], which the event loop's HTTP/1.1 writer
+//! Raised unsent queues (the budget, and `Queue`, which the event loop's HTTP/1.1 writer
 //! keeps per response): the bound on what waits unsent in the kernel per connection
 //! ([`sys::UNSENT_LIMIT`], 128 KiB) is raised to [`RAISED_LIMIT`] for a response whose client
 //! has shown it takes bytes fast, out of one budget for the whole server (`--unsent-budget`).
@@ -8,12 +8,12 @@
 //! (docs/performance.md, "The unsent bound and new connections"). The bound is what keeps a
 //! slow reader from pinning megabytes of kernel memory (issue 28), so it is raised only:
 //! - for a client whose TCP acknowledged at least one whole bounded queue at a rate that
-//!   would drain a raised one within a second ([`Queue::woke`]);
+//!   would drain a raised one within a second (`Queue::measure`);
 //! - while the server-wide budget has room, each raise taking `RAISED_LIMIT -
 //!   UNSENT_LIMIT` of it; a client that is never fast, or comes when the budget is spent,
 //!   keeps 128 KiB;
 //! - until the response is written and its queue has drained back under the bound
-//!   ([`Queue::lower`], then the writer waits for room): a share goes back to the budget only
+//!   (`Queue::lower`, then the writer waits for room): a share goes back to the budget only
 //!   when what it paid for has left the kernel, or was discarded by a reset (a client given
 //!   up on), never while a closed connection's bytes still wait.
 //!
