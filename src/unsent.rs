@@ -39,7 +39,7 @@ pub const RAISED_LIMIT: u32 = 4 << 20;
 /// A raised queue must drain within this at the client's measured rate.
 const DRAIN: Duration = Duration::from_secs(1);
 
-/// The default budget: this fraction of physical memory (384 MiB, 96 raised connections,
+/// The default budget: this fraction of physical memory (384 MiB, 99 raised connections,
 /// on a 24 GiB machine; 16 MiB, 4 of them, on 1 GiB).
 const BUDGET_SHARE_OF_MEMORY: u64 = 64;
 
