@@ -107,10 +107,8 @@ pub struct Cli {
     #[arg(long, env = "STATICD_MIN_RATE", help_heading = "Limits", value_name = "BYTES_PER_SEC", default_value_t = config::MIN_RATE)]
     min_rate: u64,
 
-    /// Bytes of kernel memory that connections together may hold in raised unsent queues: a
-    /// client that takes an HTTP/1.1 response fast may have 4 MiB wait unsent for it instead of
-    /// 128 KiB, which costs fewer wake-ups. Default: 1/64 of physical memory. 0: never raised.
-    /// The event loop only (inetd mode and --io-uring keep 128 KiB)
+    /// Kernel memory that all connections may hold in raised unsent queues (4 MiB instead of
+    /// 128 KiB for a client that takes a response fast). Default: 1/64 of RAM. 0: none
     #[arg(
         long,
         env = "STATICD_UNSENT_BUDGET",

@@ -245,38 +245,48 @@ pub(crate) async fn send(
     // The limit was raised just now: the socket has room, though tokio, told it was full,
     // would wait for word of it.
     let mut raised = false;
-    while !writer.is_done(&out) {
-        let wrote = match std::mem::take(&mut raised) {
-            true => writer.write_some(&mut out),
-            false => stream.try_io(Interest::WRITABLE, || writer.write_some(&mut out)),
-        };
-        match wrote {
-            Ok(_) => sent.written = writer.written(),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if queue.blocked(fd, Instant::now()) {
-                    raised = true;
+    // One wait for both reasons (the write's, and the drain's once a raised queue's
+    // response is written): one await point keeps the task's future small.
+    loop {
+        let writing = !writer.is_done(&out);
+        if writing {
+            let wrote = match std::mem::take(&mut raised) {
+                true => writer.write_some(&mut out),
+                false => stream.try_io(Interest::WRITABLE, || writer.write_some(&mut out)),
+            };
+            match wrote {
+                Ok(_) => {
+                    sent.written = writer.written();
                     continue;
                 }
-                let waited = (&mut *pace, &mut paced, timer.as_mut());
-                wait_writable(stream, &mut sent.written, waited).await?;
-                queue.woke(fd, Instant::now());
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if queue.blocked(fd, Instant::now()) {
+                        raised = true;
+                        continue;
+                    }
+                }
+                Err(e) => return Err(e),
             }
-            Err(e) => return Err(e),
+        } else if queue.holds() {
+            // The budget's share goes back once what it paid for has left the kernel: the
+            // socket has room at the bound again (by poll(2), which arms the wake-up if not).
+            queue.lower(fd);
+            let room = || match crate::sys::writable_now(fd) {
+                true => Ok(()),
+                false => Err(io::Error::from(io::ErrorKind::WouldBlock)),
+            };
+            if stream.try_io(Interest::WRITABLE, room).is_ok() {
+                queue.release();
+                break;
+            }
+        } else {
+            break;
         }
-    }
-    if queue.holds() {
-        // The budget's share goes back once what it paid for has left the kernel: the
-        // socket has room at the bound again (by poll(2), which arms the wake-up if not).
-        queue.lower(fd);
-        let room = || match crate::sys::writable_now(fd) {
-            true => Ok(()),
-            false => Err(io::Error::from(io::ErrorKind::WouldBlock)),
-        };
-        while stream.try_io(Interest::WRITABLE, room).is_err() {
-            let waited = (&mut *pace, &mut paced, timer.as_mut());
-            wait_writable(stream, &mut sent.written, waited).await?;
+        let waited = (&mut *pace, &mut paced, timer.as_mut());
+        wait_writable(stream, &mut sent.written, waited).await?;
+        if writing {
+            queue.woke(fd, Instant::now());
         }
-        queue.release();
     }
     Ok(())
 }
