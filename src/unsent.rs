@@ -162,8 +162,8 @@ impl Queue {
             self.holds = true;
             self.raised = sys::set_unsent_limit(fd, RAISED_LIMIT).is_ok();
             RAISES.fetch_add(u64::from(self.raised), Ordering::Relaxed);
-        } else if !fast && self.raised {
-            self.raised = sys::set_unsent_limit(fd, sys::UNSENT_LIMIT).is_err();
+        } else if !fast {
+            self.lower(fd);
         }
     }
 

@@ -87,12 +87,7 @@ fn report(what: &str) {
 /// A TCP connection from 127.0.0.2 with a 4 KiB receive buffer (set before
 /// connecting, so the window it offers is small from the start).
 fn small_window_tcp(dest: SocketAddr) -> TcpStream {
-    use rustix::net::{sockopt, AddressFamily, SocketType};
-    let fd = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).expect("socket");
-    sockopt::set_socket_recv_buffer_size(&fd, 4096).expect("SO_RCVBUF");
-    rustix::net::bind(&fd, &SocketAddr::new(SLOW, 0)).expect("bind 127.0.0.2");
-    rustix::net::connect(&fd, &dest).expect("connect");
-    TcpStream::from(fd)
+    tcp_with_window(dest, 4096)
 }
 
 /// The TCP state of a client socket (TCP_INFO's tcpi_state): ESTABLISHED
