@@ -176,7 +176,7 @@ impl Line {
             }
             if let Some(decided) = f.decided {
                 let now = *now.get_or_insert_with(Instant::now);
-                json::tail(&mut out, now.duration_since(decided).as_secs_f64());
+                json::tail(&mut out, now.duration_since(decided));
             }
             from = f.at;
         }

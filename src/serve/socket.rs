@@ -18,7 +18,7 @@ use super::linger_deadline;
 use super::pacing::{account, give_up};
 use super::proxy_header;
 use super::wire::{lend_read_buffer, return_unused_read_buffer, Got, Wire, READ_CHUNK};
-use super::writer::ResponseWriter;
+use super::writer::{ResponseWriter, TURN};
 use crate::http::response::Chunk;
 use crate::pace::Pace;
 use crate::pipeline::Sent;
@@ -235,7 +235,9 @@ pub(crate) async fn send(
     pace: &mut Pace,
 ) -> io::Result<()> {
     let mut out = wire.out(stream.as_fd(), true);
-    let mut writer = ResponseWriter::new(&sent.wire, &sent.response.body).copying(copy);
+    let mut writer = ResponseWriter::new(&sent.wire, &sent.response.body)
+        .copying(copy)
+        .in_turns();
     // The pace learns of progress only when a write would wait (see
     // `pacing`): a response the socket takes at once costs no reading.
     let mut paced = 0;
@@ -245,8 +247,11 @@ pub(crate) async fn send(
     // The limit was raised just now: the socket has room, though tokio, told it was full,
     // would wait for word of it.
     let mut raised = false;
-    // One wait for both reasons (the write's, and the drain's once a raised queue's
-    // response is written): one await point keeps the task's future small.
+    // What this connection wrote since its turn began: at a TURN, the loop's other
+    // connections go first (see writer::TURN).
+    let mut turn = 0;
+    // One wait for all three reasons (the write's, the turn's end, and the drain's once a
+    // raised queue's response is written): one await point keeps the task's future small.
     loop {
         let writing = !writer.is_done(&out);
         if writing {
@@ -255,9 +260,12 @@ pub(crate) async fn send(
                 false => stream.try_io(Interest::WRITABLE, || writer.write_some(&mut out)),
             };
             match wrote {
-                Ok(_) => {
+                Ok(n) => {
                     sent.written = writer.written();
-                    continue;
+                    turn += n as u64;
+                    if turn < TURN {
+                        continue;
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     if queue.blocked(fd, Instant::now()) {
@@ -283,8 +291,9 @@ pub(crate) async fn send(
             break;
         }
         let waited = (&mut *pace, &mut paced, timer.as_mut());
-        wait_writable(stream, &mut sent.written, waited).await?;
-        if writing {
+        let yielded = std::mem::take(&mut turn) >= TURN;
+        wait_writable(stream, &mut sent.written, waited, yielded).await?;
+        if writing && !yielded {
             queue.woke(fd, Instant::now());
         }
     }
@@ -294,12 +303,22 @@ pub(crate) async fn send(
 /// Waits until `stream` has room for a write, within [`pace`](crate::pace)'s
 /// deadlines, reading the client's progress at each of its checks (`paced`: what of
 /// the response's `written` bytes it was told of); a client that took too little is given
-/// up on (TimedOut, and what the reset discards is taken off `written`).
+/// up on (TimedOut, and what the reset discards is taken off `written`). With `turn_over`,
+/// only lets the loop's other tasks run first.
 async fn wait_writable(
     stream: &impl Socket,
     written: &mut u64,
     (pace, paced, mut timer): (&mut Pace, &mut u64, Pin<&mut Sleep>),
+    turn_over: bool,
 ) -> io::Result<()> {
+    if turn_over {
+        // The socket may still have room: this only lets the others write first. (tokio's
+        // yield resumes the task after the loop next polls for readiness, so connections that
+        // became writable meanwhile write in this round too: 1 MB keep-alive, 50 clients,
+        // 5,000-5,400 responses/s with a plain wake-up, 5,600-6,050 with tokio's.)
+        tokio::task::yield_now().await;
+        return Ok(());
+    }
     let fd = stream.as_fd();
     // Whether a wait ran out: a reading of the client's progress is due.
     let mut due = false;

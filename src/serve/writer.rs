@@ -17,6 +17,14 @@ use crate::sys;
 
 /// Largest single sendfile(2) or write: below the kernel's 0x7ffff000 cap.
 const MAX_CALL: usize = 1 << 30;
+/// How much of a response one connection writes before the other connections of its
+/// event loop get their turn ([`ResponseWriter::in_turns`]): lighttpd's 256 KiB per
+/// write event, nginx's `sendfile_max_chunk` (2 MiB). Turns keep one fast download from
+/// holding a loop for as long as its socket takes bytes, and cost less: clients read
+/// while the loop writes to the others, where a connection written until its socket is
+/// full leaves its client to catch up alone (1 MB keep-alive, 50 clients: 0.65x the
+/// server CPU per response; benches/compare/results/2026-12-06-turns).
+pub const TURN: u64 = 256 << 10;
 /// How much of a file is mapped at once when sendfile cannot be used.
 const MAP_WINDOW: u64 = 4 << 20;
 /// How much of a file one read moves with `--no-sendfile` (what the
@@ -97,6 +105,8 @@ pub struct ResponseWriter<'a> {
 /// through mmap, or read in blocks (over TLS, and with `--no-sendfile`).
 #[derive(Default)]
 pub struct FileSender {
+    /// The largest call: [`TURN`] when writing in turns, else unbounded ([`MAX_CALL`]).
+    most: Option<usize>,
     /// Set once sendfile(2) refused this descriptor; files then go through mmap.
     use_mmap: bool,
     /// Files are read into a buffer and written from it (`--no-sendfile`).
@@ -135,6 +145,13 @@ impl<'a> ResponseWriter<'a> {
     /// bytes already queued (see SECURITY.md).
     pub fn copying(mut self, on: bool) -> Self {
         self.files.copy = on;
+        self
+    }
+
+    /// Makes no single write larger than a [`TURN`], so that the caller can give the
+    /// other connections of its loop their turn between two (see [`TURN`]).
+    pub fn in_turns(mut self) -> Self {
+        self.files.most = Some(TURN as usize);
         self
     }
 
@@ -231,7 +248,7 @@ impl FileSender {
         at: u64,
         left: u64,
     ) -> io::Result<usize> {
-        let count = left.min(MAX_CALL as u64) as usize;
+        let count = left.min(self.most.unwrap_or(MAX_CALL) as u64) as usize;
         let (fd, socket) = match *out {
             Out::Fd { fd, socket } if !self.copy => (fd, socket),
             _ => return self.write_copied(out, file, at, count),
@@ -385,4 +402,49 @@ pub fn send_bytes_blocking(
     let mut pace = Pace::new(Instant::now(), send_timeout, 0);
     let result = send_blocking(out, &mut writer, &mut pace);
     (writer.written(), result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+    use std::sync::Arc;
+
+    /// The writes one response of a 1 MiB file takes into a regular file, which takes every
+    /// byte it is given: their sizes show where the writer itself stops.
+    fn writes(in_turns: bool) -> Vec<usize> {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("source");
+        std::fs::write(&source, vec![7u8; 1 << 20]).unwrap();
+        let file = Arc::new(std::fs::File::open(&source).unwrap());
+        let body = [Chunk::File {
+            file,
+            offset: 0,
+            len: 1 << 20,
+        }];
+        let sink = std::fs::File::create(dir.path().join("sink")).unwrap();
+        let mut out = Out::fd(sink.as_fd(), false);
+        let mut writer = ResponseWriter::new(b"head\r\n\r\n", &body);
+        if in_turns {
+            writer = writer.in_turns();
+        }
+        let mut sizes = Vec::new();
+        while !writer.is_done(&out) {
+            sizes.push(writer.write_some(&mut out).unwrap());
+        }
+        assert_eq!(writer.written(), 8 + (1 << 20));
+        assert_eq!(
+            std::fs::metadata(dir.path().join("sink")).unwrap().len(),
+            8 + (1 << 20)
+        );
+        sizes
+    }
+
+    #[test]
+    fn in_turns_no_write_is_larger_than_a_turn() {
+        let turn = TURN as usize;
+        assert_eq!(writes(true), [8, turn, turn, turn, turn]);
+        // Without turns the file goes in one call (inetd mode, HTTP/2's own frames).
+        assert_eq!(writes(false), [8, 1 << 20]);
+    }
 }
