@@ -129,7 +129,7 @@ pub fn sent(
     }
     // The body ends the bytes written: after `wire`, in which a small
     // body may ride.
-    let chunks: u64 = response.body.iter().map(Chunk::size).sum();
+    let chunks = Chunk::total(&response.body);
     let end = wire.len() as u64 + chunks;
     let body = end.saturating_sub(response.body_len)..end;
     let trusted = &cfg.trusted_proxies;

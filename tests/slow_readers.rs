@@ -311,26 +311,45 @@ fn stalled_readers_pages(
         .args(["--unsent-budget", &budget.to_string()])
         .start();
     let connector = server.connector();
+    let open = || {
+        (0..STALLED)
+            .map(|_| {
+                // 64 KiB (the kernel doubles it): a window a client keeps up with on loopback.
+                let tcp = tcp_with_window(connector.addr, 64 << 10);
+                let mut conn = Conn::from_stream(connector.wrap(tcp));
+                conn.send(request("GET", "/big.bin", &[]));
+                assert_eq!(conn.read_head().status, 200);
+                let _ = conn.take_exact(FAST_START);
+                conn
+            })
+            .collect()
+    };
+    let what =
+        format!("--unsent-budget {budget}: {STALLED} readers stopped after {FAST_START} bytes");
+    pages_held(tries, enough, open, STALLED, &what)
+}
+
+/// The rise in the kernel's TCP memory (pages) while the `count` connections `open` makes
+/// (their requests sent) hold what their responses could queue: the lowest of `tries`, or
+/// the first that is `enough`. The figure is the whole kernel's, so other tests running
+/// beside can only add to it. Each try is reported, as `what`.
+fn pages_held(
+    tries: usize,
+    enough: impl Fn(f64) -> bool,
+    open: impl Fn() -> Vec<Conn>,
+    count: usize,
+    what: &str,
+) -> f64 {
     let mut best = f64::MAX;
     for attempt in 1..=tries {
         let before = tcp_mem_pages();
-        let mut readers = Vec::with_capacity(STALLED);
-        for _ in 0..STALLED {
-            // 64 KiB (the kernel doubles it): a window a client keeps up with on loopback.
-            let tcp = tcp_with_window(connector.addr, 64 << 10);
-            let mut conn = Conn::from_stream(connector.wrap(tcp));
-            conn.send(request("GET", "/big.bin", &[]));
-            assert_eq!(conn.read_head().status, 200);
-            let _ = conn.take_exact(FAST_START);
-            readers.push(conn);
-        }
+        let readers = open();
         // Let every response fill what the kernel lets it queue.
         thread::sleep(Duration::from_secs(3));
         let rise = (tcp_mem_pages() - before) as f64;
         report(&format!(
-            "--unsent-budget {budget}, try {attempt}: {STALLED} readers stopped after \
-             {FAST_START} bytes: TCP mem +{rise} pages ({:.1} per reader)",
-            rise / STALLED as f64
+            "{what}, try {attempt}: TCP mem +{rise} pages ({:.1} per reader)",
+            rise / count as f64
         ));
         best = best.min(rise);
         drop(readers);
@@ -373,37 +392,24 @@ fn slow_readers_hold_little_kernel_memory(v: Variant) {
         .args(["--max-connections-per-ip", "0"])
         .start();
     let connector = server.connector();
-    let mut best = f64::MAX;
-    for attempt in 1..=3 {
-        let before = tcp_mem_pages();
-        let mut readers = Vec::with_capacity(READERS);
-        for _ in 0..READERS {
-            let tcp = small_window_tcp(connector.addr);
-            let mut conn = Conn::from_stream(connector.wrap(tcp));
-            conn.send(request("GET", "/big.bin", &[]));
-            readers.push(conn);
-        }
+    let open = || {
+        let mut readers: Vec<Conn> = (0..READERS)
+            .map(|_| {
+                let tcp = small_window_tcp(connector.addr);
+                let mut conn = Conn::from_stream(connector.wrap(tcp));
+                conn.send(request("GET", "/big.bin", &[]));
+                conn
+            })
+            .collect();
         for conn in &mut readers {
-            let head = conn.read_head();
-            assert_eq!(head.status, 200);
+            assert_eq!(conn.read_head().status, 200);
         }
-        // Let every response fill what the kernel lets it queue.
-        thread::sleep(Duration::from_secs(3));
-        let after = tcp_mem_pages();
-        let per = (after - before) as f64 / READERS as f64;
-        report(&format!(
-            "try {attempt}: {READERS} slow readers: TCP mem {before} -> {after} pages, \
-             {per:.1} pages ({:.0} KiB) per reader",
-            per * 4.0
-        ));
-        best = best.min(per);
-        drop(readers);
-        if best <= PAGES_PER_READER {
-            break;
-        }
-        // The connections close; let the kernel free them before measuring again.
-        thread::sleep(Duration::from_secs(2));
-    }
+        readers
+    };
+    let per_reader = |pages: f64| pages / READERS as f64;
+    let what = format!("{READERS} slow readers");
+    let enough = |pages| per_reader(pages) <= PAGES_PER_READER;
+    let best = per_reader(pages_held(3, enough, open, READERS, &what));
     assert!(
         best <= PAGES_PER_READER,
         "each slow reader holds {best:.1} pages of kernel TCP memory (bound {PAGES_PER_READER})"

@@ -472,7 +472,7 @@ impl Connection {
             self.engine.reset(id, code::INTERNAL_ERROR);
             return;
         };
-        let total: u64 = sent.response.body.iter().map(Chunk::size).sum();
+        let total = Chunk::total(&sent.response.body);
         let body =
             total > 0 || (open && sent.response.head.framing != crate::http::head::Framing::Empty);
         if self

@@ -55,6 +55,11 @@ impl Chunk {
             Chunk::File { len, .. } => *len,
         }
     }
+
+    /// The bytes `chunks` put on the wire together.
+    pub fn total(chunks: &[Chunk]) -> u64 {
+        chunks.iter().map(Chunk::size).sum()
+    }
 }
 
 /// What follows the port in an Alt-Svc field value: a day of validity,

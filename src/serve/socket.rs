@@ -242,7 +242,7 @@ pub(crate) async fn send(
     // `pacing`): a response the socket takes at once costs no reading.
     let mut paced = 0;
     let fd = stream.as_fd();
-    let size = sent.wire.len() as u64 + sent.response.body.iter().map(Chunk::size).sum::<u64>();
+    let size = sent.wire.len() as u64 + Chunk::total(&sent.response.body);
     let mut queue = Queue::new(fd, size, Instant::now());
     // The limit was raised just now: the socket has room, though tokio, told it was full,
     // would wait for word of it.

@@ -127,7 +127,7 @@ pub(super) async fn send(
     // A body the kernel may not take at once is measured by the bytes the
     // peer acknowledges from its start (see `paced`); a smaller one by its
     // writes, without a reading it would not need.
-    let size: u64 = body.iter().map(Chunk::size).sum();
+    let size = Chunk::total(&body);
     out.acks = pacing::start(out.pace, borrow(stream), size);
     let result = out.send_body(stream, &mut body).await;
     // Back where `Sent`'s and `Response`'s Drop hand them to the free lists.
