@@ -19,8 +19,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use plan::Plan;
 use plan::Written;
+pub use plan::{Plan, TURN_BYTES};
 
 use crate::complaint::Complaint;
 use crate::http::fields::{self, Fields, ResponseFields};

@@ -26,12 +26,15 @@ use std::cell::RefCell;
 use std::io;
 use std::os::unix::fs::FileExt;
 
-use crate::h2session::Plan;
+use crate::h2session::{Plan, TURN_BYTES};
 
-/// A block's size in cleartext: about a whole turn (h2session stops a turn
-/// past 256 KiB). Measured against 64 KiB blocks, the larger write made the
-/// 1 MB h2c cell faster and steadier (docs/performance.md).
-pub(crate) const BLOCK: usize = 256 << 10;
+/// A block's size in cleartext: a whole turn. h2session stops a turn once it is past
+/// [`TURN_BYTES`], the frame that crossed it included, and a payload of [`SENDFILE_FROM`]
+/// or more is not copied, so a turn of copied payloads fits. (A block of 256 KiB left the
+/// last frame headers of every full turn to a write of their own: 16 DATA frames of 16 KiB
+/// are 144 bytes more than 256 KiB.) Measured against 64 KiB blocks, the larger write made
+/// the 1 MB h2c cell faster and steadier (docs/performance.md).
+pub(crate) const BLOCK: usize = TURN_BYTES + SENDFILE_FROM as usize;
 
 /// A block's size for [`Way::Buffered`].
 pub(crate) const BUFFERED: usize = 64 << 10;
@@ -206,9 +209,13 @@ enum Filled {
 /// Copies the plan's bytes from `at` into `block`: frame bytes as they
 /// are, file payloads read at their offsets. Stops when the block is full,
 /// the plan ends, a file comes up short, or (with `sendfile`) at a long
-/// payload.
+/// payload. Payloads that continue one another in one file (a stream's DATA
+/// frames, which nghttp2 sends one after another) are read by one preadv(2)
+/// into their places between the frame headers: a call per run, not per
+/// 16 KiB frame.
 fn fill(plan: &Plan, at: u64, block: &mut [u8], sendfile: bool) -> io::Result<Filled> {
     let mut filled = 0;
+    let mut run = Run::default();
     // Frame bytes before part i: files[i].at; file bytes before it: the
     // sum of the earlier parts (as in the plan's own layout).
     let mut files_before = 0u64;
@@ -226,32 +233,151 @@ fn fill(plan: &Plan, at: u64, block: &mut [u8], sendfile: bool) -> io::Result<Fi
             filled += n;
             pos += n as u64;
             if pos < start {
-                return Ok(Filled::Bytes(filled));
+                return run.finish(block, filled);
             }
         }
         if sendfile && part.len >= SENDFILE_FROM {
-            return Ok(if filled == 0 {
-                Filled::LongFile {
-                    part: i,
-                    done: pos - start,
-                }
-            } else {
-                Filled::Bytes(filled)
+            if filled > 0 {
+                return run.finish(block, filled);
+            }
+            return Ok(Filled::LongFile {
+                part: i,
+                done: pos - start,
             });
         }
         let done = pos - start;
-        let room = &mut block[filled..];
-        let want = ((part.len - done) as usize).min(room.len());
-        let n = read_full(&part.file, &mut room[..want], part.offset + done)?;
-        filled += n;
-        pos += n as u64;
-        if n < want || filled == block.len() {
-            return Ok(Filled::Bytes(filled));
+        let want = ((part.len - done) as usize).min(block.len() - filled);
+        if let Some(end) = run.add(block, (&part.file, part.offset + done), (filled, want))? {
+            return Ok(Filled::Bytes(end));
+        }
+        filled += want;
+        pos += want as u64;
+        if filled == block.len() {
+            return run.finish(block, filled);
         }
     }
     let from = (pos - files_before) as usize;
     filled += copy_into(&mut block[filled..], &plan.bytes[from..]);
-    Ok(Filled::Bytes(filled))
+    run.finish(block, filled)
+}
+
+/// The most payloads one preadv(2) fills (a run longer than this is read in several).
+const RUN_PIECES: usize = 32;
+
+/// File payloads placed in a block and not read yet: contiguous bytes of one file, from
+/// `offset`, each going to a place of its own (start, length) in the block.
+#[derive(Default)]
+struct Run<'p> {
+    file: Option<&'p std::fs::File>,
+    offset: u64,
+    pieces: [(usize, usize); RUN_PIECES],
+    count: usize,
+}
+
+impl<'p> Run<'p> {
+    /// Places `len` bytes of `file` from `offset` at `at` in the block: in this run if they
+    /// continue it, else in a new one once this one is read. Some: where the block's bytes
+    /// end because the file came up short.
+    fn add(
+        &mut self,
+        block: &mut [u8],
+        (file, offset): (&'p std::fs::File, u64),
+        (at, len): (usize, usize),
+    ) -> io::Result<Option<usize>> {
+        let continues = self.file.is_some_and(|f| std::ptr::eq(f, file))
+            && self.offset + self.bytes() as u64 == offset
+            && self.count < RUN_PIECES;
+        if !continues {
+            if let Some(end) = self.read(block)? {
+                return Ok(Some(end));
+            }
+            (self.file, self.offset) = (Some(file), offset);
+        }
+        self.pieces[self.count] = (at, len);
+        self.count += 1;
+        Ok(None)
+    }
+
+    fn bytes(&self) -> usize {
+        self.pieces[..self.count].iter().map(|&(_, len)| len).sum()
+    }
+
+    /// Reads what is placed, and says how many of the block's bytes are the plan's: `filled`,
+    /// or fewer where a file came up short.
+    fn finish(mut self, block: &mut [u8], filled: usize) -> io::Result<Filled> {
+        Ok(Filled::Bytes(self.read(block)?.unwrap_or(filled)))
+    }
+
+    /// Reads the run into its places. Some: the file came up short, and the block's bytes
+    /// end there.
+    fn read(&mut self, block: &mut [u8]) -> io::Result<Option<usize>> {
+        let Some(file) = self.file.take() else {
+            return Ok(None);
+        };
+        let pieces = &self.pieces[..std::mem::take(&mut self.count)];
+        let mut got = read_pieces(file, self.offset, block, pieces)?;
+        for &(at, len) in pieces {
+            if got < len {
+                return Ok(Some(at + got));
+            }
+            got -= len;
+        }
+        Ok(None)
+    }
+}
+
+/// Reads contiguous bytes of `file` from `offset` into `pieces` of `block`, in order: by one
+/// preadv(2), and what it left (a signal, or the file's end) piece by piece. Returns how many
+/// were read: fewer than the pieces hold only where the file ends.
+fn read_pieces(
+    file: &std::fs::File,
+    offset: u64,
+    block: &mut [u8],
+    pieces: &[(usize, usize)],
+) -> io::Result<usize> {
+    let mut got = match pieces {
+        [(at, len)] => return read_full(file, &mut block[*at..at + len], offset),
+        _ => preadv_pieces(file, offset, block, pieces)?,
+    };
+    let mut total = 0;
+    for &(at, len) in pieces {
+        let done = got.min(len);
+        got -= done;
+        if done < len {
+            let n = read_full(
+                file,
+                &mut block[at + done..at + len],
+                offset + (total + done) as u64,
+            )?;
+            if done + n < len {
+                return Ok(total + done + n);
+            }
+        }
+        total += len;
+    }
+    Ok(total)
+}
+
+/// One preadv(2) of `file` from `offset` into `pieces` (in order, not overlapping) of `block`.
+fn preadv_pieces(
+    file: &std::fs::File,
+    offset: u64,
+    block: &mut [u8],
+    pieces: &[(usize, usize)],
+) -> io::Result<usize> {
+    let mut slices: [io::IoSliceMut<'_>; RUN_PIECES] =
+        std::array::from_fn(|_| io::IoSliceMut::new(&mut []));
+    let (mut rest, mut base) = (block, 0);
+    for (slice, &(at, len)) in slices.iter_mut().zip(pieces) {
+        let (piece, tail) = std::mem::take(&mut rest)[at - base..].split_at_mut(len);
+        *slice = io::IoSliceMut::new(piece);
+        (rest, base) = (tail, at + len);
+    }
+    match rustix::io::preadv(file, &mut slices[..pieces.len()], offset) {
+        Ok(n) => Ok(n),
+        Err(rustix::io::Errno::INTR) => Ok(0),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Copies as much of `from` as `to` holds; returns how much.
@@ -345,7 +471,8 @@ mod tests {
     fn a_block_holds_many_small_payloads_and_stops_when_full() {
         let a = file(&[b'x'; 1000]);
         let mut plan = Plan::default();
-        for _ in 0..300 {
+        // 1,009 bytes each: more than a block holds.
+        for _ in 0..BLOCK / 1000 + 10 {
             plan.push(&[b'h'; 9]);
             plan.file(&a, 0, 1000);
         }
@@ -437,6 +564,56 @@ mod tests {
         gather.sent(6);
         let e = gather
             .next(&plan, 6, CLEAR)
+            .err()
+            .expect("the file came up short");
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    /// A stream's DATA frames: payloads that continue one another in one file, between
+    /// frame headers, and more of them than one preadv(2) fills.
+    fn run_plan(file_bytes: &[u8], parts: u64, each: u64) -> Plan {
+        let a = file(file_bytes);
+        let mut plan = Plan::default();
+        for i in 0..parts {
+            plan.push(b"hdr");
+            plan.file(&a, i * each, each);
+        }
+        plan.push(b"end");
+        plan
+    }
+
+    #[test]
+    fn payloads_that_continue_one_another_come_out_in_place_however_little_is_taken() {
+        let bytes: Vec<u8> = (0..=255).cycle().take(3 * (RUN_PIECES + 5)).collect();
+        let plan = run_plan(&bytes, RUN_PIECES as u64 + 5, 3);
+        let mut expected = Vec::new();
+        for piece in bytes.chunks(3) {
+            expected.extend_from_slice(b"hdr");
+            expected.extend_from_slice(piece);
+        }
+        expected.extend_from_slice(b"end");
+        for step in [1, 2, 5, 64, BLOCK] {
+            for way in [CLEAR, COPYING] {
+                let (out, apart) = drain(&plan, step, way).unwrap();
+                assert_eq!(out, expected, "step {step}");
+                assert!(apart.is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn a_file_that_shrank_in_the_middle_of_a_run_ends_the_block_there() {
+        // Five payloads of 4 bytes planned, 10 bytes left in the file: the third payload
+        // has 2 of its bytes.
+        let plan = run_plan(b"0123456789", 5, 4);
+        let mut gather = Gather::default();
+        let Next::Bytes { bytes, .. } = gather.next(&plan, 0, CLEAR).unwrap() else {
+            panic!("a block first");
+        };
+        assert_eq!(bytes, b"hdr0123hdr4567hdr89");
+        gather.sent(19);
+        let e = gather
+            .next(&plan, 19, CLEAR)
             .err()
             .expect("the file came up short");
         assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
