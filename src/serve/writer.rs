@@ -20,10 +20,10 @@ const MAX_CALL: usize = 1 << 30;
 /// How much of a response one connection writes before the other connections of its
 /// event loop get their turn ([`ResponseWriter::in_turns`]): lighttpd's 256 KiB per
 /// write event, nginx's `sendfile_max_chunk` (2 MiB). Turns keep one fast download from
-/// holding a loop for as long as its socket takes bytes, and cost less: clients read
-/// while the loop writes to the others, where a connection written until its socket is
-/// full leaves its client to catch up alone (1 MB keep-alive, 50 clients: 0.65x the
-/// server CPU per response; benches/compare/results/2026-12-06-turns).
+/// holding a loop for as long as its socket takes bytes, and measured, they cost less too:
+/// 1 MB keep-alive, 50 clients, 0.65x the server CPU per response (why the kernel spends
+/// more on a socket written until it is full was not found;
+/// benches/compare/results/2026-12-06-turns).
 pub const TURN: u64 = 256 << 10;
 /// How much of a file is mapped at once when sendfile cannot be used.
 const MAP_WINDOW: u64 = 4 << 20;
