@@ -315,47 +315,34 @@ impl<'p> Run<'p> {
             return Ok(None);
         };
         let pieces = &self.pieces[..std::mem::take(&mut self.count)];
-        let mut got = read_pieces(file, self.offset, block, pieces)?;
-        for &(at, len) in pieces {
-            if got < len {
-                return Ok(Some(at + got));
-            }
-            got -= len;
-        }
-        Ok(None)
+        read_pieces(file, self.offset, block, pieces)
     }
 }
 
 /// Reads contiguous bytes of `file` from `offset` into `pieces` of `block`, in order: by one
-/// preadv(2), and what it left (a signal, or the file's end) piece by piece. Returns how many
-/// were read: fewer than the pieces hold only where the file ends.
+/// preadv(2), and what it left (a signal, or the file's end) piece by piece. Some: the file
+/// came up short, and the block's bytes end there.
 fn read_pieces(
     file: &std::fs::File,
     offset: u64,
     block: &mut [u8],
     pieces: &[(usize, usize)],
-) -> io::Result<usize> {
-    let mut got = match pieces {
-        [(at, len)] => return read_full(file, &mut block[*at..at + len], offset),
-        _ => preadv_pieces(file, offset, block, pieces)?,
-    };
+) -> io::Result<Option<usize>> {
+    let mut got = preadv_pieces(file, offset, block, pieces)?;
     let mut total = 0;
     for &(at, len) in pieces {
         let done = got.min(len);
         got -= done;
         if done < len {
-            let n = read_full(
-                file,
-                &mut block[at + done..at + len],
-                offset + (total + done) as u64,
-            )?;
+            let from = offset + (total + done) as u64;
+            let n = read_full(file, &mut block[at + done..at + len], from)?;
             if done + n < len {
-                return Ok(total + done + n);
+                return Ok(Some(at + done + n));
             }
         }
         total += len;
     }
-    Ok(total)
+    Ok(None)
 }
 
 /// One preadv(2) of `file` from `offset` into `pieces` (in order, not overlapping) of `block`.
