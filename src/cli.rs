@@ -108,7 +108,7 @@ pub struct Cli {
     min_rate: u64,
 
     /// Kernel memory that all connections may hold in raised unsent queues (4 MiB instead of
-    /// 128 KiB for a client that takes a response fast). Default: 1/64 of RAM. 0: none
+    /// 128 KiB for a client that takes responses fast). Default: 1/64 of RAM. 0: none
     #[arg(
         long,
         env = "STATICD_UNSENT_BUDGET",

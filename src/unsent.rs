@@ -20,9 +20,14 @@
 //! A client whose rate falls is lowered at once (it keeps its share until it drains): what
 //! it had queued stays, and `--min-rate` measures it by what it acknowledges, as before.
 //!
-//! Only HTTP/1.1 responses written by the event loop (cleartext and TLS) are raised. inetd
-//! mode has one process per connection, where a budget shared by the server cannot be kept;
-//! io_uring and HTTP/2 write through paths of their own, which keep 128 KiB.
+//! HTTP/2 connections on the event loop keep one `Queue` across their turns: the measurement
+//! begins with the first turn larger than the bound, and when the connection has nothing
+//! more to write (`Queue::pause`) a raised queue is lowered and the connection waits for it
+//! to drain, as an HTTP/1.1 response's writer does, before it reads on (serve::h2).
+//!
+//! Only the event loop's writers raise (HTTP/1.1 and HTTP/2, cleartext and TLS). inetd mode
+//! has one process per connection, where a budget shared by the server cannot be kept;
+//! io_uring writes through a path of its own, which keeps 128 KiB.
 
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -102,7 +107,18 @@ fn fast(acked: u64, elapsed: Duration) -> Option<bool> {
     Some(u128::from(acked) * DRAIN.as_nanos() >= needed)
 }
 
-/// One response's unsent queue on a TCP socket, as its writer waits on it.
+/// Where a measurement of a write of `size` bytes to `fd` begins: now, at the bytes
+/// acknowledged so far, if the write is larger than the bound (a smaller one never waits
+/// long) and there is a budget at all.
+fn probe(fd: BorrowedFd<'_>, size: u64, now: Instant) -> Option<(Instant, u64)> {
+    match size > u64::from(sys::UNSENT_LIMIT) && budget() > 0 {
+        true => sys::bytes_acked(fd).map(|acked| (now, acked)),
+        false => None,
+    }
+}
+
+/// One response's unsent queue on a TCP socket, as its writer waits on it (or one
+/// connection's, across HTTP/2's turns).
 #[derive(Debug, Default)]
 pub(crate) struct Queue {
     /// When and at what count of acknowledged bytes the current measurement began.
@@ -115,16 +131,21 @@ pub(crate) struct Queue {
 
 impl Queue {
     /// The queue of a response of `size` bytes about to be written to `fd`: the measurement
-    /// of the client's rate begins with it, if it is larger than the bound (a smaller one
-    /// never waits long) and there is a budget at all.
+    /// of the client's rate begins with it (see `probe`).
     pub(crate) fn new(fd: BorrowedFd<'_>, size: u64, now: Instant) -> Queue {
-        let probe = match size > u64::from(sys::UNSENT_LIMIT) && budget() > 0 {
-            true => sys::bytes_acked(fd).map(|acked| (now, acked)),
-            false => None,
-        };
         Queue {
-            probe,
+            probe: probe(fd, size, now),
             ..Queue::default()
+        }
+    }
+
+    /// A connection's next write of `size` bytes to `fd`, for a queue kept across writes
+    /// (HTTP/2's turns): the measurement begins, as in [`Queue::new`], unless it is already
+    /// going on.
+    #[cfg(feature = "http2")]
+    pub(crate) fn next_write(&mut self, fd: BorrowedFd<'_>, size: u64, now: Instant) {
+        if self.probe.is_none() {
+            self.probe = probe(fd, size, now);
         }
     }
 
@@ -165,6 +186,13 @@ impl Queue {
         } else if !fast {
             self.lower(fd);
         }
+    }
+
+    /// The connection has nothing more to write for now (HTTP/2, between bursts of turns): the
+    /// measurement ends, and the next write begins another.
+    #[cfg(feature = "http2")]
+    pub(crate) fn pause(&mut self) {
+        self.probe = None;
     }
 
     /// Whether a share is held: the writer must then [`lower`](Queue::lower) the limit once

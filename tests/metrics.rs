@@ -42,6 +42,8 @@ matrix!([h1, uring] standalone:
     the_metrics_listener_serves_only_metrics,
     connections_held_at_the_limit_are_counted,
     a_fast_download_raises_its_queue_and_gives_the_share_back,
+    #[cfg(feature = "http2")]
+    a_fast_h2_download_raises_its_queue_and_gives_the_share_back,
     promtool_accepts_the_page_and_the_scrape_config,
     prometheus_scrapes_staticd,
 );
@@ -370,6 +372,60 @@ fn a_fast_download_raises_its_queue_and_gives_the_share_back(v: Variant) {
         } else {
             assert_eq!(raises, 0.0, "raised with {args:?} on {v:?}");
         }
+    }
+}
+
+/// The same over HTTP/2 (h2c): the connection's queue is raised while it writes its turns
+/// of frames, and the share goes back once it has nothing more to write and its queue has
+/// drained. io_uring (which keeps 128 KiB) raises none.
+#[cfg(feature = "http2")]
+fn a_fast_h2_download_raises_its_queue_and_gives_the_share_back(v: Variant) {
+    use common::h2frames::{flag, headers, hpack, kind, setting, window_update, H2Conn, Next};
+    const LARGE: usize = 20 << 20;
+    let root = site();
+    root.file("large.bin", pattern(LARGE));
+    let (server, metrics) = start(v, &root, &[]);
+    let open = [(setting::INITIAL_WINDOW_SIZE, 0x7fff_ffff)];
+    let (mut conn, _) = H2Conn::handshake(server.addr(), &open);
+    conn.send(&window_update(0, 0x7fff_ffff - 65_535)).unwrap();
+    for stream in [1, 3] {
+        let block = hpack::request("GET", "/large.bin");
+        let end = flag::END_STREAM | flag::END_HEADERS;
+        conn.send(&headers(stream, &block, end)).unwrap();
+        let mut body = Vec::with_capacity(LARGE);
+        let deadline = Instant::now() + IO_TIMEOUT;
+        loop {
+            let frame = match conn.next(deadline) {
+                Next::Frame(f) => f,
+                other => panic!("stream {stream}: {other:?} after {} bytes", body.len()),
+            };
+            if !(frame.is(kind::DATA) && frame.stream == stream) {
+                continue;
+            }
+            body.extend_from_slice(&frame.payload);
+            // A pause now and then, as in the HTTP/1.1 test: a queue that never fills needs
+            // no raise.
+            if body.len() % (1 << 20) < frame.payload.len() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if frame.has(flag::END_STREAM) {
+                break;
+            }
+        }
+        assert!(
+            body == pattern(LARGE),
+            "stream {stream}'s body differs from the file"
+        );
+    }
+    let after = scrape_until(metrics, "the budget given back", |s| {
+        s.get("staticd_unsent_budget_held_bytes") == 0.0
+    });
+    let raises = after.get("staticd_unsent_raises_total");
+    if v.transport == Transport::Epoll {
+        // Measured afresh after the connection had nothing to write: one raise each.
+        assert!(raises >= 2.0, "{raises} raises for two fast downloads");
+    } else {
+        assert_eq!(raises, 0.0, "raised on {v:?}");
     }
 }
 

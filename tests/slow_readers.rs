@@ -203,7 +203,6 @@ fn logged_bytes(server: &Server, needle: &str) -> u64 {
 /// measured as a response is (acknowledged bytes against `--min-rate`).
 #[cfg(all(feature = "http2", feature = "tls"))]
 fn h2_reader_of_100_bytes_a_second_is_dropped(v: Variant) {
-    use common::h2frames::{flag, headers, hpack, setting, settings, window_update, PREFACE};
     let _serial = serial();
     let root = site();
     let mut server = Server::builder(v, root.path())
@@ -216,14 +215,21 @@ fn h2_reader_of_100_bytes_a_second_is_dropped(v: Variant) {
     let probe = tcp.try_clone().unwrap();
     let mut conn = Conn::from_stream(connector.wrap(tcp));
     let started = Instant::now();
+    conn.send(h2_request("/big.bin"));
+    read_slowly_until_dropped(&mut conn, &probe, started, "an HTTP/2 reader");
+    server.assert_survived("/a.txt");
+}
+
+/// An HTTP/2 connection's opening with a GET of `path` on stream 1: every flow-control
+/// window opened as wide as it goes, so that only the socket holds the server back.
+fn h2_request(path: &str) -> Vec<u8> {
+    use common::h2frames::{flag, headers, hpack, setting, settings, window_update, PREFACE};
     let mut hello = PREFACE.to_vec();
     hello.extend(settings(&[(setting::INITIAL_WINDOW_SIZE, 0x7fff_ffff)]));
     hello.extend(window_update(0, 0x7fff_ffff - 65_535));
-    let block = hpack::request("GET", "/big.bin");
+    let block = hpack::request("GET", path);
     hello.extend(headers(1, &block, flag::END_STREAM | flag::END_HEADERS));
-    conn.send(hello);
-    read_slowly_until_dropped(&mut conn, &probe, started, "an HTTP/2 reader");
-    server.assert_survived("/a.txt");
+    hello
 }
 
 /// The same flags do not touch a client that reads at full speed: the whole
@@ -277,16 +283,36 @@ const STALL_BUDGET: u64 = 16 << 20;
 /// figures are the whole kernel's: the lowest of two tries without a budget counts, and the
 /// first of up to three with one that is within the bound.
 fn readers_that_stop_after_a_fast_start_hold_at_most_the_budget(v: Variant) {
+    stalled_readers_hold_at_most_the_budget(v, Protocol::Http1);
+}
+
+/// The same over HTTP/2 (h2c, and ALPN h2 over TLS), whose connections' queues are raised
+/// while they write turns of frames: each reader asks for the file on one stream with every
+/// window open, so that only the socket holds the server back.
+#[cfg(all(feature = "http2", feature = "tls"))]
+fn h2_readers_that_stop_after_a_fast_start_hold_at_most_the_budget(v: Variant) {
+    stalled_readers_hold_at_most_the_budget(v, Protocol::Http2);
+}
+
+/// What the stalled readers speak.
+#[derive(Clone, Copy)]
+enum Protocol {
+    Http1,
+    #[cfg_attr(not(all(feature = "http2", feature = "tls")), allow(dead_code))]
+    Http2,
+}
+
+fn stalled_readers_hold_at_most_the_budget(v: Variant, protocol: Protocol) {
     let _serial = serial();
     let root = site();
-    let without = stalled_readers_pages(v, &root, 0, 2, |_| false);
+    let without = stalled_readers_pages(v, &root, protocol, 0, 2, |_| false);
     // A quarter more for what the kernel charges beyond the bytes themselves (each skb's
     // overhead, and the one skb a raised queue's last write may put past its limit): measured,
     // the four raised queues held 3,299 pages more in cleartext and 4,179 over TLS, whose
     // records are copied, against the budget's 4,096. With room for all forty (a budget of
     // 1 GiB) they held 39,350 pages against 2,598 with none: 984 each, as many as nginx's.
     let bound = without + (STALL_BUDGET / 4096) as f64 * 1.25;
-    let with = stalled_readers_pages(v, &root, STALL_BUDGET, 3, |pages| pages <= bound);
+    let with = stalled_readers_pages(v, &root, protocol, STALL_BUDGET, 3, |pages| pages <= bound);
     assert!(
         with <= bound,
         "with a budget of {} pages the stalled readers hold {with} pages, {without} without \
@@ -301,6 +327,7 @@ fn readers_that_stop_after_a_fast_start_hold_at_most_the_budget(v: Variant) {
 fn stalled_readers_pages(
     v: Variant,
     root: &Docroot,
+    protocol: Protocol,
     budget: u64,
     tries: usize,
     enough: impl Fn(f64) -> bool,
@@ -310,22 +337,36 @@ fn stalled_readers_pages(
         .args(["--max-connections-per-ip", "0"])
         .args(["--unsent-budget", &budget.to_string()])
         .start();
-    let connector = server.connector();
+    let mut connector = server.connector();
+    if let Protocol::Http2 = protocol {
+        connector.tls = connector.tls.map(|tls| tls.offering_h2());
+    }
     let open = || {
         (0..STALLED)
             .map(|_| {
                 // 64 KiB (the kernel doubles it): a window a client keeps up with on loopback.
                 let tcp = tcp_with_window(connector.addr, 64 << 10);
                 let mut conn = Conn::from_stream(connector.wrap(tcp));
-                conn.send(request("GET", "/big.bin", &[]));
-                assert_eq!(conn.read_head().status, 200);
+                match protocol {
+                    Protocol::Http1 => {
+                        conn.send(request("GET", "/big.bin", &[]));
+                        assert_eq!(conn.read_head().status, 200);
+                    }
+                    Protocol::Http2 => conn.send(h2_request("/big.bin")),
+                }
+                // Over HTTP/2, frames' headers and all: as many bytes as the socket took.
                 let _ = conn.take_exact(FAST_START);
                 conn
             })
             .collect()
     };
-    let what =
-        format!("--unsent-budget {budget}: {STALLED} readers stopped after {FAST_START} bytes");
+    let what = format!(
+        "--unsent-budget {budget}: {STALLED} readers stopped after {FAST_START} bytes{}",
+        match protocol {
+            Protocol::Http1 => "",
+            Protocol::Http2 => " (HTTP/2)",
+        }
+    );
     pages_held(tries, enough, open, STALLED, &what)
 }
 
@@ -429,3 +470,7 @@ matrix!([h1, tls, uring] standalone:
 
 // A slow HTTP/3 reader (QUIC flow control, not TCP's window) is in tests/http3_attacks.rs.
 matrix!([h2c, h2_tls] both_modes: h2_reader_of_100_bytes_a_second_is_dropped);
+// Over the event loop: inetd mode never raises a queue.
+matrix!([h2c, h2_tls] standalone:
+    h2_readers_that_stop_after_a_fast_start_hold_at_most_the_budget,
+);

@@ -152,7 +152,7 @@ fn write_all(out: &mut String, t: &Totals, p: &Process) -> std::fmt::Result {
     counter(
         out,
         "staticd_unsent_raises_total",
-        "Responses whose unsent queue was raised for a fast client.",
+        "Responses (HTTP/2: connections' runs of frames) whose unsent queue was raised for a fast client.",
         unsent::raises(),
     )?;
     head(

@@ -10,6 +10,7 @@
 
 use std::io;
 use std::os::fd::BorrowedFd;
+use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
 
@@ -17,6 +18,7 @@ use crate::h2session::Plan;
 use crate::serve::ready::Ready;
 use crate::serve::wire::{lend_read_buffer, return_unused_read_buffer, Got, Wire, READ_CHUNK};
 use crate::serve::writer::{FileSender, Out};
+use crate::unsent::Queue;
 
 use super::gather::{Gather, Next, Way};
 
@@ -30,6 +32,14 @@ pub(crate) trait Link {
     /// Makes progress writing `plan` from `at` (how far it went so far):
     /// returns the new position; `plan.len()` once all of it is out.
     async fn write(&mut self, plan: &Plan, at: u64) -> io::Result<u64>;
+    /// The connection has nothing to write for now: the measurement of its client's rate
+    /// ends (see [`unsent`](crate::unsent); the next write begins another). Returns whether
+    /// its unsent queue was raised meanwhile: it must [`settle`](Link::settle) before the
+    /// connection waits for anything else.
+    fn pause(&mut self) -> bool;
+    /// Lowers a raised queue back to the bound and waits until it has drained under it,
+    /// when its share goes back to the budget.
+    async fn settle(&mut self) -> io::Result<()>;
     /// Ends our side (close_notify over TLS), writing what it can.
     async fn close(&mut self);
     /// The socket written to, whose acknowledged bytes measure the client
@@ -45,6 +55,8 @@ pub(crate) struct FdLink<R> {
     read: Vec<u8>,
     gather: Gather,
     files: FileSender,
+    /// The socket's unsent queue, measured across turns while the connection writes.
+    queue: Queue,
 }
 
 impl<R: Ready> FdLink<R> {
@@ -57,6 +69,7 @@ impl<R: Ready> FdLink<R> {
             read,
             gather: Gather::default(),
             files: FileSender::copying(copy),
+            queue: Queue::default(),
         }
     }
 }
@@ -114,31 +127,51 @@ impl<R: Ready> Link for FdLink<R> {
             wire,
             gather,
             files,
+            queue,
             ..
         } = self;
         let (fd, socket) = (ready.output(), ready.socket());
+        if socket {
+            queue.next_write(fd, plan.len() - at, Instant::now());
+        }
         let start = at;
         // How far the calls below went: kept across the waits of poll_io,
         // which calls again after WouldBlock (bytes TLS took are not taken
         // twice).
         let mut at = at;
+        // The socket was full when last tried: this try follows a wait.
+        let mut waited = false;
         std::future::poll_fn(|cx| {
             ready.poll_io(cx, Interest::WRITABLE, || {
+                if std::mem::take(&mut waited) {
+                    queue.woke(fd, Instant::now());
+                }
                 let mut out = wire.out(fd, socket);
                 // As much as the descriptor takes now; WouldBlock only when
-                // it took nothing. The plan is out once TLS's records are
-                // too.
+                // it took nothing.
                 let result = loop {
-                    if at == plan.len() {
-                        break out.flush().map(|()| at);
-                    }
-                    match write_some(&mut out, gather, files, plan, at) {
-                        Ok(0) => break Err(io::ErrorKind::UnexpectedEof.into()),
-                        Ok(n) => at += n as u64,
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock && at > start => {
-                            break Ok(at)
+                    // The plan is out once TLS's records are too (None).
+                    let step = match at == plan.len() {
+                        true => out.flush().map(|()| None),
+                        false => write_some(&mut out, gather, files, plan, at).map(Some),
+                    };
+                    let full = match step {
+                        Ok(None) => break Ok(at),
+                        Ok(Some(0)) => break Err(io::ErrorKind::UnexpectedEof.into()),
+                        Ok(Some(n)) => {
+                            at += n as u64;
+                            continue;
                         }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => e,
                         Err(e) => break Err(e),
+                    };
+                    if at > start && at < plan.len() {
+                        break Ok(at);
+                    }
+                    // Raised just now: the socket has room again at once.
+                    if !(socket && queue.blocked(fd, Instant::now())) {
+                        waited = true;
+                        break Err(full);
                     }
                 };
                 // Nothing waits holding a block.
@@ -151,6 +184,30 @@ impl<R: Ready> Link for FdLink<R> {
 
     fn socket(&self) -> Option<BorrowedFd<'_>> {
         self.ready.socket().then(|| self.ready.output())
+    }
+
+    fn pause(&mut self) -> bool {
+        self.queue.pause();
+        self.queue.holds()
+    }
+
+    async fn settle(&mut self) -> io::Result<()> {
+        let FdLink { ready, queue, .. } = self;
+        let fd = ready.output();
+        queue.lower(fd);
+        // Room at the bound again, by poll(2), which arms the wake-up if not (as HTTP/1.1's
+        // writer waits: serve::socket::send).
+        std::future::poll_fn(|cx| {
+            ready.poll_io(cx, Interest::WRITABLE, || {
+                match crate::sys::writable_now(fd) {
+                    true => Ok(()),
+                    false => Err(io::ErrorKind::WouldBlock.into()),
+                }
+            })
+        })
+        .await?;
+        queue.release();
+        Ok(())
     }
 
     async fn close(&mut self) {
@@ -250,6 +307,14 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Link for IoLink<T> {
 
     async fn close(&mut self) {
         let _ = self.io.shutdown().await;
+    }
+
+    fn pause(&mut self) -> bool {
+        false
+    }
+
+    async fn settle(&mut self) -> io::Result<()> {
+        Ok(())
     }
 
     fn socket(&self) -> Option<BorrowedFd<'_>> {

@@ -72,6 +72,14 @@ pub(crate) async fn serve(mut link: impl Link, served: Served, stop: impl Future
             // What the events submitted (a script's head) goes first.
             continue;
         }
+        // Nothing to write for now: a queue raised while the connection wrote drains back
+        // under the bound before anything else (see `unsent`).
+        if link.pause() {
+            if let Err(discarded) = settle(&mut link, &served, now).await {
+                conn.unsent(0, discarded);
+                break;
+            }
+        }
         if conn.is_done() {
             break;
         }
@@ -194,6 +202,27 @@ async fn write_plan(
         }
     }
     Ok(())
+}
+
+/// Waits for a raised queue to drain (see [`Link::settle`]) as for a plan's write: the
+/// client must take it within `--send-timeout` of credit at `--min-rate`. Err: it was given
+/// up on, and the reset discarded that many of the bytes written.
+async fn settle(link: &mut impl Link, served: &Served, now: Instant) -> Result<(), u64> {
+    let cfg = &served.cfg;
+    let mut pace = Pace::new(now, cfg.send_timeout, cfg.min_rate);
+    let most = u64::from(crate::unsent::RAISED_LIMIT);
+    let acks = link
+        .socket()
+        .and_then(|fd| pacing::start(&mut pace, fd, most));
+    match pacing::paced(link.settle(), acks, &mut pace).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err(0),
+        Err(discarded) => {
+            let e = std::io::ErrorKind::TimedOut.into();
+            pacing::response_failed(&e, &pace, &served.origin.client, cfg);
+            Err(discarded)
+        }
+    }
 }
 
 /// Serves one cleartext HTTP/2 connection over any byte stream, until the
