@@ -87,14 +87,17 @@ impl Plan {
 
 /// How far back a connection remembers the DATA payloads it wrote
 /// ([`Written`]): beyond what the kernel holds unacknowledged for
-/// a client that stopped taking bytes ([`sys::UNSENT_LIMIT`](crate::sys::UNSENT_LIMIT) waiting
-/// unsent, the write that crossed it, what was in flight when the client stopped).
-const REMEMBERED_BYTES: u64 = 1 << 20;
+/// a client that stopped taking bytes (a raised queue's
+/// [`RAISED_LIMIT`](crate::unsent::RAISED_LIMIT) waiting unsent, the write that crossed it, what
+/// was in flight when the client stopped).
+const REMEMBERED_BYTES: u64 = crate::unsent::RAISED_LIMIT as u64 + (1 << 20);
 
-/// And at most this many payloads, however small (a script's writes): 2 KiB
-/// a connection. The streams whose log lines are still to be written are
-/// the ones that matter, and a stalled stream's payloads are large.
-const REMEMBERED_PAYLOADS: usize = 128;
+/// And at most this many payloads, however small (a script's writes): 6 KiB
+/// a connection, enough for `REMEMBERED_BYTES` of 16 KiB payloads (the
+/// default frame size). The streams whose log lines are still to be
+/// written are the ones that matter, and a stalled stream's payloads are
+/// large.
+const REMEMBERED_PAYLOADS: usize = 384;
 
 /// The DATA payloads of the turns already written, each with its stream,
 /// its length and where it ends among all the connection's bytes. A
@@ -207,10 +210,10 @@ mod tests {
     fn payloads_far_enough_back_are_forgotten() {
         let mut written = Written::default();
         let mut turn = Plan::default();
-        // 16 KiB payloads (no frame heads): the last 1 MiB of them.
+        // 16 KiB payloads (no frame heads): the last REMEMBERED_BYTES of them.
         turn.push(&[7; 16384]);
         turn.data_frame(1, 16384);
-        for _ in 0..100 {
+        for _ in 0..2 * REMEMBERED_BYTES / 16384 {
             written.add(&turn);
         }
         assert_eq!(written.data.len() as u64, REMEMBERED_BYTES / 16384);
