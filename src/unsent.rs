@@ -195,6 +195,16 @@ impl Queue {
         self.probe = None;
     }
 
+    /// Whether what waits unsent on `fd` has drained under the bound (the socket has room
+    /// at it again): Ok, else WouldBlock, for a wait on the socket's write readiness. By
+    /// poll(2), which arms the kernel's wake-up if not (see `sys::writable_now`).
+    pub(crate) fn drained(fd: BorrowedFd<'_>) -> std::io::Result<()> {
+        match sys::writable_now(fd) {
+            true => Ok(()),
+            false => Err(std::io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
     /// Whether a share is held: the writer must then [`lower`](Queue::lower) the limit once
     /// the response is written, and wait until the socket has room at the bound (less than
     /// it waits unsent) before it reads on or closes.

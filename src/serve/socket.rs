@@ -276,14 +276,12 @@ pub(crate) async fn send(
                 Err(e) => return Err(e),
             }
         } else if queue.holds() {
-            // The budget's share goes back once what it paid for has left the kernel: the
-            // socket has room at the bound again (by poll(2), which arms the wake-up if not).
+            // The budget's share goes back once what it paid for has left the kernel.
             queue.lower(fd);
-            let room = || match crate::sys::writable_now(fd) {
-                true => Ok(()),
-                false => Err(io::Error::from(io::ErrorKind::WouldBlock)),
-            };
-            if stream.try_io(Interest::WRITABLE, room).is_ok() {
+            if stream
+                .try_io(Interest::WRITABLE, || Queue::drained(fd))
+                .is_ok()
+            {
                 queue.release();
                 break;
             }

@@ -195,17 +195,8 @@ impl<R: Ready> Link for FdLink<R> {
         let FdLink { ready, queue, .. } = self;
         let fd = ready.output();
         queue.lower(fd);
-        // Room at the bound again, by poll(2), which arms the wake-up if not (as HTTP/1.1's
-        // writer waits: serve::socket::send).
-        std::future::poll_fn(|cx| {
-            ready.poll_io(cx, Interest::WRITABLE, || {
-                match crate::sys::writable_now(fd) {
-                    true => Ok(()),
-                    false => Err(io::ErrorKind::WouldBlock.into()),
-                }
-            })
-        })
-        .await?;
+        std::future::poll_fn(|cx| ready.poll_io(cx, Interest::WRITABLE, || Queue::drained(fd)))
+            .await?;
         queue.release();
         Ok(())
     }

@@ -26,6 +26,7 @@ use crate::origin::{Kind, Origin, Protocol};
 use crate::pace::Pace;
 use crate::pool;
 use crate::serve::cgi::streams::Scripts;
+use crate::serve::pacing::Acks;
 use crate::serve::stop::Stop;
 use crate::serve::{idle, pacing, ready};
 use crate::site::Site;
@@ -179,11 +180,7 @@ async fn write_plan(
     served: &Served,
     now: Instant,
 ) -> Result<(), (u64, u64)> {
-    let cfg = &served.cfg;
-    let mut pace = Pace::new(now, cfg.send_timeout, cfg.min_rate);
-    let acks = link
-        .socket()
-        .and_then(|fd| pacing::start(&mut pace, fd, plan.len()));
+    let (mut pace, acks) = pace(link, served, now, plan.len());
     let mut at = 0;
     while at < plan.len() {
         match pacing::paced(link.write(plan, at), acks, &mut pace).await {
@@ -193,8 +190,7 @@ async fn write_plan(
             }
             Ok(Err(_)) => return Err((at, 0)),
             Err(discarded) => {
-                let e = std::io::ErrorKind::TimedOut.into();
-                pacing::response_failed(&e, &pace, &served.origin.client, cfg);
+                given_up(&pace, served);
                 // The bytes the reset discards never went out, and they
                 // may go back into turns written before this one.
                 return Err((at, discarded));
@@ -208,21 +204,34 @@ async fn write_plan(
 /// client must take it within `--send-timeout` of credit at `--min-rate`. Err: it was given
 /// up on, and the reset discarded that many of the bytes written.
 async fn settle(link: &mut impl Link, served: &Served, now: Instant) -> Result<(), u64> {
-    let cfg = &served.cfg;
-    let mut pace = Pace::new(now, cfg.send_timeout, cfg.min_rate);
     let most = u64::from(crate::unsent::RAISED_LIMIT);
-    let acks = link
-        .socket()
-        .and_then(|fd| pacing::start(&mut pace, fd, most));
+    let (mut pace, acks) = pace(link, served, now, most);
     match pacing::paced(link.settle(), acks, &mut pace).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(_)) => Err(0),
         Err(discarded) => {
-            let e = std::io::ErrorKind::TimedOut.into();
-            pacing::response_failed(&e, &pace, &served.origin.client, cfg);
+            given_up(&pace, served);
             Err(discarded)
         }
     }
+}
+
+/// The pace a wait of the connection's writer (for `size` bytes at most) is measured by,
+/// from `now`, and the socket whose acknowledged bytes measure it (see
+/// [`serve::pacing`](crate::serve::pacing)).
+fn pace(link: &impl Link, served: &Served, now: Instant, size: u64) -> (Pace, Option<Acks>) {
+    let cfg = &served.cfg;
+    let mut pace = Pace::new(now, cfg.send_timeout, cfg.min_rate);
+    let acks = link
+        .socket()
+        .and_then(|fd| pacing::start(&mut pace, fd, size));
+    (pace, acks)
+}
+
+/// The client was given up on: named in the log if it was too slow for `--min-rate`.
+fn given_up(pace: &Pace, served: &Served) {
+    let e = std::io::ErrorKind::TimedOut.into();
+    pacing::response_failed(&e, pace, &served.origin.client, &served.cfg);
 }
 
 /// Serves one cleartext HTTP/2 connection over any byte stream, until the
