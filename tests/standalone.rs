@@ -349,6 +349,36 @@ fn running_out_of_file_descriptors_neither_crashes_nor_spins(v: Variant) {
     assert!(server.process().try_status().is_none());
 }
 
+/// Every worker builds its runtime before any accepts: a descriptor limit that leaves too
+/// few for eight workers' runtimes is a start-up error naming what to change, not a server
+/// that accepts on some listeners while the connections the kernel queued on the others
+/// wait for a worker that never starts.
+#[test]
+fn a_descriptor_limit_too_low_for_the_workers_is_a_start_up_error() {
+    let root = site();
+    let mut transports = vec![vec![]];
+    if cfg!(feature = "uring") {
+        transports.push(vec!["--io-uring"]);
+    }
+    for transport in transports {
+        let mut args = root_args(&root);
+        args.extend(["--port", "0", "--bind", "127.0.0.1", "--threads", "8"].map(OsString::from));
+        args.extend(transport.iter().map(OsString::from));
+        // Start-up itself (the listeners of eight workers among them) takes about 17.
+        let outcome = run_to_exit_with_nofile(&args, 24);
+        assert_startup_failure(
+            &outcome,
+            1,
+            &[
+                "cannot start a worker thread",
+                "Too many open files",
+                "ulimit -n",
+                "--threads",
+            ],
+        );
+    }
+}
+
 fn a_stalled_client_does_not_block_others_on_one_thread(v: Variant) {
     let root = site();
     write_pattern_file(&root.join("big.bin"), 64 << 20);

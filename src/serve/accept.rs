@@ -14,13 +14,16 @@ use super::clients::{self, Claim};
 use super::limits::{Connections, Slot};
 use super::listen::UNIX_CLIENT;
 use super::wire::Wire;
-use super::workers::{Shared, EMFILE_PAUSE};
+use super::workers::Shared;
 use super::{idle, park};
 use crate::client_name::ClientName;
 use crate::complaint::{complain, Complaint};
 use crate::log;
 use crate::origin::Kind;
 use crate::sys::describe;
+
+/// How long accepting pauses when the process is out of descriptors.
+const EMFILE_PAUSE: Duration = Duration::from_millis(100);
 
 /// How long a worker at the bound waits for a place before it asks the
 /// other workers again to close an idle connection.

@@ -18,7 +18,7 @@ use super::listen::Listener;
 use super::park::{self, Parked};
 use super::socket::Socket;
 use super::wire::Wire;
-use super::workers::{self, Shared};
+use super::workers::{self, Shared, Worker};
 use super::{stop, Extras};
 use crate::config::Config;
 use crate::log;
@@ -41,17 +41,17 @@ pub fn run(
     workers::run_workers(cfg, site, listeners, extras, worker)
 }
 
-fn worker(shared: Shared, group: Vec<Listener>, index: usize) {
+fn worker(shared: Shared, group: Vec<Listener>, place: Worker) {
     let build = || {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
     };
-    let Some(rt) = workers::start_runtime(&shared, build) else {
+    let Some(rt) = place.runtime(build) else {
         return;
     };
     rt.block_on(async move {
-        let h3 = workers::start_http3(&shared, index);
+        let h3 = workers::start_http3(&shared, place.index);
         let lot = tokio::spawn(watch_lot(shared.clone()));
         // A task of its own (see `Stop::listeners_must_close`).
         let _ = tokio::spawn(accept_until_stop(group, shared.clone())).await;

@@ -14,6 +14,7 @@ pub mod h2;
 pub mod h3;
 pub(crate) mod http1;
 pub(crate) mod idle;
+pub(crate) mod launch;
 pub(crate) mod lazy;
 pub(crate) mod limits;
 pub mod listen;

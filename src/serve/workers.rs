@@ -4,8 +4,8 @@
 
 use std::io;
 use std::sync::Arc;
-use std::time::Duration;
 
+use super::launch::Launch;
 use super::limits::Connections;
 use super::listen::Listener;
 use super::stop::Stop;
@@ -13,18 +13,14 @@ use super::Extras;
 use crate::config::Config;
 use crate::log;
 use crate::site::Site;
-use crate::sys::{self, describe};
-
-/// How long accepting (or starting a worker) pauses when the process is
-/// out of descriptors.
-pub(crate) const EMFILE_PAUSE: Duration = Duration::from_millis(100);
+use crate::sys::describe;
 
 pub(crate) fn run_workers(
     cfg: Arc<Config>,
     site: Arc<Site>,
     listeners: Vec<Vec<Listener>>,
     extras: Extras,
-    worker: fn(Shared, Vec<Listener>, usize),
+    worker: fn(Shared, Vec<Listener>, Worker),
 ) -> io::Result<()> {
     // Signal handlers first: from the first accepted connection on, SIGTERM
     // must mean a graceful stop, never the default kill.
@@ -34,33 +30,6 @@ pub(crate) fn run_workers(
     let mut stop_signals = signals.block_on(async { StopSignals::register(extras.clone()) })?;
     let stop = Stop::new();
     let conns = Arc::new(Connections::new(&cfg));
-    // Announced only when everything is ready: tests and scripts wait for
-    // the `listening on` lines. The line for people comes first, so that
-    // once they see those, this one is there too.
-    let mut addrs = Vec::new();
-    for l in listeners.first().into_iter().flatten() {
-        if let Listener::Tcp(l) = l {
-            addrs.push(l.local_addr()?);
-        }
-    }
-    if let Some(line) = super::announce::serving_line(&cfg.root, &addrs, cfg.https.is_some()) {
-        eprintln!("{line}");
-    }
-    if let Some(line) = super::clients::not_counted_line(&cfg) {
-        eprintln!("{line}");
-    }
-    let mut names = Vec::new();
-    for l in listeners.first().into_iter().flatten() {
-        let name = l.name()?;
-        match l {
-            Listener::Redirect(..) => eprintln!("staticd: redirecting to https on {name}"),
-            _ => eprintln!("staticd: listening on {name}"),
-        }
-        names.push(name);
-    }
-    // From here on, log lines go through the log writer's queue: a
-    // blocked log output never holds up a worker (see `log::queue`).
-    log::start_writer()?;
     let grace = cfg.shutdown_grace;
     let shared = Shared {
         cfg,
@@ -69,17 +38,35 @@ pub(crate) fn run_workers(
         conns: Arc::clone(&conns),
         extras,
     };
-    // Before the workers take their sockets.
-    announce_http3(&shared.extras);
+    // Every worker builds its runtime before any accepts (see `launch`).
+    let launch = Arc::new(Launch::new(listeners.len()));
+    let announcement = Announcement::of(listeners.first().map_or(&[], Vec::as_slice))?;
     let mut workers = Vec::new();
-    for (i, group) in listeners.into_iter().enumerate() {
+    for (index, group) in listeners.into_iter().enumerate() {
         let shared = shared.clone();
+        let launch = Arc::clone(&launch);
         let handle = std::thread::Builder::new()
-            .name(format!("staticd-{i}"))
-            .spawn(move || worker(shared, group, i))?;
+            .name(format!("staticd-{index}"))
+            .spawn(move || worker(shared, group, Worker { index, launch }))?;
         workers.push(handle);
     }
-    super::notify::ready(&format!("listening on {}", names.join(", ")));
+    if let Err(why) = launch.built() {
+        launch.open(false);
+        for w in workers {
+            let _ = w.join();
+        }
+        return Err(io::Error::other(why));
+    }
+    // Announced only when everything is ready: tests and scripts wait for
+    // the `listening on` lines.
+    announcement.print(&shared.cfg);
+    // Before the workers take their sockets.
+    announce_http3(&shared.extras);
+    // From here on, log lines go through the log writer's queue: a
+    // blocked log output never holds up a worker (see `log::queue`).
+    log::start_writer()?;
+    launch.open(true);
+    super::notify::ready(&format!("listening on {}", announcement.names.join(", ")));
     signals.block_on(stop_signals.recv());
     crate::respond::draining_begins();
     log::abandon_after(grace);
@@ -90,6 +77,72 @@ pub(crate) fn run_workers(
     }
     log::finish();
     Ok(())
+}
+
+/// What the start-up lines say of the listeners: those of one group,
+/// every group having the same addresses.
+struct Announcement {
+    /// The TCP listeners' addresses, for the line for people.
+    addrs: Vec<std::net::SocketAddr>,
+    /// Each listener's name.
+    names: Vec<String>,
+    /// Which of them redirect to HTTPS (`--redirect-http`).
+    redirects: Vec<bool>,
+}
+
+impl Announcement {
+    fn of(group: &[Listener]) -> io::Result<Announcement> {
+        let mut addrs = Vec::new();
+        let (mut names, mut redirects) = (Vec::new(), Vec::new());
+        for l in group {
+            if let Listener::Tcp(l) = l {
+                addrs.push(l.local_addr()?);
+            }
+            names.push(l.name()?);
+            redirects.push(matches!(l, Listener::Redirect(..)));
+        }
+        Ok(Announcement {
+            addrs,
+            names,
+            redirects,
+        })
+    }
+
+    /// The line for people comes first, so that once scripts see the
+    /// `listening on` lines, it is there too.
+    fn print(&self, cfg: &Config) {
+        if let Some(line) =
+            super::announce::serving_line(&cfg.root, &self.addrs, cfg.https.is_some())
+        {
+            eprintln!("{line}");
+        }
+        if let Some(line) = super::clients::not_counted_line(cfg) {
+            eprintln!("{line}");
+        }
+        for (name, &redirect) in self.names.iter().zip(&self.redirects) {
+            if redirect {
+                eprintln!("staticd: redirecting to https on {name}");
+            } else {
+                eprintln!("staticd: listening on {name}");
+            }
+        }
+    }
+}
+
+/// A worker thread's place among the workers.
+pub(crate) struct Worker {
+    /// Which listener group (and HTTP/3 sockets) it serves.
+    pub(crate) index: usize,
+    launch: Arc<Launch>,
+}
+
+impl Worker {
+    /// Builds the worker's runtime with `build` and waits until every
+    /// worker has built its own (see [`launch`](super::launch)). None: the
+    /// server does not start (the main thread says why).
+    pub(crate) fn runtime<T>(&self, build: impl FnOnce() -> io::Result<T>) -> Option<T> {
+        self.launch.runtime(build)
+    }
 }
 
 /// Starts HTTP/3 on worker `index`'s UDP sockets, on its runtime (see
@@ -195,26 +248,4 @@ pub(crate) struct Shared {
     pub(crate) stop: Stop,
     pub(crate) conns: Arc<Connections>,
     pub(crate) extras: Extras,
-}
-
-/// Builds a worker's runtime with `build`. The other workers' connections
-/// may have taken every descriptor before this worker starts: then it waits
-/// for one to close rather than give up, which would drop its listener and
-/// reset the connections queued on it. None: it cannot start (said on stderr).
-pub(crate) fn start_runtime<T>(shared: &Shared, build: impl Fn() -> io::Result<T>) -> Option<T> {
-    loop {
-        match build() {
-            Ok(rt) => return Some(rt),
-            Err(e) if sys::out_of_resources(&e) && !shared.stop.stopping() => {
-                std::thread::sleep(EMFILE_PAUSE);
-            }
-            Err(e) => {
-                log::diagnostic(&format!(
-                    "staticd: cannot start a worker: {}\n",
-                    describe(&e)
-                ));
-                return None;
-            }
-        }
-    }
 }

@@ -193,6 +193,34 @@ pub fn run_to_exit_with<S: AsRef<OsStr>>(
     if unprivileged && rustix::process::geteuid().is_root() {
         cmd.uid(65534).gid(65534);
     }
+    wait_for_exit(cmd, args)
+}
+
+/// [`run_to_exit`] with RLIMIT_NOFILE lowered to `n`.
+pub fn run_to_exit_with_nofile<S: AsRef<OsStr>>(args: &[S], n: u64) -> Outcome {
+    let mut cmd = Command::new(staticd_bin());
+    without_staticd_env(&mut cmd);
+    limit_nofile(&mut cmd, n);
+    wait_for_exit(cmd, args)
+}
+
+/// Lowers RLIMIT_NOFILE (soft and hard) of what `cmd` starts to `n`.
+pub fn limit_nofile(cmd: &mut Command, n: u64) {
+    let limit = rustix::process::Rlimit {
+        current: Some(n),
+        maximum: Some(n),
+    };
+    // SAFETY: setrlimit is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::process::setrlimit(rustix::process::Resource::Nofile, limit)
+                .map_err(io::Error::from)
+        });
+    }
+}
+
+/// Runs `cmd` with `args` to its exit (bounded by [`IO_TIMEOUT`]).
+fn wait_for_exit<S: AsRef<OsStr>>(mut cmd: Command, args: &[S]) -> Outcome {
     cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

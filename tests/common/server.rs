@@ -158,17 +158,7 @@ impl Builder {
             cmd.uid(65534).gid(65534);
         }
         if let Some(n) = self.nofile {
-            let limit = rustix::process::Rlimit {
-                current: Some(n),
-                maximum: Some(n),
-            };
-            // SAFETY: setrlimit is async-signal-safe and touches no memory of the parent.
-            unsafe {
-                cmd.pre_exec(move || {
-                    rustix::process::setrlimit(rustix::process::Resource::Nofile, limit)
-                        .map_err(io::Error::from)
-                });
-            }
+            limit_nofile(&mut cmd, n);
         }
         cmd.stderr(Stdio::piped());
         cmd

@@ -34,7 +34,7 @@ use tokio_uring::{OneshotOutputTransform, UnsubmittedOneshot};
 use self::connection::connection;
 use self::socket::{borrow, Socket};
 use super::listen::Listener;
-use super::workers::{self, Shared};
+use super::workers::{self, Shared, Worker};
 use super::{accept, stop, Extras};
 use crate::config::Config;
 use crate::site::Site;
@@ -67,16 +67,16 @@ pub fn run(
     workers::run_workers(cfg, site, listeners, extras, worker)
 }
 
-fn worker(shared: Shared, group: Vec<Listener>, index: usize) {
+fn worker(shared: Shared, group: Vec<Listener>, place: Worker) {
     let mut builder = tokio_uring::builder();
     builder.entries(RING_ENTRIES);
-    let Some(rt) = workers::start_runtime(&shared, || tokio_uring::Runtime::new(&builder)) else {
+    let Some(rt) = place.runtime(|| tokio_uring::Runtime::new(&builder)) else {
         return;
     };
     rt.block_on(async move {
         // HTTP/3 on this worker's loop too: tokio's own I/O driver, which
         // tokio-uring's runtime runs beside the ring.
-        let h3 = workers::start_http3(&shared, index);
+        let h3 = workers::start_http3(&shared, place.index);
         // A task of its own (see `Stop::listeners_must_close`).
         let _ = tokio_uring::spawn(accept_until_stop(group, shared.clone())).await;
         stop::connections_finished(&shared.stop, &shared.conns, shared.cfg.shutdown_grace).await;
