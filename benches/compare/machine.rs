@@ -17,6 +17,11 @@ pub struct Host {
     pub cpu: String,
     /// MemTotal from /proc/meminfo.
     pub memory_mib: u64,
+    /// The kernel's TCP congestion control for new sockets
+    /// (net.ipv4.tcp_congestion_control). It changes the large HTTP/2 cells
+    /// by half on a VM: BBR paces each socket with a timer of its own
+    /// (docs/performance.md, "HTTP/2 at 1 MB and the congestion control").
+    pub congestion_control: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -42,15 +47,16 @@ pub struct ToolVersion {
 }
 
 impl Host {
-    /// "2 core(s), AMD EPYC 7B13, 7.8 GiB memory, Linux 6.1.0": the line a
-    /// table names its machine with.
+    /// "2 core(s), AMD EPYC 7B13, 7.8 GiB memory, Linux 6.1.0, TCP cubic":
+    /// the line a table names its machine with.
     pub fn describe(&self) -> String {
         format!(
-            "{} core(s), {}, {:.1} GiB memory, Linux {}",
+            "{} core(s), {}, {:.1} GiB memory, Linux {}, TCP {}",
             self.cores,
             self.cpu,
             self.memory_mib as f64 / 1024.0,
-            self.kernel
+            self.kernel,
+            self.congestion_control
         )
     }
 }
@@ -94,11 +100,14 @@ pub fn host() -> Host {
             })
         })
         .map_or(0, |kib| kib / 1024);
+    let congestion_control = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+        .map_or_else(|_| "unknown".into(), |s| s.trim().to_string());
     Host {
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         kernel,
         cpu,
         memory_mib,
+        congestion_control,
     }
 }
 
