@@ -12,7 +12,7 @@
 //! limit too low for them is a start-up error, said in one line.
 
 use std::io;
-use std::sync::{Condvar, Mutex, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 use crate::sys::{self, describe};
 
@@ -58,30 +58,14 @@ impl Launch {
         report.failed = built.as_ref().err().map(failure);
         drop(report);
         let rt = built.ok()?;
-        let mut state = self.lock();
-        loop {
-            match state.go {
-                Some(go) => return go.then_some(rt),
-                None => {
-                    state = self
-                        .changed
-                        .wait(state)
-                        .unwrap_or_else(PoisonError::into_inner)
-                }
-            }
-        }
+        let state = self.wait_until(|s| s.go.is_some());
+        (state.go == Some(true)).then_some(rt)
     }
 
     /// On the main thread: waits until every worker built its runtime;
     /// else why one could not.
     pub(crate) fn built(&self) -> Result<(), String> {
-        let mut state = self.lock();
-        while state.reported < self.workers {
-            state = self
-                .changed
-                .wait(state)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
+        let state = self.wait_until(|s| s.reported == self.workers);
         state.failed.clone().map_or(Ok(()), Err)
     }
 
@@ -91,8 +75,15 @@ impl Launch {
         self.changed.notify_all();
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The state, once `ready` holds of it.
+    fn wait_until(&self, ready: impl Fn(&State) -> bool) -> MutexGuard<'_, State> {
+        self.changed
+            .wait_while(self.lock(), |s| !ready(s))
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -117,14 +108,12 @@ impl Drop for Report<'_> {
 /// Why a worker's runtime could not be built, for the one-line start-up
 /// error.
 fn failure(e: &io::Error) -> String {
-    if sys::out_of_resources(e) {
-        format!(
-            "cannot start a worker thread: {} (each takes a few descriptors: \
-             raise the limit, ulimit -n, or lower --threads)",
-            describe(e)
-        )
-    } else {
-        format!("cannot start a worker thread: {}", describe(e))
+    let why = format!("cannot start a worker thread: {}", describe(e));
+    match sys::out_of_resources(e) {
+        true => {
+            why + " (each takes a few descriptors: raise the limit, ulimit -n, or lower --threads)"
+        }
+        false => why,
     }
 }
 
