@@ -248,9 +248,20 @@ impl Steps for Process {
         } = listeners;
         #[cfg(feature = "uring")]
         if cfg.io_uring {
-            return serve::uring::run(cfg, site, groups, extras).map_err(|e| describe(&e));
+            return serve::uring::run(cfg, site, groups, extras).map_err(serving_failed);
         }
-        serve::event_loop::run(cfg, site, groups, extras).map_err(|e| describe(&e))
+        serve::event_loop::run(cfg, site, groups, extras).map_err(serving_failed)
+    }
+}
+
+/// A standalone transport's error, for the one-line message. Running out
+/// of descriptors while setting up (the signal loop, a thread, the log
+/// writer) says so and what to change; the other errors say what failed
+/// already.
+fn serving_failed(e: std::io::Error) -> String {
+    match crate::sys::descriptor_hint(&e) {
+        "" => describe(&e),
+        hint => format!("cannot start serving: {}{hint}", describe(&e)),
     }
 }
 

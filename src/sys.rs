@@ -32,6 +32,17 @@ pub fn out_of_resources(e: &io::Error) -> bool {
     )
 }
 
+/// What to change when start-up runs out of descriptors (EMFILE), said
+/// after the error in its one line; empty for any other error. Each
+/// worker has its own listeners and event loop, so --threads is the
+/// other way out.
+pub fn descriptor_hint(e: &io::Error) -> &'static str {
+    match e.raw_os_error() == Some(rustix::io::Errno::MFILE.raw_os_error()) {
+        true => " (each worker thread takes a few descriptors: raise the limit, ulimit -n, or lower --threads)",
+        false => "",
+    }
+}
+
 /// Raises the descriptor limit to its hard maximum, as nginx's
 /// worker_rlimit_nofile does: each connection needs one.
 pub fn raise_fd_limit() {

@@ -349,6 +349,26 @@ fn running_out_of_file_descriptors_neither_crashes_nor_spins(v: Variant) {
     assert!(server.process().try_status().is_none());
 }
 
+/// Eight workers on 127.0.0.1, port 0, over each transport this build has: the arguments
+/// of the descriptor-limit tests, one set per transport.
+fn eight_workers_args(root: &Docroot) -> Vec<Vec<OsString>> {
+    let mut transports = vec![vec![]];
+    if cfg!(feature = "uring") {
+        transports.push(vec!["--io-uring"]);
+    }
+    transports
+        .into_iter()
+        .map(|transport| {
+            let mut args = root_args(root);
+            args.extend(
+                ["--port", "0", "--bind", "127.0.0.1", "--threads", "8"].map(OsString::from),
+            );
+            args.extend(transport.into_iter().map(OsString::from));
+            args
+        })
+        .collect()
+}
+
 /// Every worker builds its runtime before any accepts: a descriptor limit that leaves too
 /// few for eight workers' runtimes is a start-up error naming what to change, not a server
 /// that accepts on some listeners while the connections the kernel queued on the others
@@ -356,14 +376,7 @@ fn running_out_of_file_descriptors_neither_crashes_nor_spins(v: Variant) {
 #[test]
 fn a_descriptor_limit_too_low_for_the_workers_is_a_start_up_error() {
     let root = site();
-    let mut transports = vec![vec![]];
-    if cfg!(feature = "uring") {
-        transports.push(vec!["--io-uring"]);
-    }
-    for transport in transports {
-        let mut args = root_args(&root);
-        args.extend(["--port", "0", "--bind", "127.0.0.1", "--threads", "8"].map(OsString::from));
-        args.extend(transport.iter().map(OsString::from));
+    for args in eight_workers_args(&root) {
         // Start-up itself (the listeners of eight workers among them) takes about 17.
         let outcome = run_to_exit_with_nofile(&args, 24);
         assert_startup_failure(
@@ -376,6 +389,29 @@ fn a_descriptor_limit_too_low_for_the_workers_is_a_start_up_error() {
                 "--threads",
             ],
         );
+    }
+}
+
+/// Whichever step of start-up runs out first as the limit falls (the listeners, the root,
+/// the signal loop, whose runtime tokio would panic in, a worker), the start fails with one
+/// line that says what to change: never a panic, never a bare "Too many open files".
+#[test]
+fn every_descriptor_limit_too_low_to_start_is_one_line_naming_ulimit() {
+    let root = site();
+    for args in eight_workers_args(&root) {
+        for nofile in 6..=24 {
+            let outcome = run_to_exit_with_nofile(&args, nofile);
+            assert!(
+                !outcome.stderr.iter().any(|l| l.contains("panicked")),
+                "nofile {nofile} {args:?}: {:#?}",
+                outcome.stderr
+            );
+            assert_startup_failure(
+                &outcome,
+                1,
+                &["Too many open files", "ulimit -n", "--threads"],
+            );
+        }
     }
 }
 

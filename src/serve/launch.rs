@@ -108,13 +108,11 @@ impl Drop for Report<'_> {
 /// Why a worker's runtime could not be built, for the one-line start-up
 /// error.
 fn failure(e: &io::Error) -> String {
-    let why = format!("cannot start a worker thread: {}", describe(e));
-    match sys::out_of_resources(e) {
-        true => {
-            why + " (each takes a few descriptors: raise the limit, ulimit -n, or lower --threads)"
-        }
-        false => why,
-    }
+    format!(
+        "cannot start a worker thread: {}{}",
+        describe(e),
+        sys::descriptor_hint(e)
+    )
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ pub(crate) fn run_workers(
 ) -> io::Result<()> {
     // Signal handlers first: from the first accepted connection on, SIGTERM
     // must mean a graceful stop, never the default kill.
+    room_for_signals()?;
     let signals = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -76,6 +77,25 @@ pub(crate) fn run_workers(
         let _ = w.join();
     }
     log::finish();
+    Ok(())
+}
+
+/// Fails with EMFILE unless the signal loop's runtime can get its
+/// descriptors: tokio makes the socket pair its signal handling needs when
+/// the first runtime with signals is built, and panics if it cannot. Its
+/// epoll, waker and their duplicates, the pair and a duplicate of one end
+/// take six (tokio 1.x, counted with strace); eight are tried and given
+/// back. Nothing else opens descriptors at this point of start-up (the
+/// --metrics thread would only for a scrape that connects just now).
+fn room_for_signals() -> io::Result<()> {
+    const NEEDED: usize = 8;
+    let mut held = Vec::with_capacity(NEEDED);
+    for _ in 0..NEEDED {
+        held.push(rustix::event::eventfd(
+            0,
+            rustix::event::EventfdFlags::CLOEXEC,
+        )?);
+    }
     Ok(())
 }
 

@@ -141,15 +141,15 @@ impl Site {
         features: Features,
     ) -> Result<Site, String> {
         let shown = root.display();
+        let failed =
+            |e: io::Error| format!("root {shown}: {}{}", describe(&e), sys::descriptor_hint(&e));
         // Absolute, so that what the path names can be asked again later
         // whatever the working directory; symlinks in it are kept, to be
         // followed anew (root::Root).
-        let root_path =
-            std::path::absolute(root).map_err(|e| format!("root {shown}: {}", describe(&e)))?;
-        let tree =
-            root::Root::open(&root_path).map_err(|e| format!("root {shown}: {}", describe(&e)))?;
+        let root_path = std::path::absolute(root).map_err(failed)?;
+        let tree = root::Root::open(&root_path).map_err(failed)?;
         // Refuse an unreadable root now rather than 403 on every request.
-        std::fs::read_dir(root).map_err(|e| format!("root {shown}: {}", describe(&e)))?;
+        std::fs::read_dir(root).map_err(failed)?;
         // A directory that can be listed but not entered (mode 0644) would
         // list its names and answer 403 for every file in it.
         rustix::fs::accessat(
