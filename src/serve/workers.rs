@@ -82,10 +82,10 @@ pub(crate) fn run_workers(
 
 /// Fails with EMFILE unless the signal loop's runtime can get its
 /// descriptors: tokio makes the socket pair its signal handling needs when
-/// the first runtime with signals is built, and panics if it cannot. Its
-/// epoll, waker and their duplicates, the pair and a duplicate of one end
-/// take six (tokio 1.x, counted with strace); eight are tried and given
-/// back. Nothing else opens descriptors at this point of start-up (the
+/// the first runtime with signals is built, and panics if it cannot. The
+/// runtime's epoll, its waker, a duplicate of the epoll, the pair and a
+/// duplicate of one end take six (tokio 1.x, counted with strace); eight
+/// are tried and given back. Nothing else opens descriptors at this point of start-up (the
 /// --metrics thread would only for a scrape that connects just now).
 fn room_for_signals() -> io::Result<()> {
     const NEEDED: usize = 8;
