@@ -33,12 +33,13 @@ pub fn out_of_resources(e: &io::Error) -> bool {
 }
 
 /// What to change when start-up runs out of descriptors (EMFILE), said
-/// after the error in its one line; empty for any other error. Each
-/// worker has its own listeners and event loop, so --threads is the
-/// other way out.
+/// after the error in its one line; empty for any other error. It holds in
+/// both modes: standalone, each worker has its own listeners and event
+/// loop, so --threads is the other way out; under --inetd it does not
+/// apply, and the hint says so.
 pub fn descriptor_hint(e: &io::Error) -> &'static str {
     match e.raw_os_error() == Some(rustix::io::Errno::MFILE.raw_os_error()) {
-        true => " (each worker thread takes a few descriptors: raise the limit, ulimit -n, or lower --threads)",
+        true => " (raise the limit, ulimit -n, or, standalone, lower --threads: each worker thread takes a few descriptors)",
         false => "",
     }
 }

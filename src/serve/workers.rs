@@ -85,8 +85,9 @@ pub(crate) fn run_workers(
 /// the first runtime with signals is built, and panics if it cannot. The
 /// runtime's epoll, its waker, a duplicate of the epoll, the pair and a
 /// duplicate of one end take six (tokio 1.x, counted with strace); eight
-/// are tried and given back. Nothing else opens descriptors at this point of start-up (the
-/// --metrics thread would only for a scrape that connects just now).
+/// are tried and given back. Nothing else opens descriptors at this point
+/// of start-up (the --metrics thread would only for a scrape that connects
+/// just now).
 fn room_for_signals() -> io::Result<()> {
     const NEEDED: usize = 8;
     let mut held = Vec::with_capacity(NEEDED);
