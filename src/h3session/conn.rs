@@ -10,7 +10,7 @@
 //! request stream: its HEADERS decoded with the static table only, the
 //! request decided by the same [`pipeline::answer`] HTTP/1.1 and HTTP/2
 //! use, its response encoded from the same
-//! [`ResponseFields`](crate::http::fields::ResponseFields) and written into
+//! [`ResponseFields`] and written into
 //! the stream as DATA frames, files read a block at a time as QUIC takes
 //! them. 0-RTT requests are answered at once only when
 //! [`replay_safe`](super::replay_safe); others wait for the handshake.
