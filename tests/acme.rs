@@ -220,8 +220,12 @@ impl Staticd {
 
     /// Waits for `name`'s `certificate issued` line.
     fn wait_issued(&mut self, name: &str) -> String {
+        self.wait_issued_within(ISSUE_TIMEOUT, name)
+    }
+
+    fn wait_issued_within(&mut self, timeout: Duration, name: &str) -> String {
         let what = format!("`{name}: certificate issued` line");
-        self.wait_line(ISSUE_TIMEOUT, &what, |l| is_issued(l, name))
+        self.wait_line(timeout, &what, |l| is_issued(l, name))
     }
 
     fn lines(&self) -> Vec<String> {
@@ -904,8 +908,7 @@ fn bad_nonces_are_retried_on_the_spot() {
     );
     let mut server = Staticd::start(&args, &acme.pebble);
     // Five failed attempts back off 1 + 2 + 4 + 8 + 16 s (+-20%) before the sixth.
-    let what = format!("`{NAME}: certificate issued` line");
-    server.wait_line(Duration::from_secs(90), &what, |l| is_issued(l, NAME));
+    server.wait_issued_within(Duration::from_secs(90), NAME);
     let failed: Vec<String> = server
         .lines()
         .into_iter()

@@ -432,6 +432,8 @@ mod sock_diag {
     const NLMSG_ERROR: u16 = 2;
     const NLMSG_DONE: u16 = 3;
     const NLMSG_HEADER: usize = 16;
+    /// struct inet_diag_req_v2, the dump's request after its header.
+    const INET_DIAG_REQ_V2: usize = 56;
     /// struct inet_diag_msg, before its attributes.
     const INET_DIAG_MSG: usize = 72;
     const INET_DIAG_SKMEMINFO: u16 = 7;
@@ -463,7 +465,7 @@ mod sock_diag {
             let mut messages = &buf[..len];
             while messages.len() >= NLMSG_HEADER {
                 let size = u32_at(messages, 0) as usize;
-                match u16::from_ne_bytes([messages[4], messages[5]]) {
+                match u16_at(messages, 4) {
                     NLMSG_DONE => return sockets,
                     NLMSG_ERROR => panic!("sock_diag refused the dump"),
                     _ => sockets.push(socket(&messages[NLMSG_HEADER..size])),
@@ -475,14 +477,15 @@ mod sock_diag {
 
     /// Every IPv4 TCP socket in every state, with its memory (SKMEMINFO).
     fn dump_request() -> Vec<u8> {
-        let mut req = Vec::with_capacity(NLMSG_HEADER + 56);
-        req.extend(((NLMSG_HEADER + 56) as u32).to_ne_bytes());
+        let mut req = Vec::with_capacity(NLMSG_HEADER + INET_DIAG_REQ_V2);
+        req.extend(((NLMSG_HEADER + INET_DIAG_REQ_V2) as u32).to_ne_bytes());
         req.extend(SOCK_DIAG_BY_FAMILY.to_ne_bytes());
         req.extend((NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
         req.extend(1u32.to_ne_bytes()); // sequence
         req.extend(0u32.to_ne_bytes()); // port id: the kernel fills it in
-                                        // struct inet_diag_req_v2: family, protocol, extensions wanted, padding, states,
-                                        // then a zeroed inet_diag_sockid (any address, any port).
+
+        // struct inet_diag_req_v2: family, protocol, extensions wanted, padding, states,
+        // then a zeroed inet_diag_sockid (any address, any port).
         let skmeminfo = 1 << (INET_DIAG_SKMEMINFO - 1);
         req.extend([libc::AF_INET as u8, libc::IPPROTO_TCP as u8, skmeminfo, 0]);
         req.extend(u32::MAX.to_ne_bytes());
@@ -499,8 +502,8 @@ mod sock_diag {
         let mut charged = 0;
         let mut attrs = &msg[INET_DIAG_MSG.min(msg.len())..];
         while attrs.len() >= 4 {
-            let len = u16::from_ne_bytes([attrs[0], attrs[1]]) as usize;
-            let kind = u16::from_ne_bytes([attrs[2], attrs[3]]);
+            let len = u16_at(attrs, 0) as usize;
+            let kind = u16_at(attrs, 2);
             if kind == INET_DIAG_SKMEMINFO {
                 let meminfo = |i: usize| u64::from(u32_at(attrs, 4 + 4 * i));
                 charged = meminfo(RMEM_ALLOC) + meminfo(WMEM_QUEUED) + meminfo(FWD_ALLOC);
@@ -512,6 +515,10 @@ mod sock_diag {
             peer,
             charged,
         }
+    }
+
+    fn u16_at(bytes: &[u8], at: usize) -> u16 {
+        u16::from_ne_bytes([bytes[at], bytes[at + 1]])
     }
 
     fn u32_at(bytes: &[u8], at: usize) -> u32 {

@@ -195,7 +195,7 @@ impl Binder {
                 };
                 let hint = match e.kind() {
                     io::ErrorKind::PermissionDenied if addr.port() < 1024 => LOW_PORT_HINT,
-                    _ => crate::sys::descriptor_hint(&e),
+                    _ => sys::descriptor_hint(&e),
                 };
                 Err(format!("cannot listen on {shown}: {}{hint}", why(&e)))
             }
